@@ -1,0 +1,76 @@
+"""Error types and the exit codes they map to.
+
+Every failure a user can cause or meet (bad input, a failed fetch, a refused write) is one of
+these; the CLI turns it into one line on stderr and its exit code, and only ``-v`` shows a
+traceback. Codes are distinct so cron wrappers and CI can tell a stale file from a broken fabric.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """Process exit codes of ``topograph-slurm``."""
+
+    OK = 0
+    DIFFERS = 1  # --check: the file on disk is not what we would write
+    USAGE = 2  # bad flags or option values (click's own code too)
+    INPUT = 3  # unreadable or malformed input data (dump, snapshot, JSON)
+    COLLECT = 4  # running a command or talking to a server failed
+    CONFIG = 5  # the config file is missing, malformed or has unknown keys
+    REFUSED = 6  # a guarded write refused (shrink guard, empty topology)
+    LOCKED = 7  # another run holds the lock
+    AUTH = 8  # credentials missing, refused by the server, or unsafely stored
+
+
+class TopographError(Exception):
+    """Base of all expected failures; ``exit_code`` is what the CLI exits with."""
+
+    exit_code: Exit = Exit.INPUT
+
+
+class InputError(TopographError):
+    """Input data (a dump, a snapshot, a JSON response) cannot be understood."""
+
+    exit_code = Exit.INPUT
+
+
+class ParseError(InputError):
+    """A source's text is malformed; the message names the line where possible."""
+
+    def __init__(self, message: str, line: int | None = None, source: str = "") -> None:
+        where = f"{source}:{line}: " if line is not None else (f"{source}: " if source else "")
+        super().__init__(f"{where}{message}")
+        self.line = line
+        self.source = source
+
+
+class CollectError(TopographError):
+    """Running a collector command or fetching from a server failed."""
+
+    exit_code = Exit.COLLECT
+
+
+class ConfigError(TopographError):
+    """The configuration is invalid."""
+
+    exit_code = Exit.CONFIG
+
+
+class RefusedError(TopographError):
+    """A write was refused by a safety guard; ``--force`` overrides where it says so."""
+
+    exit_code = Exit.REFUSED
+
+
+class LockedError(TopographError):
+    """Another run holds the output lock."""
+
+    exit_code = Exit.LOCKED
+
+
+class AuthError(TopographError):
+    """Credentials are missing, unsafe, or were refused."""
+
+    exit_code = Exit.AUTH

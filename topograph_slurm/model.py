@@ -1,0 +1,123 @@
+"""The Fabric model: the one plain-data structure every source produces and every analysis reads.
+
+Sources (ibnetdiscover text, UFM JSON, simulation) only *discover*: they fill a :class:`Fabric`
+with switches, channel adapters (HCAs) and links exactly as the fabric reports them, without
+interpreting names. Naming (which HCA belongs to which Slurm node) and all Slurm concepts live
+downstream in ``topology/``; keeping the model dumb keeps every source interchangeable, so
+``generate --ufm`` and ``generate --ibnetdiscover`` give byte-identical output for one fabric.
+
+GUIDs are normalised to 16 lowercase hex digits without ``0x`` so that the same device reported
+by two sources (or as ``0x8f10403960984`` and ``"H-0008f10403960984"`` in one dump) is one key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+def normalize_guid(text: str) -> str:
+    """Return *text* (``0x2c9…``, ``S-0002c9…``, ``2c9…``) as 16 lowercase hex digits.
+
+    Raises ValueError when *text* is not a hexadecimal GUID of at most 64 bits.
+    """
+    raw = text.strip().lower()
+    if raw[:2] in ("s-", "h-", "r-"):
+        raw = raw[2:]
+    if raw.startswith("0x"):
+        raw = raw[2:]
+    if not raw or len(raw) > 16:
+        raise ValueError(f"not a 64-bit GUID: {text!r}")
+    int(raw, 16)  # ValueError on non-hex
+    return raw.rjust(16, "0")
+
+
+class DeviceKind(StrEnum):
+    """What a GUID is: a switch ASIC or a channel adapter (HCA, SHARP node, router port)."""
+
+    SWITCH = "switch"
+    CA = "ca"
+
+
+@dataclass(slots=True)
+class Switch:
+    """One switch ASIC. A director (MCS8500, CS7500) shows up as many of these."""
+
+    guid: str
+    description: str
+    nports: int = 0
+    lid: int | None = None
+
+
+@dataclass(slots=True)
+class Ca:
+    """One channel adapter (HCA). ``description`` is its node description, usually
+    ``<host> <hca>`` (``luna-0001 mlx5_0``), but firmware defaults and SHARP aggregation
+    nodes appear here too — naming decides which become Slurm nodes."""
+
+    guid: str
+    description: str
+    nports: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One cable between two ports, stored once with the smaller (guid, port) end first.
+
+    ``width`` is the lane count as ibnetdiscover prints it (``4x``, ``1x``), ``speed`` the
+    signalling rate name (``NDR``, ``HDR``, ``EDR``, ``FDR``, ``QDR``, ``DDR``, ``SDR``).
+    """
+
+    a_guid: str
+    a_port: int
+    b_guid: str
+    b_port: int
+    width: str
+    speed: str
+
+    @staticmethod
+    def between(
+        a_guid: str, a_port: int, b_guid: str, b_port: int, width: str, speed: str
+    ) -> Link:
+        """Build a link in canonical end order, so the same cable seen from both ends is equal."""
+        if (b_guid, b_port) < (a_guid, a_port):
+            a_guid, a_port, b_guid, b_port = b_guid, b_port, a_guid, a_port
+        return Link(a_guid, a_port, b_guid, b_port, width, speed)
+
+    def peer(self, guid: str) -> str:
+        """The GUID at the other end from *guid*."""
+        return self.b_guid if guid == self.a_guid else self.a_guid
+
+    @property
+    def is_loop(self) -> bool:
+        """A cable from a switch back to itself (lab loopback plugs)."""
+        return self.a_guid == self.b_guid
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something a source noticed while reading that is not fatal: a dangling port, an
+    inactive link, a duplicate block. Carried into the report so nothing is silent."""
+
+    kind: str
+    guid: str
+    message: str
+
+
+@dataclass(slots=True)
+class Fabric:
+    """One discovered InfiniBand fabric (one subnet), as reported by a source."""
+
+    switches: dict[str, Switch] = field(default_factory=dict)
+    cas: dict[str, Ca] = field(default_factory=dict)
+    links: list[Link] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    source: str = ""
+
+    def kind_of(self, guid: str) -> DeviceKind | None:
+        """Whether *guid* is a switch, a CA, or unknown to this fabric."""
+        if guid in self.switches:
+            return DeviceKind.SWITCH
+        if guid in self.cas:
+            return DeviceKind.CA
+        return None
