@@ -1,0 +1,34 @@
+"""Shared pytest fixtures.
+
+Third-party dumps live beside the checkout in ``../shared/fixtures/real`` and are never copied
+into the repository; tests that need them skip with a reason in a user's clone without it.
+``TOPOGRAPH_SLURM_FIXTURES`` points elsewhere when the layout differs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+REAL_FIXTURES = Path(
+    os.environ.get("TOPOGRAPH_SLURM_FIXTURES", REPO.parent / "shared" / "fixtures" / "real")
+)
+
+
+def real_fixture(relpath: str) -> Path:
+    """Path of a real third-party fixture, skipping the calling test when it is absent."""
+    path = REAL_FIXTURES / relpath
+    if not path.exists():
+        pytest.skip(f"real fixture {relpath} not found under {REAL_FIXTURES} (../shared absent)")
+    return path
+
+
+@pytest.fixture
+def real_fixtures() -> Path:
+    """The folder of real third-party fixtures; skips the test when it is absent."""
+    if not REAL_FIXTURES.is_dir():
+        pytest.skip(f"real fixtures folder {REAL_FIXTURES} not found (../shared absent)")
+    return REAL_FIXTURES
