@@ -1,0 +1,80 @@
+"""From a discovered fabric to everything Slurm needs: names, leaves, tree, findings.
+
+Pure functions only: the CLI reads inputs, this module decides, templates translate. The result
+carries every exclusion and finding so that the report can show what was left out and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from topograph_slurm.model import Exclusion, Fabric, Finding
+from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.topology import health
+from topograph_slurm.topology.block import BlockTopology, blocks_from_tree, plan_blocks
+from topograph_slurm.topology.leaf import group_leaves
+from topograph_slurm.topology.naming import (
+    REASON_SHARP,
+    HostAttachments,
+    NamingPolicy,
+    attach_hosts,
+    name_switches,
+)
+from topograph_slurm.topology.tree import Tree, build_tree
+
+
+@dataclass(slots=True)
+class Analysis:
+    """The fabric as Slurm will see it, plus what did not make it in."""
+
+    fabric: Fabric
+    switch_names: dict[str, str]
+    hosts: HostAttachments
+    tree: Tree
+    findings: list[Finding] = field(default_factory=list)
+    missing_nodes: list[str] = field(default_factory=list)
+
+    @property
+    def exclusions(self) -> list[Exclusion]:
+        return self.hosts.exclusions
+
+    @property
+    def node_count(self) -> int:
+        return len(self.hosts.rails)
+
+
+def _service_switches(fabric: Fabric, hosts: HostAttachments) -> set[str]:
+    """Switches cabled to CAs that are not Slurm nodes (service, storage, unnamed hosts).
+
+    SHARP aggregation nodes sit inside every Quantum switch, spines included, so they do not
+    make a switch a leaf.
+    """
+    others = {ex.guid for ex in hosts.exclusions if ex.reason != REASON_SHARP}
+    switches = set()
+    for link in fabric.links:
+        if link.a_guid in others and link.b_guid in fabric.switches:
+            switches.add(link.b_guid)
+        elif link.b_guid in others and link.a_guid in fabric.switches:
+            switches.add(link.a_guid)
+    return switches
+
+
+def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) -> Analysis:
+    """Name hosts and switches, fold rails into logical leaves, build the tree, find problems."""
+    switch_names = name_switches(fabric)
+    hosts = attach_hosts(fabric, policy, switch_names)
+    groups, findings = group_leaves(hosts.rails, switch_names)
+    tree = build_tree(
+        fabric, groups, switch_names, _service_switches(fabric, hosts), max_tiers=max_tiers
+    )
+    findings += health.missing_rails(groups, hosts.rails)
+    findings += health.degraded_links(fabric, switch_names)
+    missing = sorted(policy.slurm_nodes - hosts.rails.keys()) if policy.slurm_nodes else []
+    return Analysis(fabric, switch_names, hosts, tree, findings, missing)
+
+
+def ib_blocks(
+    analysis: Analysis, version: SlurmVersion, block_sizes: list[int] | None = None
+) -> BlockTopology:
+    """Blocks from an InfiniBand-only fabric: one per logical leaf, in adjacency order."""
+    return plan_blocks(blocks_from_tree(analysis.tree), version, block_sizes)

@@ -1,0 +1,43 @@
+"""Slurm release numbers, because what topology and job_submit accept differs per release."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from topograph_slurm.errors import ConfigError
+
+_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?\s*$")
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class SlurmVersion:
+    """``major.minor[.micro]`` (``24.11``, ``25.11.2``); ordered for feature gates."""
+
+    major: int
+    minor: int
+    micro: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> SlurmVersion:
+        """Parse ``24.11`` or ``25.11.2``; anything else is a config error."""
+        match = _VERSION.match(str(text))
+        if not match:
+            raise ConfigError(f"invalid Slurm version {text!r}: expected MAJOR.MINOR[.MICRO]")
+        return cls(int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor:02d}.{self.micro}"
+
+    @property
+    def allows_small_blocks(self) -> bool:
+        """25.05+ accepts blocks smaller than the base block size (and empty ones)."""
+        return (self.major, self.minor) >= (25, 5)
+
+    @property
+    def has_topology_yaml(self) -> bool:
+        """25.05+ reads topology.yaml with several named topologies."""
+        return (self.major, self.minor) >= (25, 5)
+
+
+DEFAULT_SLURM_VERSION = SlurmVersion(24, 11)

@@ -1,0 +1,139 @@
+"""Blocks for Slurm's ``topology/block``: the units inside which a job segment stays.
+
+A block is a set of nodes with a fast interconnect among them: an InfiniBand scalable unit (one
+logical leaf) or an NVLink domain. Slurm aggregates blocks in *file order* — block i starts a
+level-j aggregate when i mod 2^j = 0 — so blocks must be listed in physical-adjacency order, or a
+"2-block" aggregate may pair units on opposite sides of the fabric. Slurm checks neither that
+blocks are disjoint nor, in topology.yaml, that ``block_sizes`` are valid; we do.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from topograph_slurm.errors import ConfigError
+from topograph_slurm.model import Finding
+from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.topology.tree import Tree
+
+KIND_UNDERSIZED = "undersized-block"
+
+
+@dataclass(slots=True)
+class Block:
+    """One block: a Slurm-safe name and its nodes (empty for a placeholder that keeps order)."""
+
+    name: str
+    nodes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class BlockTopology:
+    """Blocks in file order and the ``BlockSizes`` levels (base first)."""
+
+    blocks: list[Block]
+    block_sizes: list[int]
+    findings: list[Finding] = field(default_factory=list)
+
+
+def adjacency_order(tree: Tree) -> list[str]:
+    """Leaf-group names in depth-first order from the tops, so that groups under the same
+    spine are neighbours (and therefore aggregate together)."""
+    children = {switch.name: switch.children for switch in tree.uppers}
+    order: list[str] = []
+    stack = list(reversed(tree.tops))
+    while stack:
+        name = stack.pop()
+        if name in children:
+            stack.extend(reversed(children[name]))
+        else:
+            order.append(name)
+    return order
+
+
+def blocks_from_tree(tree: Tree) -> list[Block]:
+    """One block per logical leaf (scalable unit), in adjacency order."""
+    nodes = {group.name: group.nodes for group in tree.leaves}
+    return [Block(name, list(nodes[name])) for name in adjacency_order(tree) if name in nodes]
+
+
+def infer_base(blocks: Sequence[Block]) -> int:
+    """The base block size: the most common non-empty block size (larger on ties), since a
+    partial last unit should not shrink the segment size every full unit can serve."""
+    sizes = Counter(len(block.nodes) for block in blocks if block.nodes)
+    if not sizes:
+        raise ConfigError("no non-empty blocks: cannot infer BlockSizes")
+    return max(sizes, key=lambda size: (sizes[size], size))
+
+
+def infer_block_sizes(base: int, block_count: int) -> list[int]:
+    """``base, 2·base, 4·base …`` up to the largest aggregate the block count can form."""
+    sizes = [base]
+    while len(sizes) < 32 and 2 ** len(sizes) <= block_count:
+        sizes.append(base * 2 ** len(sizes))
+    return sizes
+
+
+def validate_block_sizes(sizes: Sequence[int], block_count: int) -> list[int]:
+    """Check user-given ``BlockSizes``: positive, increasing, each ``base·2^k``, and no level
+    larger than all blocks together. Slurm skips bad values silently in topology.yaml."""
+    if not sizes:
+        raise ConfigError("BlockSizes is empty")
+    base = sizes[0]
+    if base <= 0:
+        raise ConfigError(f"BlockSizes base must be positive, got {base}")
+    previous = 0
+    for size in sizes:
+        ratio, rest = divmod(size, base)
+        if size <= previous or rest or ratio & (ratio - 1):
+            raise ConfigError(
+                f"invalid BlockSizes {','.join(map(str, sizes))}: each size must be the base "
+                f"({base}) times a power of two, increasing"
+            )
+        if ratio > max(block_count, 1):
+            raise ConfigError(
+                f"BlockSizes level {size} needs {ratio} blocks but the topology has {block_count}"
+            )
+        previous = size
+    return list(sizes)
+
+
+def plan_blocks(
+    blocks: list[Block],
+    version: SlurmVersion,
+    block_sizes: Sequence[int] | None = None,
+) -> BlockTopology:
+    """Choose BlockSizes and apply the release's rule for blocks smaller than the base.
+
+    Slurm 24.11 refuses to start when a block is smaller than the base size, so such blocks are
+    left out and reported; 25.05+ accepts them (and empty placeholders), so they stay in place.
+    """
+    nonempty = [block for block in blocks if block.nodes]
+    sizes = (
+        validate_block_sizes(block_sizes, len(nonempty))
+        if block_sizes
+        else infer_block_sizes(infer_base(nonempty), len(nonempty))
+    )
+    base = sizes[0]
+    if version.allows_small_blocks:
+        return BlockTopology(blocks, sizes)
+    kept, findings = [], []
+    for block in blocks:
+        if len(block.nodes) >= base:
+            kept.append(block)
+        else:
+            findings.append(
+                Finding(
+                    KIND_UNDERSIZED,
+                    block.name,
+                    f"{len(block.nodes)} nodes < base block size {base}; left out because "
+                    f"Slurm {version.major}.{version.minor:02d} rejects undersized blocks "
+                    "(25.05+ keeps them)",
+                )
+            )
+    if not kept:
+        raise ConfigError(f"no block has at least {base} nodes")
+    sizes = validate_block_sizes(sizes, len(kept)) if block_sizes else infer_block_sizes(base, len(kept))
+    return BlockTopology(kept, sizes, findings)

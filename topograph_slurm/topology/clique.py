@@ -1,0 +1,268 @@
+"""NVLink domains (cliques) from per-GPU fabric registrations.
+
+On GB200/GB300 NVL72 racks every GPU registers with the NVLink fabric manager and reports a
+``ClusterUUID`` and a ``CliqueId``; GPUs that share both can talk over NVLink. The domain id
+is ``<ClusterUUID>.<CliqueId>``, and the nodes of one domain become one Slurm block.
+
+The rules here are deliberately forgiving: a node whose GPUs are not registered, not
+finished, unhealthy or inconsistent is a :class:`Finding` with a reason a sysadmin can act on,
+never an exception — one broken tray must not stop the topology of the other 71 from being
+written. An all-zero ClusterUUID is what a single-node NVSwitch system (HGX H100/H200)
+reports: its GPUs are NVLinked inside the node only, so it is not a multi-node domain.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from topograph_slurm.sources.nvidia_smi import ZERO_UUID, GpuFabric
+
+STATE_COMPLETED = "Completed"
+STATUS_SUCCESS = "Success"
+HEALTHY_SUMMARY = frozenset({"Healthy"})
+HEALTHY_BANDWIDTH = frozenset({"Full"})
+
+
+class FindingKind(StrEnum):
+    """Why a node is not (cleanly) in a multi-node NVLink domain."""
+
+    NO_GPUS = "no-gpus"
+    FABRIC_NA = "fabric-na"
+    FABRIC_PARTIAL = "fabric-partial"
+    NOT_COMPLETED = "fabric-not-completed"
+    STATUS = "fabric-status"
+    UNHEALTHY = "fabric-unhealthy"
+    MISSING_ID = "fabric-missing-id"
+    DISAGREE = "fabric-disagree"
+    GPU_COUNT = "gpu-count-mismatch"
+    SINGLE_NODE = "single-node-nvswitch"
+
+
+#: Kinds that describe a healthy configuration rather than a fault (reported, not alarmed).
+INFO_KINDS = frozenset({FindingKind.SINGLE_NODE})
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something about one node the report must show. ``kind`` is a :class:`FindingKind`
+    value, stable for scripts; ``message`` is for humans and names the GPUs involved."""
+
+    node: str
+    kind: str
+    message: str
+
+    @property
+    def is_problem(self) -> bool:
+        """False for informational findings (a single-node NVSwitch system)."""
+        return self.kind not in INFO_KINDS
+
+
+class DomainKind(StrEnum):
+    """What a node's GPUs say about NVLink beyond the node."""
+
+    MULTI_NODE = "multi-node"  # a usable multi-node NVLink domain (domain_id set)
+    SINGLE_NODE = "single-node"  # NVSwitch inside the node only (all-zero ClusterUUID)
+    NONE = "none"  # no fabric at all (PCIe/NVLink-bridge GPUs, State N/A)
+    INVALID = "invalid"  # fabric present but not usable; see findings
+
+
+@dataclass(frozen=True, slots=True)
+class DomainResult:
+    """The verdict for one node. ``domain_id`` is set only for a clean multi-node domain;
+    ``cluster_uuid``/``clique_id`` are kept whenever the GPUs agree, even if the node is
+    invalid, so the report can say which rack a broken tray belongs to."""
+
+    kind: DomainKind
+    gpu_count: int
+    domain_id: str | None = None
+    cluster_uuid: str | None = None
+    clique_id: int | None = None
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        """The node's fabric is consistent (multi-node or single-node) and has no findings."""
+        return self.kind in (DomainKind.MULTI_NODE, DomainKind.SINGLE_NODE) and not self.findings
+
+
+def _gpus(indices: Iterable[int]) -> str:
+    """``GPU 0-3,6`` — compact so a 72-GPU message stays one line."""
+    ordered = sorted(set(indices))
+    parts: list[str] = []
+    start = prev = ordered[0] if ordered else 0
+    for i in [*ordered[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return "GPU " + ",".join(parts)
+
+
+def _by_value(gpus: Iterable[GpuFabric], attr: str) -> dict[str | None, list[int]]:
+    """GPU indices grouped by one attribute's value, in value order (None first)."""
+    groups: dict[str | None, list[int]] = defaultdict(list)
+    for gpu in gpus:
+        groups[getattr(gpu, attr)].append(gpu.index)
+    return dict(sorted(groups.items(), key=lambda kv: (kv[0] is not None, kv[0] or "")))
+
+
+def _state_findings(node: str, gpus: list[GpuFabric]) -> list[Finding]:
+    """GPUs with fabric info whose registration is missing in part or not finished."""
+    out: list[Finding] = []
+    missing = [g.index for g in gpus if g.state is None]
+    if missing:
+        out.append(
+            Finding(
+                node,
+                FindingKind.FABRIC_PARTIAL,
+                f"{_gpus(missing)} report fabric State N/A while other GPUs are registered",
+            )
+        )
+    present = [g for g in gpus if g.state is not None and g.state != STATE_COMPLETED]
+    for state, idx in _by_value(present, "state").items():
+        out.append(
+            Finding(
+                node,
+                FindingKind.NOT_COMPLETED,
+                f"{_gpus(idx)} fabric State is {state!r}, not 'Completed' "
+                "(fabric manager registration not finished or failed)",
+            )
+        )
+    return out
+
+
+def _completed_findings(node: str, done: list[GpuFabric]) -> list[Finding]:
+    """Registered GPUs whose status, health or identifiers make them unusable."""
+    out: list[Finding] = []
+    bad_status = [g for g in done if g.status != STATUS_SUCCESS]
+    for status, idx in _by_value(bad_status, "status").items():
+        shown = "N/A" if status is None else repr(status)
+        out.append(
+            Finding(node, FindingKind.STATUS, f"{_gpus(idx)} fabric Status is {shown}, not Success")
+        )
+    sick = [
+        g
+        for g in done
+        if (g.health is not None and g.health not in HEALTHY_SUMMARY)
+        or (g.health_bandwidth is not None and g.health_bandwidth not in HEALTHY_BANDWIDTH)
+    ]
+    for g in sick:
+        out.append(
+            Finding(
+                node,
+                FindingKind.UNHEALTHY,
+                f"{_gpus([g.index])} fabric Health Summary {g.health or 'N/A'!r}, "
+                f"Bandwidth {g.health_bandwidth or 'N/A'!r}",
+            )
+        )
+    no_id = [g.index for g in done if g.domain_id is None]
+    if no_id:
+        out.append(
+            Finding(
+                node,
+                FindingKind.MISSING_ID,
+                f"{_gpus(no_id)} fabric is Completed but CliqueId or ClusterUUID is N/A",
+            )
+        )
+    return out
+
+
+def _disagreement(node: str, done: list[GpuFabric]) -> Finding | None:
+    """A node is one tray: all its GPUs must be in one domain, or it belongs to none."""
+    groups = _by_value([g for g in done if g.domain_id], "domain_id")
+    if len(groups) < 2:
+        return None
+    detail = "; ".join(f"{_gpus(idx)} in {dom}" for dom, idx in groups.items())
+    return Finding(node, FindingKind.DISAGREE, f"GPUs disagree on the NVLink domain: {detail}")
+
+
+def node_domain(gpus: list[GpuFabric], node: str = "") -> DomainResult:
+    """Decide which NVLink domain one node's GPUs put it in, with findings for every doubt."""
+    if not gpus:
+        finding = Finding(node, FindingKind.NO_GPUS, "no GPUs reported")
+        return DomainResult(DomainKind.NONE, 0, findings=(finding,))
+    if all(g.state is None for g in gpus):
+        finding = Finding(
+            node,
+            FindingKind.FABRIC_NA,
+            f"no NVLink fabric information (State N/A) on {_gpus(g.index for g in gpus)}: "
+            "not part of a multi-node NVLink domain",
+        )
+        return DomainResult(DomainKind.NONE, len(gpus), findings=(finding,))
+    done = [g for g in gpus if g.state == STATE_COMPLETED]
+    findings = _state_findings(node, gpus) + _completed_findings(node, done)
+    disagree = _disagreement(node, done)
+    if disagree is not None:
+        findings.append(disagree)
+    ids = {(g.cluster_uuid, g.clique_id) for g in gpus if g.domain_id}
+    uuid, clique = next(iter(ids)) if len(ids) == 1 else (None, None)
+    if findings:
+        return DomainResult(DomainKind.INVALID, len(gpus), None, uuid, clique, tuple(findings))
+    if uuid == ZERO_UUID:
+        return DomainResult(DomainKind.SINGLE_NODE, len(gpus), None, uuid, clique)
+    domain = f"{uuid}.{clique}"
+    return DomainResult(DomainKind.MULTI_NODE, len(gpus), domain, uuid, clique)
+
+
+def natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
+    """Sort key putting ``node2`` before ``node10``, as hostlists and sysadmins do."""
+    parts = re.split(r"(\d+)", name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
+
+
+def _count_findings(domains: Mapping[str, list[str]], gpu_counts: Mapping[str, int]) -> list[Finding]:
+    """A tray showing fewer GPUs than its rack-mates has usually lost one off the bus."""
+    out: list[Finding] = []
+    for domain, nodes in domains.items():
+        usual, _ = Counter(gpu_counts[n] for n in nodes).most_common(1)[0]
+        for n in nodes:
+            if gpu_counts[n] != usual:
+                out.append(
+                    Finding(
+                        n,
+                        FindingKind.GPU_COUNT,
+                        f"{gpu_counts[n]} GPUs in domain {domain}, where nodes usually have {usual}",
+                    )
+                )
+    return out
+
+
+def group_domains(
+    per_node: Mapping[str, DomainResult],
+) -> tuple[dict[str, list[str]], list[Finding]]:
+    """Nodes per multi-node NVLink domain, plus every finding, both in stable order.
+
+    Only clean multi-node nodes join a domain; the rest are reported: faults with their
+    reason and single-node NVSwitch systems as informational findings, so no node vanishes
+    from the report silently. Domains are keyed and ordered by domain id, nodes naturally.
+    """
+    domains: dict[str, list[str]] = defaultdict(list)
+    findings: list[Finding] = []
+    gpu_counts: dict[str, int] = {}
+    for node in sorted(per_node, key=natural_key):
+        result = per_node[node]
+        findings.extend(replace(f, node=node) for f in result.findings)
+        if result.kind is DomainKind.MULTI_NODE and result.domain_id and not result.findings:
+            domains[result.domain_id].append(node)
+            gpu_counts[node] = result.gpu_count
+        elif result.kind is DomainKind.SINGLE_NODE and not result.findings:
+            findings.append(
+                Finding(
+                    node,
+                    FindingKind.SINGLE_NODE,
+                    f"all-zero ClusterUUID on {result.gpu_count} GPUs: single-node NVSwitch "
+                    "system, not a multi-node NVLink domain",
+                )
+            )
+    ordered = {d: domains[d] for d in sorted(domains)}
+    findings.extend(_count_findings(ordered, gpu_counts))
+    findings.sort(key=lambda f: natural_key(f.node))
+    return ordered, findings

@@ -1,0 +1,76 @@
+"""Health findings: what in the fabric is worse than the rest of it.
+
+A single 1x or SDR cable among 4xNDR ones throttles every job whose traffic crosses it, and a
+node that lost a rail runs its all-reduce on fewer HCAs than its peers. Neither stops generation
+— Slurm placement is still right — but both belong in the report.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from topograph_slurm.model import Fabric, Finding, Link
+from topograph_slurm.topology.leaf import LeafGroup
+
+KIND_DEGRADED = "degraded-link"
+KIND_MISSING_RAIL = "missing-rail"
+
+#: Signalling rates in increasing order, as ibnetdiscover and UFM name them.
+SPEED_RANK = {name: rank for rank, name in enumerate(
+    ["SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR"]
+)}
+
+
+def _lanes(width: str) -> int:
+    digits = width.lower().rstrip("x")
+    return int(digits) if digits.isdigit() else 0
+
+
+def _label(fabric: Fabric, names: Mapping[str, str], guid: str, port: int) -> str:
+    if guid in names:
+        return f"{names[guid]}/{port}"
+    ca = fabric.cas.get(guid)
+    return f"{ca.description if ca else guid}/{port}"
+
+
+def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Finding]:
+    """Links narrower or slower than the fabric's most common width and speed."""
+    rated = [link for link in fabric.links if link.speed in SPEED_RANK and _lanes(link.width)]
+    if not rated:
+        return []
+    norm_width, norm_speed = Counter((l.width, l.speed) for l in rated).most_common(1)[0][0]
+    findings = []
+    for link in rated:
+        if _lanes(link.width) < _lanes(norm_width) or SPEED_RANK[link.speed] < SPEED_RANK[norm_speed]:
+            findings.append(_degraded(fabric, switch_names, link, norm_width + norm_speed))
+    return sorted(findings, key=lambda finding: finding.subject)
+
+
+def _degraded(fabric: Fabric, names: Mapping[str, str], link: Link, norm: str) -> Finding:
+    subject = f"{_label(fabric, names, link.a_guid, link.a_port)} <-> " + _label(
+        fabric, names, link.b_guid, link.b_port
+    )
+    return Finding(KIND_DEGRADED, subject, f"runs at {link.width}{link.speed}, fabric norm is {norm}")
+
+
+def missing_rails(
+    groups: list[LeafGroup], rails: Mapping[str, list[tuple[str, str]]]
+) -> list[Finding]:
+    """Nodes with fewer connected HCAs than most nodes of their logical leaf."""
+    findings = []
+    for group in groups:
+        counts = {node: len({hca for hca, _ in rails[node]}) for node in group.nodes}
+        if not counts:
+            continue
+        norm = Counter(counts.values()).most_common(1)[0][0]
+        for node, count in sorted(counts.items()):
+            if count < norm:
+                findings.append(
+                    Finding(
+                        KIND_MISSING_RAIL,
+                        node,
+                        f"{count} connected HCAs, peers under {group.name} have {norm}",
+                    )
+                )
+    return findings

@@ -1,0 +1,210 @@
+"""Which HCA belongs to which Slurm node, and what every switch is called in Slurm.
+
+An HCA's node description is usually ``<host> <hca>`` (``luna-0001 mlx5_0``), but real fabrics
+also carry SHARP aggregation nodes, firmware-default descriptions of HCAs whose driver never set
+one (``MT4129 ConnectX7 Mellanox Technologies``), ``localhost`` and service hosts outside Slurm.
+None of those may become a Slurm node, and none may vanish silently either: every CA that is not
+attached to a node is returned as an :class:`Exclusion` with its GUID, leaf switch and reason.
+A node-name map (OpenSM format) and regex rewrites rescue HCAs whose description is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ClusterShell.NodeSet import NodeSet
+
+from topograph_slurm.errors import ConfigError, InputError
+from topograph_slurm.model import Exclusion, Fabric, normalize_guid
+
+#: Slurm node and switch names: hostname-like, no hostlist syntax, no separators or quotes.
+SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_MF0 = re.compile(r"^MF0;([^:]+):")
+_FIRMWARE_DEFAULT = re.compile(r"mellanox technologies|nvidia technologies", re.IGNORECASE)
+_AGGREGATION = re.compile(r"aggregation node", re.IGNORECASE)
+_LOCALHOSTS = frozenset({"localhost", "localhost.localdomain", "(none)", "ubuntu"})
+
+REASON_SHARP = "SHARP aggregation node"
+REASON_DEFAULT = "firmware-default description names no host"
+REASON_LOCALHOST = "description names no real host"
+REASON_UNSAFE = "host name is not a valid Slurm node name"
+REASON_OUTSIDE = "host is not in the Slurm node list"
+REASON_NO_LINK = "no active link to a switch"
+REASON_EMPTY = "empty description"
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A regex substitution applied to a CA description before the host is taken from it."""
+
+    pattern: re.Pattern[str]
+    replacement: str
+
+
+@dataclass(slots=True)
+class NamingPolicy:
+    """How CA descriptions become Slurm node names (built from config and flags)."""
+
+    node_name_map: dict[str, str] = field(default_factory=dict)
+    rewrites: list[Rewrite] = field(default_factory=list)
+    slurm_nodes: frozenset[str] | None = None
+
+
+@dataclass(slots=True)
+class HostAttachments:
+    """Result of naming: each Slurm node with its HCAs' leaf switches, plus every exclusion.
+
+    ``rails[node]`` lists ``(hca guid, leaf switch guid)`` in HCA order; a node with eight
+    rails has eight entries, normally on eight different leaves.
+    """
+
+    rails: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    exclusions: list[Exclusion] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[str]:
+        """Node names in sorted order."""
+        return sorted(self.rails)
+
+
+def parse_node_name_map(text: str, source: str = "node-name-map") -> dict[str, str]:
+    """Parse an OpenSM/ibnetdiscover node-name map: ``0x<guid> "<name>"`` per line, ``#`` comments."""
+    mapping: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith('"') else raw.strip()
+        if not line:
+            continue
+        match = re.match(r'^(\S+)\s+"([^"]*)"', line) or re.match(r"^(\S+)\s+(\S+)$", line)
+        if not match:
+            raise InputError(f"{source}:{lineno}: expected '0x<guid> \"<name>\"', got {raw!r}")
+        try:
+            guid = normalize_guid(match.group(1))
+        except ValueError as err:
+            raise InputError(f"{source}:{lineno}: {err}") from None
+        mapping[guid] = match.group(2).strip()
+    return mapping
+
+
+def load_node_name_map(path: Path) -> dict[str, str]:
+    """Read a node-name map file; a missing or unreadable file is one clear error."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise InputError(f"cannot read node-name map {path}: {err.strerror}") from None
+    return parse_node_name_map(text, str(path))
+
+
+def compile_rewrites(rules: Iterable[tuple[str, str]]) -> list[Rewrite]:
+    """Compile ``(pattern, replacement)`` pairs; a bad regex is a config error."""
+    compiled = []
+    for pattern, replacement in rules:
+        try:
+            compiled.append(Rewrite(re.compile(pattern), replacement))
+        except re.error as err:
+            raise ConfigError(f"invalid rewrite pattern {pattern!r}: {err}") from None
+    return compiled
+
+
+def expand_hostlist(hostlist: str) -> frozenset[str]:
+    """Expand a Slurm hostlist (``gpu[001-064],login1``) with ClusterShell."""
+    try:
+        return frozenset(NodeSet(hostlist))
+    except Exception as err:  # ClusterShell raises several parse error types
+        raise InputError(f"invalid hostlist {hostlist!r}: {err}") from None
+
+
+def host_of(description: str, policy: NamingPolicy) -> tuple[str | None, str]:
+    """The host a CA description names, or ``(None, reason)`` when it names none."""
+    desc = description.strip()
+    for rule in policy.rewrites:
+        if rule.pattern.search(desc):
+            desc = rule.pattern.sub(rule.replacement, desc).strip()
+            break
+    if not desc:
+        return None, REASON_EMPTY
+    if _AGGREGATION.search(desc):
+        return None, REASON_SHARP
+    if _FIRMWARE_DEFAULT.search(desc):
+        return None, REASON_DEFAULT
+    host = desc.split()[0]
+    if host.lower() in _LOCALHOSTS:
+        return None, REASON_LOCALHOST
+    if not SLURM_NAME.match(host):
+        return None, REASON_UNSAFE
+    return host, ""
+
+
+def _ca_leaves(fabric: Fabric) -> dict[str, list[str]]:
+    """For every CA, the switches its ports are cabled to, in port order."""
+    leaves: dict[str, list[tuple[int, str]]] = {}
+    for link in fabric.links:
+        for guid, port, peer in ((link.a_guid, link.a_port, link.b_guid), (link.b_guid, link.b_port, link.a_guid)):
+            if guid in fabric.cas and peer in fabric.switches:
+                leaves.setdefault(guid, []).append((port, peer))
+    return {guid: [sw for _, sw in sorted(ports)] for guid, ports in leaves.items()}
+
+
+def attach_hosts(
+    fabric: Fabric, policy: NamingPolicy, switch_names: Mapping[str, str]
+) -> HostAttachments:
+    """Decide for every CA whether it is a rail of a Slurm node; exclude the rest with reasons."""
+    result = HostAttachments()
+    leaves = _ca_leaves(fabric)
+    for guid in sorted(fabric.cas):
+        ca = fabric.cas[guid]
+        ca_leaves = leaves.get(guid, [])
+        leaf_name = switch_names.get(ca_leaves[0], ca_leaves[0]) if ca_leaves else ""
+        mapped = policy.node_name_map.get(guid)
+        host, reason = host_of(mapped if mapped is not None else ca.description, policy)
+        if host is not None and policy.slurm_nodes is not None and host not in policy.slurm_nodes:
+            host, reason = None, REASON_OUTSIDE
+        if host is not None and not ca_leaves:
+            host, reason = None, REASON_NO_LINK
+        if host is None:
+            result.exclusions.append(Exclusion(guid, ca.description, leaf_name, reason))
+            continue
+        rails = result.rails.setdefault(host, [])
+        rails.extend((guid, leaf) for leaf in ca_leaves)
+    return result
+
+
+def sanitize(name: str) -> str:
+    """Make *name* a Slurm-safe identifier (letters, digits, ``_.-``; at most 64 characters)."""
+    safe = _UNSAFE.sub("-", name.strip()).strip("-.")
+    if safe and not safe[0].isalnum():
+        safe = "s" + safe
+    return safe[:64]
+
+
+def switch_display_name(description: str) -> str:
+    """The human name a switch gives itself: ``<name>`` of ``MF0;<name>:<model>``, else the
+    description when it is a single word (``ib-i1l1s01``); empty when it names nothing useful."""
+    desc = description.strip()
+    match = _MF0.match(desc)
+    if match:
+        return match.group(1).strip()
+    return desc if desc and " " not in desc else ""
+
+
+def name_switches(fabric: Fabric) -> dict[str, str]:
+    """A unique Slurm-safe name for every switch GUID, stable for a given fabric.
+
+    Names come from descriptions; a switch whose description names nothing, or sanitises to a
+    name another switch already has, is called ``sw-<guid>`` so that names stay unique and a
+    rename of one switch never renames another.
+    """
+    wanted: dict[str, str] = {}
+    for guid, switch in fabric.switches.items():
+        wanted[guid] = sanitize(switch_display_name(switch.description))
+    counts: dict[str, int] = {}
+    for name in wanted.values():
+        counts[name.lower()] = counts.get(name.lower(), 0) + 1
+    names = {}
+    for guid, name in wanted.items():
+        unique = bool(name) and counts[name.lower()] == 1
+        names[guid] = name if unique else f"sw-{guid}"
+    return names
