@@ -218,7 +218,9 @@ def natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
 
 
-def _count_findings(domains: Mapping[str, list[str]], gpu_counts: Mapping[str, int]) -> list[Finding]:
+def _count_findings(
+    domains: Mapping[str, list[str]], gpu_counts: Mapping[str, int]
+) -> list[Finding]:
     """A tray showing fewer GPUs than its rack-mates has usually lost one off the bus."""
     out: list[Finding] = []
     for domain, nodes in domains.items():
@@ -229,7 +231,8 @@ def _count_findings(domains: Mapping[str, list[str]], gpu_counts: Mapping[str, i
                     Finding(
                         n,
                         FindingKind.GPU_COUNT,
-                        f"{gpu_counts[n]} GPUs in domain {domain}, where nodes usually have {usual}",
+                        f"{gpu_counts[n]} GPUs in domain {domain}, "
+                        f"where nodes usually have {usual}",
                     )
                 )
     return out
