@@ -1,0 +1,493 @@
+"""Simulated rail-optimised InfiniBand fabrics, emitted as real ``ibnetdiscover`` text.
+
+The demo, the golden tests and the scale benchmarks need fabrics nobody can lend us (2,048 and
+16,384 DGX nodes). Rather than building a :class:`~topograph_slurm.model.Fabric` directly, the
+simulator writes the same plain-format text ``ibnetdiscover`` prints on an NDR SuperPOD, so every
+simulated run also exercises the real parser end to end.
+
+Shape (DGX SuperPOD reference architecture): a *scalable unit* (SU) of ``su`` nodes has one leaf
+switch per rail; HCA ``mlx5_<r>`` of every node in the SU plugs into that SU's rail-``r`` leaf.
+Leaves have ``su`` down- and ``su`` up-links. Two tiers: leaves → spines (every leaf reaches
+every spine). Three tiers: pods of leaves, each with ``su`` pod spines (one cable from every
+leaf of the pod to every pod spine), pod spine ``j`` of every pod → core group ``j``.
+The 2,048-node spec ``nodes=2048,su=32,tiers=3`` gives 512 leaves, 512 spines and 256 cores, as
+the B200 SuperPOD. Everything (GUIDs, LIDs, names, order) is derived from the spec, so the same
+spec always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, fields, replace
+from typing import TextIO
+
+from topograph_slurm.errors import ConfigError
+
+OUI = "0002c9"  # Mellanox; leading zeros exercise ibnetdiscover's unpadded "(portguid)"
+
+# kind nibble of simulated GUIDs: <OUI:6><island:1><kind:1><index:8>
+_KIND_CA, _KIND_LEAF, _KIND_SPINE, _KIND_CORE = 0, 1, 2, 3
+_KIND_STORAGE_SERVER, _KIND_STORAGE_SWITCH = 5, 6
+_SHARP_BIT = 8
+
+SHARP_DESCRIPTION = "Mellanox Technologies Aggregation Node"
+
+
+@dataclass(frozen=True, slots=True)
+class _Hardware:
+    switch_model: str
+    switch_devid: int
+    hca_devid: int
+
+
+_HARDWARE = {
+    "EDR": _Hardware("MSB7800", 0xCB20, 0x1017),
+    "HDR": _Hardware("MQM8700", 0xD2F0, 0x101B),
+    "NDR": _Hardware("MQM9790", 0xD2F2, 0x1021),
+    "XDR": _Hardware("Q3400", 0xD2F4, 0x1023),
+}
+_SHARP_DEVID = 0xCF09
+_PREFIX_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,30}\Z")
+
+
+class SimSpecError(ConfigError, ValueError):
+    """A ``--sim`` spec is malformed; a ValueError too, so click can report it as bad usage."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimSpec:
+    """What to simulate. Every field has a compact ``key=value`` form (see :func:`parse_sim_spec`).
+
+    ``disagree`` names one node (or its 1-based index) whose last-rail cable is moved to the
+    same rail's leaf of the next SU; ``degraded`` turns that many node links into 1x or SDR
+    links (alternating), both for exercising the health findings.
+    """
+
+    nodes: int = 64
+    gpus: int = 8
+    rails: int = 8
+    su: int = 32
+    tiers: int = 2
+    islands: int = 1
+    storage: bool = False
+    sharp: bool = False
+    prefix: str = "gpu"
+    speed: str = "NDR"
+    pod: int = 0  # SUs per pod (3 tiers); 0 = as many as fill half a leaf radix
+    disagree: str = ""
+    degraded: int = 0
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def radix(self) -> int:
+        """Switch radix: 64 (Quantum-2) unless an SU needs more down+up ports."""
+        return max(64, 2 * self.su)
+
+    @property
+    def name_width(self) -> int:
+        """Digits in node names, so names sort in node order."""
+        return max(4, len(str(self.nodes)))
+
+    def node_name(self, index: int) -> str:
+        """Host name of node *index* (0-based): ``gpu0001`` for index 0."""
+        return f"{self.prefix}{index + 1:0{self.name_width}d}"
+
+    def island_nodes(self) -> list[range]:
+        """Node indices of each island, split as evenly as possible (earlier islands larger)."""
+        base, extra = divmod(self.nodes, self.islands)
+        out, start = [], 0
+        for i in range(self.islands):
+            size = base + (1 if i < extra else 0)
+            out.append(range(start, start + size))
+            start += size
+        return out
+
+    def disagree_index(self) -> int | None:
+        """0-based index of the ``disagree`` node, or None."""
+        if not self.disagree:
+            return None
+        if self.disagree.isdigit():
+            return int(self.disagree) - 1
+        for i in range(self.nodes):
+            if self.node_name(i) == self.disagree:
+                return i
+        return -1
+
+
+def _validate(spec: SimSpec) -> None:
+    """Reject specs the generator cannot build, with a message naming the key."""
+    positive = ("nodes", "gpus", "rails", "su", "islands")
+    for key in positive:
+        if getattr(spec, key) < 1:
+            raise SimSpecError(f"sim spec: {key} must be >= 1, got {getattr(spec, key)}")
+    if spec.rails > 14:
+        raise SimSpecError(f"sim spec: rails must be <= 14, got {spec.rails}")
+    if spec.tiers not in (2, 3):
+        raise SimSpecError(f"sim spec: tiers must be 2 or 3, got {spec.tiers}")
+    if spec.islands > 16 or spec.islands > spec.nodes:
+        raise SimSpecError(f"sim spec: islands must be <= 16 and <= nodes, got {spec.islands}")
+    if spec.speed not in _HARDWARE:
+        known = ", ".join(sorted(_HARDWARE))
+        raise SimSpecError(f"sim spec: speed must be one of {known}, got {spec.speed!r}")
+    if not _PREFIX_RE.match(spec.prefix):
+        raise SimSpecError(f"sim spec: prefix must match [A-Za-z][A-Za-z0-9_-]*: {spec.prefix!r}")
+    if spec.pod < 0 or spec.degraded < 0:
+        raise SimSpecError("sim spec: pod and degraded must be >= 0")
+    if spec.degraded > spec.nodes * spec.rails:
+        raise SimSpecError(
+            f"sim spec: degraded={spec.degraded} exceeds the {spec.nodes * spec.rails} node links"
+        )
+    _validate_disagree(spec)
+
+
+def _validate_disagree(spec: SimSpec) -> None:
+    index = spec.disagree_index()
+    if index is None:
+        return
+    if not 0 <= index < spec.nodes:
+        raise SimSpecError(f"sim spec: disagree={spec.disagree!r} is not a simulated node")
+    island = next(r for r in spec.island_nodes() if index in r)
+    if len(island) <= spec.su:
+        raise SimSpecError("sim spec: disagree needs at least two scalable units in its island")
+
+
+_INT_KEYS = {"nodes", "gpus", "rails", "su", "tiers", "islands", "pod", "degraded"}
+_BOOL_KEYS = {"storage", "sharp"}
+_STR_KEYS = {"prefix", "speed", "disagree"}
+
+
+def parse_sim_spec(spec: str) -> SimSpec:
+    """Parse ``nodes=64,gpus=8,rails=8,su=32,tiers=2[,islands=2][,storage=1][,sharp=1]…``.
+
+    Keys may come in any order; omitted keys take the :class:`SimSpec` defaults. Unknown keys,
+    repeated keys and non-integer numbers raise :class:`SimSpecError` naming the culprit.
+    """
+    values: dict[str, object] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        key, sep, raw = (s.strip() for s in item.partition("="))
+        if not sep:
+            raise SimSpecError(f"sim spec: expected key=value, got {item!r}")
+        if key in values:
+            raise SimSpecError(f"sim spec: key {key!r} given twice")
+        values[key] = _convert(key, raw)
+    return SimSpec(**values)  # type: ignore[arg-type]
+
+
+def _convert(key: str, raw: str) -> object:
+    if key in _INT_KEYS:
+        try:
+            return int(raw)
+        except ValueError:
+            raise SimSpecError(f"sim spec: {key} must be an integer, got {raw!r}") from None
+    if key in _BOOL_KEYS:
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+        raise SimSpecError(f"sim spec: {key} must be 0 or 1, got {raw!r}")
+    if key in _STR_KEYS:
+        return raw.upper() if key == "speed" else raw
+    known = ", ".join(f.name for f in fields(SimSpec))
+    raise SimSpecError(f"sim spec: unknown key {key!r} (known: {known})")
+
+
+def format_sim_spec(spec: SimSpec) -> str:
+    """The compact form of *spec*, listing only keys that differ from the defaults."""
+    default = SimSpec()
+    parts = []
+    for f in fields(SimSpec):
+        value = getattr(spec, f.name)
+        if f.name in ("nodes", "rails", "su", "tiers") or value != getattr(default, f.name):
+            parts.append(f"{f.name}={int(value) if isinstance(value, bool) else value}")
+    return ",".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Building the fabric: devices with numbered ports; cables fill both ends.
+
+
+@dataclass(slots=True)
+class _Device:
+    switch: bool
+    guid: str
+    desc: str
+    nports: int
+    devid: int
+    sysimg: str
+    lid: int = 0
+    ports: dict[int, tuple[int, int, str]] | None = None
+
+
+class _Builder:
+    """Devices and cables of one subnet, in emission order (switches, then CAs)."""
+
+    def __init__(self, island: int, hw: _Hardware, speed: str) -> None:
+        self.island = island
+        self.hw = hw
+        self.width_speed = "4x" + speed
+        self.devices: list[_Device] = []
+
+    def guid(self, kind: int, index: int) -> str:
+        return f"{OUI}{self.island:x}{kind:x}{index:08x}"
+
+    def switch(self, kind: int, index: int, name: str, nports: int) -> int:
+        guid = self.guid(kind, index)
+        desc = f"MF0;{name}:{self.hw.switch_model}/U1"
+        self.devices.append(_Device(True, guid, desc, nports, self.hw.switch_devid, guid, 0, {}))
+        return len(self.devices) - 1
+
+    def ca(self, guid: str, desc: str, devid: int, sysimg: str = "") -> int:
+        self.devices.append(_Device(False, guid, desc, 1, devid, sysimg or guid, 0, {}))
+        return len(self.devices) - 1
+
+    def cable(self, a: int, a_port: int, b: int, b_port: int, ws: str = "") -> None:
+        ws = ws or self.width_speed
+        a_ports, b_ports = self.devices[a].ports, self.devices[b].ports
+        assert a_ports is not None and b_ports is not None
+        assert a_port not in a_ports and b_port not in b_ports, "sim: port used twice"
+        a_ports[a_port] = (b, b_port, ws)
+        b_ports[b_port] = (a, a_port, ws)
+
+    def assign_lids(self) -> None:
+        """Switches first, then CAs, as a subnet manager sweeping from the core would not,
+        but deterministic and unique within the subnet."""
+        order = [d for d in self.devices if d.switch] + [d for d in self.devices if not d.switch]
+        for lid, device in enumerate(order, start=1):
+            device.lid = lid
+
+
+def _spread(count: int, buckets: int) -> Iterator[int]:
+    """Round-robin bucket numbers for *count* items."""
+    for i in range(count):
+        yield i % buckets
+
+
+def _build_upper_tiers(b: _Builder, leaves: list[int], spec: SimSpec, pod_leaves: int) -> None:
+    """Connect *leaves* (uplink ports ``su+1..2su``) through spines (and cores) into one tree."""
+    uplinks, radix = spec.su, spec.radix
+    if spec.tiers == 2:
+        n_spines = max(1, math.ceil(len(leaves) * uplinks / radix))
+        if n_spines > uplinks:
+            raise SimSpecError(
+                f"sim spec: {len(leaves)} leaves need {n_spines} spines but a leaf has only "
+                f"{uplinks} uplinks; use tiers=3"
+            )
+        spines = [
+            b.switch(_KIND_SPINE, i, f"spine-{i + 1:03d}", radix + 1) for i in range(n_spines)
+        ]
+        next_port = [1] * n_spines
+        for n, leaf in enumerate(leaves):
+            for j in range(uplinks):
+                s = (n * uplinks + j) % n_spines
+                b.cable(leaf, spec.su + 1 + j, spines[s], next_port[s])
+                next_port[s] += 1
+        return
+    pods = [leaves[i : i + pod_leaves] for i in range(0, len(leaves), pod_leaves)]
+    half = radix // 2
+    cores_per_group = max(1, math.ceil(len(pods) * half / radix))
+    groups = [
+        [
+            b.switch(
+                _KIND_CORE, g * cores_per_group + c, f"core-g{g + 1:02d}-c{c + 1:02d}", radix + 1
+            )
+            for c in range(cores_per_group)
+        ]
+        for g in range(uplinks)
+    ]
+    core_port = {core: 1 for group in groups for core in group}
+    for p, pod in enumerate(pods):
+        for j in range(uplinks):
+            name = f"spine-p{p + 1:03d}-s{j + 1:02d}"
+            spine = b.switch(_KIND_SPINE, p * uplinks + j, name, radix + 1)
+            for n, leaf in enumerate(pod):
+                b.cable(leaf, spec.su + 1 + j, spine, n + 1)
+            for k, c in enumerate(_spread(half, cores_per_group)):
+                core = groups[j][c]
+                b.cable(spine, half + 1 + k, core, core_port[core])
+                core_port[core] += 1
+
+
+def _add_sharp(b: _Builder, spec: SimSpec) -> None:
+    """One SHARP aggregation node per switch on its last port, as on Quantum switches."""
+    if not spec.sharp:
+        return
+    for index in [i for i, d in enumerate(b.devices) if d.switch]:
+        sw = b.devices[index]
+        guid = f"{sw.guid[:7]}{int(sw.guid[7], 16) | _SHARP_BIT:x}{sw.guid[8:]}"
+        agg = b.ca(guid, SHARP_DESCRIPTION, _SHARP_DEVID, sysimg=sw.guid)
+        b.cable(index, sw.nports, agg, 1)
+
+
+def _degraded_links(spec: SimSpec) -> dict[tuple[int, int], str]:
+    """(node, rail) -> width+speed for the ``degraded`` knob, spread evenly over node links."""
+    total = spec.nodes * spec.rails
+    out: dict[tuple[int, int], str] = {}
+    for k in range(spec.degraded):
+        link = k * total // spec.degraded
+        out[divmod(link, spec.rails)] = f"1x{spec.speed}" if k % 2 == 0 else "4xSDR"
+    return out
+
+
+def _build_compute_island(spec: SimSpec, island: int, nodes: range) -> _Builder:
+    hw = _HARDWARE[spec.speed]
+    b = _Builder(island, hw, spec.speed)
+    n_su = math.ceil(len(nodes) / spec.su)
+    tag = f"i{island + 1}-" if spec.islands > 1 else ""
+    leaves: list[list[int]] = []  # [su][rail]
+    for s in range(n_su):
+        leaves.append(
+            [
+                b.switch(
+                    _KIND_LEAF,
+                    (nodes.start // spec.su + s) * 16 + r,
+                    f"{tag}leaf-su{s + 1:03d}-r{r}",
+                    spec.radix + 1,
+                )
+                for r in range(spec.rails)
+            ]
+        )
+    degraded = _degraded_links(spec)
+    moved = spec.disagree_index()
+    spare: dict[int, int] = {}  # leaf -> next free port for a moved cable
+    for k, node in enumerate(nodes):
+        s, slot = divmod(k, spec.su)
+        for r in range(spec.rails):
+            hca = b.ca(
+                b.guid(_KIND_CA, node * 16 + r), f"{spec.node_name(node)} mlx5_{r}", hw.hca_devid
+            )
+            leaf, port = leaves[s][r], slot + 1
+            if node == moved and r == spec.rails - 1:
+                leaf = leaves[(s + 1) % n_su][r]
+                port = spare.get(leaf, 2 * spec.su + 1)
+                if port > spec.radix:  # no free port on a full radix-64 leaf: one extra
+                    b.devices[leaf].nports = spec.radix + 2
+                    port = spec.radix + 2
+                spare[leaf] = port + 1
+            b.cable(leaf, port, hca, 1, degraded.get((node, r), ""))
+    flat = [leaf for su_leaves in leaves for leaf in su_leaves]
+    pod_sus = spec.pod or max(1, (spec.radix // 2) // spec.rails)
+    _build_upper_tiers(b, flat, spec, pod_sus * spec.rails)
+    _add_sharp(b, spec)
+    b.assign_lids()
+    return b
+
+
+def _build_storage(spec: SimSpec) -> _Builder:
+    """Storage fabric: two storage HCAs per node plus storage servers, leaves filled in order."""
+    hw = _HARDWARE[spec.speed]
+    b = _Builder(0, hw, spec.speed)
+    ends: list[int] = []
+    for node in range(spec.nodes):
+        for r in (spec.rails, spec.rails + 1):
+            desc = f"{spec.node_name(node)} mlx5_{r}"
+            ends.append(b.ca(b.guid(_KIND_CA, node * 16 + r), desc, hw.hca_devid))
+    for i in range(max(2, math.ceil(spec.nodes / 16))):
+        guid = b.guid(_KIND_STORAGE_SERVER, i)
+        ends.append(b.ca(guid, f"stor-{i + 1:03d} HCA-1", hw.hca_devid))
+    per_leaf = spec.su
+    leaves: list[int] = []
+    for i in range(0, len(ends), per_leaf):
+        leaf = b.switch(
+            _KIND_STORAGE_SWITCH, len(leaves), f"stor-leaf-{len(leaves) + 1:03d}", spec.radix + 1
+        )
+        leaves.append(leaf)
+        for slot, hca in enumerate(ends[i : i + per_leaf]):
+            b.cable(leaf, slot + 1, hca, 1)
+    tiers = 2 if math.ceil(len(leaves) * spec.su / spec.radix) <= spec.su else 3
+    plain = replace(spec, tiers=tiers, disagree="", degraded=0)
+    _build_upper_tiers(b, leaves, plain, (spec.radix // 2))
+    b.assign_lids()
+    return b
+
+
+# --------------------------------------------------------------------------------------------
+# Emitting ibnetdiscover text (plain format, as infiniband-diags prints it).
+
+
+def _short(guid: str) -> str:
+    """A GUID as ibnetdiscover prints it in ``0x…`` and ``(…)``: hex without leading zeros."""
+    return guid.lstrip("0") or "0"
+
+
+def _emit(b: _Builder, out: TextIO) -> None:
+    devs = b.devices
+    refs = [f'"{"S" if d.switch else "H"}-{d.guid}"' for d in devs]
+    pguid = ["" if d.switch else f"({_short(d.guid)}) " for d in devs]
+    for d in (d for d in devs if d.switch):
+        short = _short(d.guid)
+        lines = [
+            f"\nvendid=0x2c9\ndevid=0x{d.devid:x}\nsysimgguid=0x{short}\n"
+            f"switchguid=0x{short}({short})\n"
+            f'Switch\t{d.nports} "S-{d.guid}"\t\t# "{d.desc}" enhanced port 0 lid {d.lid} lmc 0\n'
+        ]
+        assert d.ports is not None
+        for port in sorted(d.ports):
+            peer, peer_port, ws = d.ports[port]
+            p = devs[peer]
+            lines.append(
+                f"[{port}]\t{refs[peer]}[{peer_port}]{pguid[peer]}\t\t"
+                f'# "{p.desc}" lid {p.lid} {ws}\n'
+            )
+        out.write("".join(lines))
+    for d in (d for d in devs if not d.switch):
+        short = _short(d.guid)
+        lines = [
+            f"\nvendid=0x2c9\ndevid=0x{d.devid:x}\nsysimgguid=0x{_short(d.sysimg)}\n"
+            f'caguid=0x{short}\nCa\t{d.nports} "H-{d.guid}"\t\t# "{d.desc}"\n'
+        ]
+        assert d.ports is not None
+        for port in sorted(d.ports):
+            peer, peer_port, ws = d.ports[port]
+            p = devs[peer]
+            lines.append(
+                f"[{port}]({short}) \t{refs[peer]}[{peer_port}]\t\t"
+                f'# lid {d.lid} lmc 0 "{p.desc}" lid {p.lid} {ws}\n'
+            )
+        out.write("".join(lines))
+
+
+def _preamble(spec: SimSpec, first: _Builder, what: str) -> str:
+    ca = next((d for d in first.devices if not d.switch), first.devices[0])
+    return (
+        "#\n"
+        f"# Topology file: simulated {what} fabric by topograph-slurm ({format_sim_spec(spec)})\n"
+        "#\n"
+        f"# Initiated from node {ca.guid} port {ca.guid}\n"
+    )
+
+
+def write_ibnetdiscover(spec: SimSpec, fp: TextIO) -> None:
+    """Stream the compute fabric of *spec* (all islands, one after the other) to *fp*."""
+    first = True
+    for island, nodes in enumerate(spec.island_nodes()):
+        b = _build_compute_island(spec, island, nodes)
+        if first:
+            fp.write(_preamble(spec, b, "compute"))
+            first = False
+        _emit(b, fp)
+
+
+def generate_ibnetdiscover(spec: SimSpec) -> str:
+    """The compute fabric of *spec* as ibnetdiscover plain-format text."""
+    buf = io.StringIO()
+    write_ibnetdiscover(spec, buf)
+    return buf.getvalue()
+
+
+def write_storage_ibnetdiscover(spec: SimSpec, fp: TextIO) -> None:
+    """Stream the storage fabric (separate subnet: 2 storage HCAs per node + storage servers)."""
+    b = _build_storage(spec)
+    fp.write(_preamble(spec, b, "storage"))
+    _emit(b, fp)
+
+
+def generate_storage_ibnetdiscover(spec: SimSpec) -> str:
+    """The storage fabric of *spec* as ibnetdiscover text (whether or not ``spec.storage``)."""
+    buf = io.StringIO()
+    write_storage_ibnetdiscover(spec, buf)
+    return buf.getvalue()
