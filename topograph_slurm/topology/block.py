@@ -135,5 +135,9 @@ def plan_blocks(
             )
     if not kept:
         raise ConfigError(f"no block has at least {base} nodes")
-    sizes = validate_block_sizes(sizes, len(kept)) if block_sizes else infer_block_sizes(base, len(kept))
+    sizes = (
+        validate_block_sizes(sizes, len(kept))
+        if block_sizes
+        else infer_block_sizes(base, len(kept))
+    )
     return BlockTopology(kept, sizes, findings)

@@ -17,9 +17,10 @@ KIND_DEGRADED = "degraded-link"
 KIND_MISSING_RAIL = "missing-rail"
 
 #: Signalling rates in increasing order, as ibnetdiscover and UFM name them.
-SPEED_RANK = {name: rank for rank, name in enumerate(
-    ["SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR"]
-)}
+SPEED_RANK = {
+    name: rank
+    for rank, name in enumerate(["SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR"])
+}
 
 
 def _lanes(width: str) -> int:
@@ -39,10 +40,14 @@ def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Find
     rated = [link for link in fabric.links if link.speed in SPEED_RANK and _lanes(link.width)]
     if not rated:
         return []
-    norm_width, norm_speed = Counter((l.width, l.speed) for l in rated).most_common(1)[0][0]
+    norms = Counter((link.width, link.speed) for link in rated)
+    norm_width, norm_speed = norms.most_common(1)[0][0]
     findings = []
     for link in rated:
-        if _lanes(link.width) < _lanes(norm_width) or SPEED_RANK[link.speed] < SPEED_RANK[norm_speed]:
+        if (
+            _lanes(link.width) < _lanes(norm_width)
+            or SPEED_RANK[link.speed] < SPEED_RANK[norm_speed]
+        ):
             findings.append(_degraded(fabric, switch_names, link, norm_width + norm_speed))
     return sorted(findings, key=lambda finding: finding.subject)
 
@@ -51,7 +56,9 @@ def _degraded(fabric: Fabric, names: Mapping[str, str], link: Link, norm: str) -
     subject = f"{_label(fabric, names, link.a_guid, link.a_port)} <-> " + _label(
         fabric, names, link.b_guid, link.b_port
     )
-    return Finding(KIND_DEGRADED, subject, f"runs at {link.width}{link.speed}, fabric norm is {norm}")
+    return Finding(
+        KIND_DEGRADED, subject, f"runs at {link.width}{link.speed}, fabric norm is {norm}"
+    )
 
 
 def missing_rails(

@@ -21,7 +21,7 @@ from topograph_slurm.errors import ConfigError, InputError
 from topograph_slurm.model import Exclusion, Fabric, normalize_guid
 
 #: Slurm node and switch names: hostname-like, no hostlist syntax, no separators or quotes.
-SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SLURM_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _MF0 = re.compile(r"^MF0;([^:]+):")
 _FIRMWARE_DEFAULT = re.compile(r"mellanox technologies|nvidia technologies", re.IGNORECASE)
@@ -72,7 +72,7 @@ class HostAttachments:
 
 
 def parse_node_name_map(text: str, source: str = "node-name-map") -> dict[str, str]:
-    """Parse an OpenSM/ibnetdiscover node-name map: ``0x<guid> "<name>"`` per line, ``#`` comments."""
+    """Parse an OpenSM node-name map: ``0x<guid> "<name>"`` per line, ``#`` comments."""
     mapping: dict[str, str] = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith('"') else raw.strip()
@@ -142,7 +142,10 @@ def _ca_leaves(fabric: Fabric) -> dict[str, list[str]]:
     """For every CA, the switches its ports are cabled to, in port order."""
     leaves: dict[str, list[tuple[int, str]]] = {}
     for link in fabric.links:
-        for guid, port, peer in ((link.a_guid, link.a_port, link.b_guid), (link.b_guid, link.b_port, link.a_guid)):
+        for guid, port, peer in (
+            (link.a_guid, link.a_port, link.b_guid),
+            (link.b_guid, link.b_port, link.a_guid),
+        ):
             if guid in fabric.cas and peer in fabric.switches:
                 leaves.setdefault(guid, []).append((port, peer))
     return {guid: [sw for _, sw in sorted(ports)] for guid, ports in leaves.items()}

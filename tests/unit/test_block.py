@@ -1,0 +1,82 @@
+"""Blocks: adjacency order, BlockSizes inference/validation and per-release rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from topograph_slurm.errors import ConfigError
+from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.topology.block import (
+    Block,
+    adjacency_order,
+    infer_base,
+    infer_block_sizes,
+    plan_blocks,
+    validate_block_sizes,
+)
+from topograph_slurm.topology.leaf import LeafGroup
+from topograph_slurm.topology.tree import Tree, TreeSwitch
+
+V2411 = SlurmVersion.parse("24.11")
+V2505 = SlurmVersion.parse("25.05")
+
+
+def _blocks(*sizes: int) -> list[Block]:
+    return [Block(f"b{i}", [f"n{i}-{j}" for j in range(size)]) for i, size in enumerate(sizes)]
+
+
+def test_adjacency_order_keeps_units_under_one_spine_together() -> None:
+    leaves = [LeafGroup(name, [], []) for name in ("a", "b", "c", "d")]
+    uppers = [
+        TreeSwitch("s1", 1, [], ["a", "d"]),
+        TreeSwitch("s2", 1, [], ["b", "c"]),
+        TreeSwitch("core", 2, [], ["s1", "s2"]),
+    ]
+    assert adjacency_order(Tree(leaves, uppers, ["core"])) == ["a", "d", "b", "c"]
+
+
+def test_base_is_the_most_common_size_and_levels_double() -> None:
+    blocks = _blocks(32, 32, 32, 20)
+    assert infer_base(blocks) == 32
+    assert infer_block_sizes(32, 4) == [32, 64, 128]
+    assert infer_block_sizes(32, 3) == [32, 64]
+    assert infer_block_sizes(4, 1) == [4]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "count", "message"),
+    [
+        ([], 4, "empty"),
+        ([0], 4, "positive"),
+        ([4, 12], 4, "power of two"),
+        ([4, 8, 8], 4, "increasing"),
+        ([4, 32], 4, "needs 8 blocks"),
+    ],
+)
+def test_bad_block_sizes_are_refused(sizes: list[int], count: int, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        validate_block_sizes(sizes, count)
+
+
+def test_undersized_blocks_left_out_on_2411_and_kept_on_2505() -> None:
+    old = plan_blocks(_blocks(4, 4, 2, 4), V2411)
+    assert [b.name for b in old.blocks] == ["b0", "b1", "b3"]
+    assert old.block_sizes == [4, 8]
+    (finding,) = old.findings
+    assert finding.subject == "b2" and "2 nodes < base block size 4" in finding.message
+    new = plan_blocks(_blocks(4, 4, 2, 4), V2505)
+    assert [b.name for b in new.blocks] == ["b0", "b1", "b2", "b3"]
+    assert new.block_sizes == [4, 8, 16] and new.findings == []
+
+
+def test_user_block_sizes_are_validated_against_kept_blocks() -> None:
+    assert plan_blocks(_blocks(4, 4), V2411, [4, 8]).block_sizes == [4, 8]
+    with pytest.raises(ConfigError):
+        plan_blocks(_blocks(4, 4, 2), V2411, [4, 8, 16])
+
+
+def test_version_parsing() -> None:
+    assert SlurmVersion.parse("25.11.2") > SlurmVersion.parse("25.11")
+    assert not V2411.allows_small_blocks and V2505.allows_small_blocks
+    with pytest.raises(ConfigError, match="invalid Slurm version"):
+        SlurmVersion.parse("latest")

@@ -1,0 +1,98 @@
+"""Host and switch naming: every CA is a node rail or an exclusion with a reason."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.unit.fabric_builder import FabricBuilder
+from topograph_slurm.errors import ConfigError, InputError
+from topograph_slurm.topology import naming
+from topograph_slurm.topology.naming import NamingPolicy, attach_hosts, name_switches
+
+
+def _fabric_with_oddities() -> FabricBuilder:
+    fb = FabricBuilder()
+    fb.switch("leaf1")
+    fb.host("gpu01", ["leaf1"])
+    fb.ca("sharp", "Mellanox Technologies Aggregation Node")
+    fb.cable("sharp", "leaf1")
+    fb.ca("fw", "MT4129 ConnectX7   Mellanox Technologies")
+    fb.cable("fw", "leaf1")
+    fb.ca("lo", "localhost mlx5_0")
+    fb.cable("lo", "leaf1")
+    fb.ca("ufm", "ufm01 mlx5_0")
+    fb.cable("ufm", "leaf1")
+    fb.ca("odd", 'bad"name mlx5_0')
+    fb.cable("odd", "leaf1")
+    fb.ca("loose", "gpu09 mlx5_0")  # no cable
+    return fb
+
+
+def test_every_ca_is_a_rail_or_an_exclusion_with_reason() -> None:
+    fb = _fabric_with_oddities()
+    policy = NamingPolicy(slurm_nodes=frozenset({"gpu01", "gpu09"}))
+    hosts = attach_hosts(fb.fabric, policy, name_switches(fb.fabric))
+    assert hosts.nodes == ["gpu01"]
+    reasons = {ex.description: (ex.reason, ex.leaf) for ex in hosts.exclusions}
+    assert reasons == {
+        "Mellanox Technologies Aggregation Node": (naming.REASON_SHARP, "leaf1"),
+        "MT4129 ConnectX7   Mellanox Technologies": (naming.REASON_DEFAULT, "leaf1"),
+        "localhost mlx5_0": (naming.REASON_LOCALHOST, "leaf1"),
+        "ufm01 mlx5_0": (naming.REASON_OUTSIDE, "leaf1"),
+        'bad"name mlx5_0': (naming.REASON_UNSAFE, "leaf1"),
+        "gpu09 mlx5_0": (naming.REASON_NO_LINK, ""),
+    }
+    assert len(hosts.exclusions) + 1 == len(fb.fabric.cas)
+
+
+def test_node_name_map_rescues_a_firmware_default_hca() -> None:
+    fb = _fabric_with_oddities()
+    guid = fb.guids["fw"]
+    mapping = naming.parse_node_name_map(f'# comment\n0x{guid.lstrip("0")} "gpu02 mlx5_0"\n')
+    hosts = attach_hosts(fb.fabric, NamingPolicy(node_name_map=mapping), name_switches(fb.fabric))
+    assert "gpu02" in hosts.nodes
+
+
+def test_rewrite_rescues_oddly_named_hcas() -> None:
+    fb = FabricBuilder()
+    fb.switch("leaf1")
+    fb.ca("x", "HCA-1 on node-7")
+    fb.cable("x", "leaf1")
+    rules = naming.compile_rewrites([(r"^HCA-\d+ on (\S+)$", r"\1 hca")])
+    hosts = attach_hosts(fb.fabric, NamingPolicy(rewrites=rules), name_switches(fb.fabric))
+    assert hosts.nodes == ["node-7"]
+
+
+def test_bad_rewrite_and_bad_map_are_clear_errors() -> None:
+    with pytest.raises(ConfigError, match="invalid rewrite pattern"):
+        naming.compile_rewrites([("(", "x")])
+    with pytest.raises(InputError, match="map:2"):
+        naming.parse_node_name_map('0x1 "a"\nnot-a-guid "b"\n', "map")
+
+
+def test_switch_names_from_mf0_unique_and_guid_fallback() -> None:
+    fb = FabricBuilder()
+    a = fb.switch("A", "MF0;leaf-01:MQM9790/U1")
+    b = fb.switch("B", "MF0;dup:MQM9790/U1")
+    c = fb.switch("C", "MF0;dup:MQM9790/U1")
+    d = fb.switch("D", "Quantum Mellanox Technologies")
+    e = fb.switch("E", "ib-i1l1s01")
+    names = name_switches(fb.fabric)
+    assert names[a] == "leaf-01"
+    assert names[b] == f"sw-{b}" and names[c] == f"sw-{c}"
+    assert names[d] == f"sw-{d}"
+    assert names[e] == "ib-i1l1s01"
+
+
+@given(st.text())
+def test_sanitised_switch_names_are_slurm_safe(raw: str) -> None:
+    name = naming.sanitize(raw)
+    assert name == "" or naming.SLURM_NAME.match(name)
+
+
+@given(st.text(min_size=1))
+def test_hosts_from_arbitrary_descriptions_are_slurm_safe(desc: str) -> None:
+    host, reason = naming.host_of(desc, NamingPolicy())
+    assert (host is None and reason) or (host is not None and naming.SLURM_NAME.match(host))
