@@ -168,7 +168,8 @@ class GpuTopology:
 def _clean_lines(text: str) -> list[str]:
     """Lines without ANSI escapes, CR or trailing blanks/tabs; tabs expanded for indents."""
     text = _ANSI.sub("", text)
-    return [line.rstrip().expandtabs(8) for line in text.replace("\r", "\n").split("\n")]
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return [line.rstrip().expandtabs(8) for line in text.split("\n")]
 
 
 def _value(raw: str) -> str | None:
@@ -498,6 +499,17 @@ def _numa_list(raw: str | None, lineno: int) -> tuple[int, ...]:
     return tuple(nodes)
 
 
+def _link_cells(values: list[str]) -> int:
+    """How many leading tokens look like matrix cells (upper-case words, ``NV18``); an
+    affinity value (``0-71``, ``N/A``) arriving early means the row lost cells."""
+    count = 0
+    for value in values:
+        if not re.fullmatch(r"[A-Z]+\d*", value):
+            break
+        count += 1
+    return count
+
+
 @dataclass(slots=True)
 class _Row:
     """One matrix row: its cells by column label and the affinity values after them."""
@@ -521,9 +533,9 @@ def _read_rows(lines: list[str], header: _Header) -> dict[str, _Row]:
         if label in rows:
             raise ParseError(f"row {label!r} appears twice", lineno, SRC_TOPO)
         values = tokens[1:]
-        if len(values) < ncol:
+        if _link_cells(values) < ncol:
             raise ParseError(
-                f"row {label} has {len(values)} of {ncol} matrix cells (truncated?)",
+                f"row {label} has {_link_cells(values)} of {ncol} matrix cells (truncated?)",
                 lineno,
                 SRC_TOPO,
             )
