@@ -123,6 +123,18 @@ local function valid_switches(s)
     or string.match(s, "^%d+@%d+%-%d%d:%d%d:%d%d$")
 end
 
+-- A proxy that fails on any read: stands in for an internal fault of the filter.
+function FAKE.broken()
+  return setmetatable({}, {
+    __index = function(_, k)
+      error("simulated fault reading " .. tostring(k))
+    end,
+    __newindex = function(_, k)
+      error("simulated fault writing " .. tostring(k))
+    end,
+  })
+end
+
 function FAKE.options(spec, plugin, tp_value, spank_nil)
   local store = { nodes = "1-0", segment = "unset", ["ntasks-per-node"] = "-2", verbose = "0" }
   for k, v in pairs(spec) do
@@ -230,6 +242,18 @@ class LuaFilter:
         spec = self.lua.table_from(options or {})
         opts = self.g.FAKE.options(spec, plugin, tp, spank_nil)
         rc = self.g.slurm_cli_pre_submit(opts, 0)
+        return self._outcome(rc)
+
+    def job_submit_broken(self) -> Outcome:
+        """slurm_job_submit with a job_desc that raises on every access."""
+        self.g.FAKE.reset()
+        rc = self.g.slurm_job_submit(self.g.FAKE.broken(), self.lua.table(), 1000)
+        return self._outcome(rc)
+
+    def cli_broken(self) -> Outcome:
+        """slurm_cli_pre_submit with options that raise on every access."""
+        self.g.FAKE.reset()
+        rc = self.g.slurm_cli_pre_submit(self.g.FAKE.broken(), 0)
         return self._outcome(rc)
 
 
