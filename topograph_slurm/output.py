@@ -1,0 +1,397 @@
+"""Guarded, atomic, only-on-change writes of topology files and generated filter trees.
+
+This is the only module that writes what ``generate`` produces. Every rule here exists because
+the files are read by a live ``slurmctld`` and rewritten from cron:
+
+- *Atomic*: a temp file in the same directory is written, fsynced and renamed over the target,
+  so Slurm never reads half a file and a crash leaves the old file whole.
+- *Only on change*: identical bytes are not rewritten, so the mtime stays put and tools that
+  reload Slurm on a changed file (or config repos that commit on change) stay quiet.
+- *Shrink guard*: a fabric read during an outage looks like a smaller cluster; replacing a good
+  topology with one that lost many nodes would strand them, so that needs ``--force``.
+- *Lock*: two overlapping cron runs must not interleave their read-compare-write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import errno
+import fcntl
+import math
+import os
+import re
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+
+from topograph_slurm.errors import Exit, LockedError, RefusedError, TopographError
+
+NEW_FILE_MODE = 0o644
+_LOCK_POLL_SECONDS = 0.05
+
+# A conf file is recognised by its line keys; Slurm parses keys case-insensitively.
+_CONF_KEY = re.compile(r"^\s*(?:switchname|blockname|blocksizes)\s*=", re.IGNORECASE | re.MULTILINE)
+_CONF_NODES = re.compile(r"(?:^|\s)nodes\s*=\s*(\"[^\"]*\"|\S+)", re.IGNORECASE)
+
+
+class OutputError(TopographError):
+    """Writing an output file failed (missing directory, permission denied, disk full).
+
+    Lives here until errors.py grows a dedicated type and exit code; until then it shares
+    ``Exit.INPUT`` ("a file the user named cannot be used").
+    """
+
+    exit_code = Exit.INPUT
+
+
+@dataclass
+class WriteOutcome:
+    """What a write did; the CLI prints ``diff`` and picks the exit code from ``changed``.
+
+    ``old_nodes``/``new_nodes`` are the node counts the shrink guard compared (0 for files that
+    are not topologies, e.g. those written by :func:`write_tree`).
+    """
+
+    changed: bool
+    written: bool
+    diff: str
+    path: Path
+    old_nodes: int = 0
+    new_nodes: int = 0
+
+
+# --------------------------------------------------------------------------- diff and counting
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    """A git-style unified diff (``a/PATH``, ``b/PATH``); empty when the texts are equal.
+
+    A leading ``/`` is dropped from the labels as git does, so ``patch -p1`` applies it.
+    Lines without a final newline are marked as diff(1) does, so the output stays a valid patch.
+    """
+    if old == new:
+        return ""
+    label = path.lstrip("/")
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=f"a/{label}",
+        tofile=f"b/{label}",
+    )
+    return "".join(_terminate(line) for line in lines)
+
+
+def _terminate(line: str) -> str:
+    if line.endswith("\n"):
+        return line
+    return line + "\n\\ No newline at end of file\n"
+
+
+def count_nodes(text: str) -> int:
+    """Number of distinct Slurm node names in a topology.conf (tree/block) or topology.yaml.
+
+    Text that is neither counts 0. Never raises: it also judges the file already on disk, which
+    may be anything, and a junk old file must not block writing a good new one.
+    """
+    is_conf = _CONF_KEY.search(text) is not None
+    return _count_hostlists(_conf_hostlists(text) if is_conf else _yaml_hostlists(text))
+
+
+def _conf_hostlists(text: str) -> list[str]:
+    """Every ``Nodes=`` value of a topology.conf, with comments and continuations handled."""
+    joined = re.sub(r"\\\r?\n", " ", text)  # Slurm joins lines ending in a backslash
+    found: list[str] = []
+    for raw in joined.splitlines():
+        line = raw.split("#", 1)[0]
+        found.extend(value.strip('"') for value in _CONF_NODES.findall(line))
+    return found
+
+
+def _yaml_hostlists(text: str) -> list[str]:
+    """Every ``nodes`` value anywhere in a topology.yaml (tree switches and blocks alike)."""
+    try:
+        data = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return []
+    found: list[str] = []
+    stack: list[object] = [data]
+    seen: set[int] = set()  # YAML anchors can make a structure refer to itself
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if isinstance(key, str) and key.lower() == "nodes":
+                    found.extend(_as_strings(value))
+                else:
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _as_strings(value: object) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value if v is not None]
+    return [] if value is None else [str(value)]
+
+
+def _count_hostlists(hostlists: list[str]) -> int:
+    """Distinct names across hostlists; an unparsable hostlist counts its comma items literally."""
+    nodes = NodeSet(resolver=RESOLVER_NOGROUP)
+    literal: set[str] = set()
+    for hostlist in hostlists:
+        try:
+            nodes.update(NodeSet(hostlist, resolver=RESOLVER_NOGROUP))
+        except NodeSetException:
+            literal.update(item.strip() for item in hostlist.split(",") if item.strip())
+    if literal:
+        literal.difference_update(nodes)
+    return len(nodes) + len(literal)
+
+
+# --------------------------------------------------------------------------- lock
+
+_held = threading.local()  # per-thread re-entry counts, keyed by lock file path
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file guarding ``path``: ``.<name>.lock`` beside it."""
+    return path.parent / f".{path.name}.lock"
+
+
+@contextlib.contextmanager
+def output_lock(path: Path, timeout: float = 30.0) -> Iterator[Path]:
+    """Hold an exclusive ``flock`` on the lock file beside ``path`` for the ``with`` body.
+
+    Polls for up to ``timeout`` seconds, then raises :class:`LockedError`. Re-entrant within a
+    thread, so a caller may hold the lock around generation and still call
+    :func:`write_topology`. The lock file is never deleted: unlinking a flock file lets a
+    waiter lock an orphaned inode while a newcomer locks a fresh one.
+    """
+    lock = lock_path(path)
+    key = os.path.abspath(lock)
+    counts: dict[str, int] = _held.__dict__.setdefault("counts", {})
+    if counts.get(key):
+        counts[key] += 1
+        try:
+            yield lock
+        finally:
+            counts[key] -= 1
+        return
+    fd = _open_lock(lock)
+    try:
+        _acquire(fd, lock, timeout)
+        counts[key] = 1
+        try:
+            yield lock
+        finally:
+            del counts[key]
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _open_lock(lock: Path) -> int:
+    try:
+        return os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, NEW_FILE_MODE)
+    except OSError as exc:
+        raise OutputError(f"cannot open lock file {lock}: {_reason(exc)}") from exc
+
+
+def _acquire(fd: int, lock: Path, timeout: float) -> None:
+    deadline = time.monotonic() + max(timeout, 0.0)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LockedError(
+                    f"another topograph-slurm run holds {lock} (waited {timeout:g}s)"
+                ) from None
+            time.sleep(min(_LOCK_POLL_SECONDS, remaining))
+
+
+# --------------------------------------------------------------------------- writes
+
+
+def write_topology(
+    path: Path,
+    content: str,
+    *,
+    check: bool = False,
+    show_diff: bool = False,
+    force: bool = False,
+    shrink_limit: float = 0.10,
+    lock_timeout: float = 30.0,
+    count: Callable[[str], int] = count_nodes,
+) -> WriteOutcome:
+    """Write a topology file atomically, only when it changes, behind the shrink guard.
+
+    ``check`` never writes and takes no lock (a read-only user may check). The diff is
+    computed only for ``check``/``show_diff``, since difflib is quadratic on big files.
+    Raises :class:`RefusedError` (shrink guard), :class:`LockedError` or :class:`OutputError`.
+    """
+    if math.isnan(shrink_limit) or shrink_limit < 0:
+        raise ValueError(f"shrink_limit must be a fraction >= 0, got {shrink_limit!r}")
+    if check:
+        return _plan(path, content, with_diff=True, count=count)
+    if not path.parent.is_dir():
+        raise OutputError(f"cannot write {path}: directory {path.parent} does not exist")
+    with output_lock(path, lock_timeout):
+        plan = _plan(path, content, with_diff=show_diff, count=count)
+        if not plan.changed:
+            return plan
+        if not force:
+            _guard_shrink(path, plan.old_nodes, plan.new_nodes, shrink_limit)
+        _write_file(path, content)
+        return replace(plan, written=True)
+
+
+def write_tree(
+    directory: Path,
+    files: dict[str, str],
+    *,
+    check: bool = False,
+    show_diff: bool = False,
+    lock_timeout: float = 30.0,
+) -> list[WriteOutcome]:
+    """Write generated files (filters, plugin source) into ``directory``, each only on change.
+
+    Same atomic semantics as :func:`write_topology` without the shrink guard; one lock covers
+    the whole directory so a reader never sees files from two different runs. The directory is
+    created when missing (not in ``check`` mode, which writes nothing).
+    """
+    for name in files:
+        _check_plain_name(name)
+    if check:
+        return [_plan(directory / n, files[n], with_diff=True) for n in sorted(files)]
+    _make_dir(directory)  # idempotent, so safe before the lock; the lock file sits beside it
+    with output_lock(directory, lock_timeout):
+        outcomes = []
+        for name in sorted(files):
+            plan = _plan(directory / name, files[name], with_diff=show_diff)
+            if plan.changed:
+                _write_file(plan.path, files[name])
+                plan = replace(plan, written=True)
+            outcomes.append(plan)
+        return outcomes
+
+
+def _plan(
+    path: Path, content: str, *, with_diff: bool, count: Callable[[str], int] | None = None
+) -> WriteOutcome:
+    """Compare ``content`` with what is on disk, without writing anything."""
+    old_bytes = _read_existing(path)
+    changed = old_bytes != content.encode("utf-8")
+    old = "" if old_bytes is None else old_bytes.decode("utf-8", errors="replace")
+    new_nodes = count(content) if count else 0
+    old_nodes = 0
+    if count and old_bytes:
+        old_nodes = count(old) if changed else new_nodes
+    diff = unified_diff(old, content, str(path)) if with_diff and changed else ""
+    return WriteOutcome(changed, False, diff, path, old_nodes, new_nodes)
+
+
+def _read_existing(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise OutputError(f"cannot read {path}: {_reason(exc)}") from exc
+
+
+def _guard_shrink(path: Path, old_nodes: int, new_nodes: int, limit: float) -> None:
+    """Refuse a replacement that loses more than ``limit`` of the nodes (or all of them)."""
+    if old_nodes <= 0 or new_nodes >= old_nodes:
+        return
+    if new_nodes == 0:
+        raise RefusedError(
+            f"refusing to replace {path}: the new topology has no nodes "
+            f"(the current one has {old_nodes}); use --force"
+        )
+    drop = (old_nodes - new_nodes) / old_nodes
+    if drop > limit:
+        raise RefusedError(
+            f"refusing to replace {path}: node count would drop from {old_nodes} to "
+            f"{new_nodes} (-{drop * 100:.1f}%, limit {limit * 100:g}%); use --force"
+        )
+
+
+def _write_file(path: Path, content: str) -> None:
+    """Atomically replace ``path`` (its symlink target, if it is one) with ``content``."""
+    target = Path(os.path.realpath(path))
+    try:
+        _atomic_replace(target, content.encode("utf-8"))
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {_reason(exc)}") from exc
+
+
+def _atomic_replace(target: Path, data: bytes) -> None:
+    """Temp file beside ``target``, fsync, rename, fsync the directory; clean up on failure."""
+    try:
+        old = target.stat()
+    except FileNotFoundError:
+        old = None
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            _copy_metadata(handle.fileno(), old)
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(target.parent)
+
+
+def _copy_metadata(fd: int, old: os.stat_result | None) -> None:
+    """Keep the old file's mode (new files 0o644) and, when allowed, its owner."""
+    os.fchmod(fd, stat.S_IMODE(old.st_mode) if old else NEW_FILE_MODE)
+    if old is not None and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+        with contextlib.suppress(PermissionError):
+            os.fchown(fd, old.st_uid, old.st_gid)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable; filesystems that cannot fsync a directory are tolerated."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _make_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create directory {directory}: {_reason(exc)}") from exc
+
+
+def _check_plain_name(name: str) -> None:
+    """Generated file names must stay inside the directory they are written to."""
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"not a plain file name: {name!r}")
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
