@@ -174,6 +174,18 @@ def test_degraded_bandwidth_alone_is_unhealthy() -> None:
     assert _kinds(node_domain(gpus).findings) == [FindingKind.UNHEALTHY] * 4
 
 
+def test_route_unhealthy_flag_is_unhealthy() -> None:
+    text = UNHEALTHY_Q.replace(
+        "Unhealthy\n            Bandwidth                     : Degraded",
+        "Healthy\n            Bandwidth                     : Full\n"
+        "            Route Unhealthy               : True",
+    )
+    result = node_domain(parse_query_fabric(text), "gb6")
+    [finding] = result.findings
+    assert finding.kind == FindingKind.UNHEALTHY
+    assert "route unhealthy: True" in finding.message
+
+
 def test_status_not_success() -> None:
     gpus = nvl_node_gpus(RACK_A, 1, status="Insufficient Resources")
     result = node_domain(gpus, "gb2")

@@ -7,7 +7,7 @@ not produced by running the parser, so a parser bug cannot write its own answer 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -497,8 +497,17 @@ def test_q_grep_fragment_two_blocks_and_extra_health_keys() -> None:
     assert first.cluster_uuid == "6e9b1a35-0c43-4f0b-9f4e-2d5c7a1b8e90"  # normalised
     assert first.clique_id == 32766
     assert (first.health, first.health_bandwidth) == ("Healthy", "Full")
+    assert first.health_flags == ()  # all three yes/no entries read False
     assert second.state == "In Progress"
     assert second.status is None and second.clique_id is None
+
+
+def test_q_health_flags_and_spaced_keys() -> None:
+    text = GREP_TWO_GPUS.replace("Route Unhealthy               : False", "Route Unhealthy : True")
+    text = text.replace("ClusterUUID      ", "Cluster UUID     ", 1)
+    first, _ = parse_query_fabric(text)
+    assert first.health_flags == ("route unhealthy",)
+    assert first.cluster_uuid == "6e9b1a35-0c43-4f0b-9f4e-2d5c7a1b8e90"
 
 
 def test_q_headerless_fragment_grep_A() -> None:
@@ -540,6 +549,16 @@ def test_q_renderer_round_trip_and_format() -> None:
     # Key padding as in the real captures: value colon in column 43.
     assert "        ClusterUUID                       : dc6e40c4-" in text
     assert text.startswith("==============NVSMI LOG==============\n")
+
+
+def test_q_renderer_round_trips_health_flags() -> None:
+    gpu = replace(nvl_node_gpus(GB200_UUID, 3, count=1)[0], health_flags=("route unhealthy",))
+    text = render_fabric_section(gpu)
+    assert "            Route Recovery in progress    : False" in text
+    assert "            Route Unhealthy               : True" in text
+    # a bare Fabric block carries no GPU identity, only the fabric fields
+    expected = replace(gpu, bus_id=None, serial=None, uuid=None)
+    assert parse_query_fabric(text) == [expected]
 
 
 def test_q_fabric_section_matches_real_layout() -> None:

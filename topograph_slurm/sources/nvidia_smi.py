@@ -67,6 +67,8 @@ class GpuFabric:
     headers it is the position of the Fabric block. ``None`` means "reported as N/A or not
     reported at all"; ``state``/``status``/``health`` keep nvidia-smi's words
     (``Completed``, ``In Progress``, ``Success``, ``Insufficient Resources``, ``Unhealthy``).
+    ``health_flags`` names the yes/no Health entries of newer drivers that read ``True``
+    (``Route Unhealthy``, ``Route Recovery in progress``), lower-cased.
     """
 
     index: int
@@ -79,6 +81,7 @@ class GpuFabric:
     cluster_uuid: str | None = None
     health: str | None = None
     health_bandwidth: str | None = None
+    health_flags: tuple[str, ...] = ()
 
     @property
     def domain_id(self) -> str | None:
@@ -232,6 +235,11 @@ class _GpuSection:
     fabric: _Block | None = None
 
 
+def _field_key(raw: str) -> str:
+    """``ClusterUUID``, ``Cluster UUID`` and ``clusteruuid`` are one key."""
+    return raw.replace(" ", "").lower()
+
+
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
@@ -266,10 +274,10 @@ class _QReader:
         if match is None:  # a sub-section header such as "Health"
             self.sub = (stripped.lower(), indent)
             return
-        key, value = match.group(1).strip().lower(), match.group(2)
+        key, value = _field_key(match.group(1)), match.group(2)
         if self.sub is not None and indent > self.sub[1]:
             if self.sub[0] == "health":
-                self.block.health.setdefault(key, value)
+                self.block.health.setdefault(match.group(1).strip().lower(), value)
             return
         self.sub = None
         self.block.fields.setdefault(key, value)
@@ -318,7 +326,7 @@ def _headerless_blocks(lines: list[str]) -> list[_Block]:
     for lineno, line in enumerate(lines, 1):
         stripped = line.strip()
         match = _KEY_VALUE.match(stripped)
-        key = match.group(1).strip().lower() if match else ""
+        key = _field_key(match.group(1)) if match else ""
         if stripped == "--" or (current is not None and key in current.fields):
             current = None
         if match is None or key not in _FABRIC_KEYS:
@@ -346,6 +354,7 @@ def _to_fabric(index: int, block: _Block | None, gpu: _GpuSection | None) -> Gpu
         cluster_uuid=_cluster_uuid(fields.get("clusteruuid"), SRC_Q, line),
         health=_value(health.get("summary", "")),
         health_bandwidth=_value(health.get("bandwidth", "")),
+        health_flags=tuple(sorted(k for k, v in health.items() if v.strip().lower() == "true")),
     )
 
 

@@ -17,6 +17,9 @@ from topograph_slurm.sources.nvidia_smi import CSV_FIELDS, GpuFabric, GpuTopolog
 #: nvidia-smi pads ``<indent><key>`` to this width before ``": "`` in ``-q`` output.
 Q_KEY_WIDTH = 42
 
+#: The yes/no Health entries of R570+ drivers, in their print order.
+HEALTH_FLAGS = ("Route Recovery in progress", "Route Unhealthy", "Access Timeout Recovery")
+
 _LEGEND = (
     "Legend:",
     "",
@@ -135,7 +138,8 @@ def _na(value: object) -> object:
 def render_fabric_section(gpu: GpuFabric, indent: int = 4) -> str:
     """The ``Fabric`` block of one GPU, as in ``nvidia-smi -q`` (driver R550+ layout).
 
-    ``Health/Summary`` appears only when the GPU has one, as on drivers that report it.
+    ``Health/Summary`` and the yes/no entries appear only when the GPU has a Summary (or
+    a flag set), as on the drivers that report them.
     """
     inner, health = indent + 4, indent + 8
     lines = [
@@ -149,6 +153,9 @@ def render_fabric_section(gpu: GpuFabric, indent: int = 4) -> str:
     if gpu.health is not None:
         lines.append(_kv(health, "Summary", gpu.health))
     lines.append(_kv(health, "Bandwidth", _na(gpu.health_bandwidth)))
+    if gpu.health is not None or gpu.health_flags:
+        for flag in HEALTH_FLAGS:
+            lines.append(_kv(health, flag, flag.lower() in gpu.health_flags))
     return "\n".join(lines)
 
 

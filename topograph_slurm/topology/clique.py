@@ -139,6 +139,19 @@ def _state_findings(node: str, gpus: list[GpuFabric]) -> list[Finding]:
     return out
 
 
+def _healthy(gpu: GpuFabric) -> bool:
+    """Health as far as the driver reports it; absent (older drivers) counts as healthy.
+
+    Any yes/no Health entry reading True (Route Unhealthy, Route Recovery in progress)
+    means NVLink traffic may not flow right now, which is what a block promises.
+    """
+    if gpu.health is not None and gpu.health not in HEALTHY_SUMMARY:
+        return False
+    if gpu.health_bandwidth is not None and gpu.health_bandwidth not in HEALTHY_BANDWIDTH:
+        return False
+    return not gpu.health_flags
+
+
 def _completed_findings(node: str, done: list[GpuFabric]) -> list[Finding]:
     """Registered GPUs whose status, health or identifiers make them unusable."""
     out: list[Finding] = []
@@ -148,19 +161,16 @@ def _completed_findings(node: str, done: list[GpuFabric]) -> list[Finding]:
         out.append(
             Finding(node, FindingKind.STATUS, f"{_gpus(idx)} fabric Status is {shown}, not Success")
         )
-    sick = [
-        g
-        for g in done
-        if (g.health is not None and g.health not in HEALTHY_SUMMARY)
-        or (g.health_bandwidth is not None and g.health_bandwidth not in HEALTHY_BANDWIDTH)
-    ]
-    for g in sick:
+    for g in done:
+        if _healthy(g):
+            continue
+        flags = f", {', '.join(g.health_flags)}: True" if g.health_flags else ""
         out.append(
             Finding(
                 node,
                 FindingKind.UNHEALTHY,
                 f"{_gpus([g.index])} fabric Health Summary {g.health or 'N/A'!r}, "
-                f"Bandwidth {g.health_bandwidth or 'N/A'!r}",
+                f"Bandwidth {g.health_bandwidth or 'N/A'!r}{flags}",
             )
         )
     no_id = [g.index for g in done if g.domain_id is None]
