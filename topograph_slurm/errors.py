@@ -22,6 +22,7 @@ class Exit(IntEnum):
     REFUSED = 6  # a guarded write refused (shrink guard, empty topology)
     LOCKED = 7  # another run holds the lock
     AUTH = 8  # credentials missing, refused by the server, or unsafely stored
+    OUTPUT = 9  # an output file or directory could not be written
 
 
 class TopographError(Exception):
@@ -74,3 +75,9 @@ class AuthError(TopographError):
     """Credentials are missing, unsafe, or were refused."""
 
     exit_code = Exit.AUTH
+
+
+class OutputError(TopographError):
+    """An output file could not be written (missing directory, permissions, full disk)."""
+
+    exit_code = Exit.OUTPUT

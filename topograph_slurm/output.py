@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 
-from topograph_slurm.errors import Exit, LockedError, RefusedError, TopographError
+from topograph_slurm.errors import LockedError, OutputError, RefusedError
 
 NEW_FILE_MODE = 0o644
 _LOCK_POLL_SECONDS = 0.05
@@ -42,14 +42,6 @@ _CONF_KEY = re.compile(r"^\s*(?:switchname|blockname|blocksizes)\s*=", re.IGNORE
 _CONF_NODES = re.compile(r"(?:^|\s)nodes\s*=\s*(\"[^\"]*\"|\S+)", re.IGNORECASE)
 
 
-class OutputError(TopographError):
-    """Writing an output file failed (missing directory, permission denied, disk full).
-
-    Lives here until errors.py grows a dedicated type and exit code; until then it shares
-    ``Exit.INPUT`` ("a file the user named cannot be used").
-    """
-
-    exit_code = Exit.INPUT
 
 
 @dataclass

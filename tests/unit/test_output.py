@@ -348,7 +348,7 @@ def test_missing_parent_directory_is_a_clean_error(tmp_path: Path) -> None:
     target = tmp_path / "nowhere" / "topology.conf"
     with pytest.raises(OutputError, match="does not exist") as info:
         write_topology(target, tree(2))
-    assert info.value.exit_code != Exit.OK
+    assert info.value.exit_code == Exit.OUTPUT
     assert not target.parent.exists()
 
 
