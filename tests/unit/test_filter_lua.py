@@ -12,6 +12,7 @@ import importlib
 import math
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -845,3 +846,75 @@ def test_fuzz_filters(
             cf.log,
         )
     assert results["lupa.lua51"] == results["lupa.lua54"]
+
+
+SPANK_HARNESS = r"""
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "tpsize.c"
+
+static int registered = 0;
+static spank_context_t ctx_now = S_CTX_ALLOCATOR;
+
+void slurm_error(const char *fmt, ...) { (void) fmt; }
+spank_context_t spank_context(void) { return ctx_now; }
+spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
+{
+	(void) sp;
+	if (!strcmp(opt->name, "tp-size") && opt->has_arg == 1)
+		registered++;
+	return ESPANK_SUCCESS;
+}
+
+int main(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc; i++)
+		printf("%s=%d\n", argv[i], tp_size_option.cb(0, argv[i], 0));
+	slurm_spank_init(NULL, 0, NULL);
+	ctx_now = S_CTX_LOCAL;
+	slurm_spank_init(NULL, 0, NULL);
+	ctx_now = S_CTX_SLURMD;
+	slurm_spank_init(NULL, 0, NULL);
+	printf("registered=%d\n", registered);
+	return 0;
+}
+"""
+
+
+def test_spank_callback_and_registration(tmp_path: Path) -> None:
+    """Compile the plugin source into a harness with stubbed SPANK calls and run it."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    if not any(
+        Path(d, "slurm", "spank.h").is_file() for d in ("/usr/include", "/usr/local/include")
+    ):
+        pytest.skip("slurm/spank.h absent (Debian package libslurm-dev)")
+    (tmp_path / "tpsize.c").write_text(rendered()["tpsize.c"])
+    (tmp_path / "harness.c").write_text(SPANK_HARNESS)
+    exe = tmp_path / "harness"
+    subprocess.run(
+        [cc, "-Wall", "-o", str(exe), str(tmp_path / "harness.c")], check=True, cwd=tmp_path
+    )
+    values = [
+        "8",
+        "1",
+        "65536",
+        "0",
+        "-4",
+        "+8",
+        " 8",
+        "8 ",
+        "8x",
+        "1e3",
+        "",
+        "65537",
+        "99999999999999999999",
+    ]
+    out = subprocess.run([str(exe), *values], capture_output=True, text=True, check=True).stdout
+    results = dict(line.rsplit("=", 1) for line in out.splitlines())
+    assert results.pop("registered") == "2"  # allocator and local, not slurmd
+    assert {v for v, rc in results.items() if rc == "0"} == {"8", "1", "65536"}
