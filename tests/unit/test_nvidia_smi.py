@@ -20,6 +20,7 @@ from topograph_slurm.sources.nvidia_smi import (
     ZERO_UUID,
     GpuFabric,
     GpuTopology,
+    parse_fabric_output,
     parse_query_csv,
     parse_query_fabric,
     parse_topo_matrix,
@@ -662,6 +663,17 @@ def test_csv_bad_input_is_parse_error(text: str, message: str) -> None:
     assert message in str(err.value)
 
 
+def test_parse_fabric_output_tells_formats_apart() -> None:
+    gpus = nvl_node_gpus(GB200_UUID, 2)
+    assert parse_fabric_output(render_query_q(gpus)) == gpus
+    from_csv = parse_fabric_output(render_query_csv(gpus))
+    assert [g.domain_id for g in from_csv] == [g.domain_id for g in gpus]
+    fragment = _read(f"{QDIR}/gb200-fabric-grep-unhealthy-clique2.txt")
+    assert parse_fabric_output(fragment)[0].clique_id == 2
+    with pytest.raises(ParseError):
+        parse_fabric_output("")
+
+
 # --------------------------------------------------------------------------- fake binary
 
 
@@ -736,7 +748,7 @@ _TEXTS = st.one_of(st.text(), st.lists(_TOKENS, max_size=60).map("".join))
 @settings(max_examples=300, deadline=None)
 @given(_TEXTS)
 def test_parsers_raise_only_parse_error(text: str) -> None:
-    for parse in (parse_topo_matrix, parse_query_fabric, parse_query_csv):
+    for parse in (parse_topo_matrix, parse_query_fabric, parse_query_csv, parse_fabric_output):
         with contextlib.suppress(ParseError):
             parse(text)
 

@@ -450,6 +450,17 @@ def parse_query_csv(text: str, fields: Iterable[str] = CSV_FIELDS) -> list[GpuFa
     return gpus
 
 
+def parse_fabric_output(text: str) -> list[GpuFabric]:
+    """Either fabric output, told apart by shape: ``-q`` text has ``key   : value`` lines or a
+    ``Fabric``/``GPU 0000…`` line; anything else is read as the CSV query. For snapshots
+    and hand-supplied files where the command that produced the text is not recorded."""
+    for line in _clean_lines(text):
+        stripped = line.strip()
+        if stripped == "Fabric" or _GPU_HEADER.match(stripped) or " : " in stripped:
+            return parse_query_fabric(text)
+    return parse_query_csv(text)
+
+
 # --------------------------------------------------------------------------- topo -m
 
 _TRAILING = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")
