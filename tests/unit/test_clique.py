@@ -27,6 +27,7 @@ from topograph_slurm.topology.clique import (
     Finding,
     FindingKind,
     group_domains,
+    is_problem,
     natural_key,
     node_domain,
 )
@@ -130,7 +131,7 @@ def test_disagreeing_gpus_are_a_finding_not_an_exception() -> None:
     assert result.cluster_uuid is None  # no single answer to keep
     [finding] = result.findings
     assert finding.kind == FindingKind.DISAGREE
-    assert finding.node == "gb7"
+    assert finding.subject == "gb7"
     assert f"GPU 0-1 in {RACK_A}.1" in finding.message
     assert f"GPU 2 in {RACK_A}.2" in finding.message
     assert f"GPU 3 in {RACK_B}.1" in finding.message
@@ -296,14 +297,14 @@ def test_bad_nodes_are_left_out_and_reported() -> None:
     per_node["a100-1"] = node_domain(parse_query_csv(NO_FABRIC_CSV), "a100-1")
     domains, findings = group_domains(per_node)
     assert domains == {f"{RACK_A}.1": ["gb1", "gb2", "gb3", "gb4"]}
-    assert [(f.node, f.kind) for f in findings] == [
+    assert [(f.subject, f.kind) for f in findings] == [
         ("a100-1", FindingKind.FABRIC_NA),
         ("gb5", FindingKind.DISAGREE),  # node stamped from the dict key
         ("gb6", FindingKind.NOT_COMPLETED),
         ("gb7", FindingKind.UNHEALTHY),
         ("gb8", FindingKind.FABRIC_PARTIAL),
     ]
-    assert all(f.is_problem for f in findings)
+    assert all(is_problem(f) for f in findings)
 
 
 def test_single_node_systems_are_reported_as_info() -> None:
@@ -311,11 +312,11 @@ def test_single_node_systems_are_reported_as_info() -> None:
     per_node = {"hgx2": node_domain(hgx), "hgx10": node_domain(hgx), **_rack(RACK_A, 1, 1, 2)}
     domains, findings = group_domains(per_node)
     assert domains == {f"{RACK_A}.1": ["gb1", "gb2"]}
-    assert [(f.node, f.kind) for f in findings] == [
+    assert [(f.subject, f.kind) for f in findings] == [
         ("hgx2", FindingKind.SINGLE_NODE),
         ("hgx10", FindingKind.SINGLE_NODE),
     ]
-    assert not any(f.is_problem for f in findings)
+    assert not any(is_problem(f) for f in findings)
 
 
 def test_tray_with_missing_gpu_is_flagged() -> None:
@@ -324,7 +325,7 @@ def test_tray_with_missing_gpu_is_flagged() -> None:
     domains, findings = group_domains(per_node)
     assert domains[f"{RACK_A}.1"] == ["gb1", "gb2", "gb3", "gb4"]  # still in its rack
     [finding] = findings
-    assert (finding.node, finding.kind) == ("gb3", FindingKind.GPU_COUNT)
+    assert (finding.subject, finding.kind) == ("gb3", FindingKind.GPU_COUNT)
     assert "3 GPUs" in finding.message and "usually have 4" in finding.message
 
 
@@ -376,7 +377,7 @@ def test_domain_logic_never_raises(nodes: dict[str, list[GpuFabric]]) -> None:
         in_domain = any(name in members for members in domains.values())
         assert in_domain == (result.kind is DomainKind.MULTI_NODE and result.ok)
         # a node outside every domain is always explained by a finding
-        assert in_domain or any(f.node == name for f in findings)
+        assert in_domain or any(f.subject == name for f in findings)
 
 
 @pytest.mark.parametrize("state", ["Not Started", "Not Supported", "In Progress"])

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from topograph_slurm.model import Finding
 from topograph_slurm.sources.nvidia_smi import ZERO_UUID, GpuFabric
 
 STATE_COMPLETED = "Completed"
@@ -48,19 +49,10 @@ class FindingKind(StrEnum):
 INFO_KINDS = frozenset({FindingKind.SINGLE_NODE})
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """Something about one node the report must show. ``kind`` is a :class:`FindingKind`
-    value, stable for scripts; ``message`` is for humans and names the GPUs involved."""
-
-    node: str
-    kind: str
-    message: str
-
-    @property
-    def is_problem(self) -> bool:
-        """False for informational findings (a single-node NVSwitch system)."""
-        return self.kind not in INFO_KINDS
+def is_problem(finding: Finding) -> bool:
+    """False for informational findings (a single-node NVSwitch system): those describe a
+    healthy configuration the report shows but alerting should not page on."""
+    return finding.kind not in INFO_KINDS
 
 
 class DomainKind(StrEnum):
@@ -121,8 +113,8 @@ def _state_findings(node: str, gpus: list[GpuFabric]) -> list[Finding]:
     if missing:
         out.append(
             Finding(
-                node,
                 FindingKind.FABRIC_PARTIAL,
+                node,
                 f"{_gpus(missing)} report fabric State N/A while other GPUs are registered",
             )
         )
@@ -130,8 +122,8 @@ def _state_findings(node: str, gpus: list[GpuFabric]) -> list[Finding]:
     for state, idx in _by_value(present, "state").items():
         out.append(
             Finding(
-                node,
                 FindingKind.NOT_COMPLETED,
+                node,
                 f"{_gpus(idx)} fabric State is {state!r}, not 'Completed' "
                 "(fabric manager registration not finished or failed)",
             )
@@ -159,7 +151,7 @@ def _completed_findings(node: str, done: list[GpuFabric]) -> list[Finding]:
     for status, idx in _by_value(bad_status, "status").items():
         shown = "N/A" if status is None else repr(status)
         out.append(
-            Finding(node, FindingKind.STATUS, f"{_gpus(idx)} fabric Status is {shown}, not Success")
+            Finding(FindingKind.STATUS, node, f"{_gpus(idx)} fabric Status is {shown}, not Success")
         )
     for g in done:
         if _healthy(g):
@@ -167,8 +159,8 @@ def _completed_findings(node: str, done: list[GpuFabric]) -> list[Finding]:
         flags = f", {', '.join(g.health_flags)}: True" if g.health_flags else ""
         out.append(
             Finding(
-                node,
                 FindingKind.UNHEALTHY,
+                node,
                 f"{_gpus([g.index])} fabric Health Summary {g.health or 'N/A'!r}, "
                 f"Bandwidth {g.health_bandwidth or 'N/A'!r}{flags}",
             )
@@ -177,8 +169,8 @@ def _completed_findings(node: str, done: list[GpuFabric]) -> list[Finding]:
     if no_id:
         out.append(
             Finding(
-                node,
                 FindingKind.MISSING_ID,
+                node,
                 f"{_gpus(no_id)} fabric is Completed but CliqueId or ClusterUUID is N/A",
             )
         )
@@ -191,18 +183,18 @@ def _disagreement(node: str, done: list[GpuFabric]) -> Finding | None:
     if len(groups) < 2:
         return None
     detail = "; ".join(f"{_gpus(idx)} in {dom}" for dom, idx in groups.items())
-    return Finding(node, FindingKind.DISAGREE, f"GPUs disagree on the NVLink domain: {detail}")
+    return Finding(FindingKind.DISAGREE, node, f"GPUs disagree on the NVLink domain: {detail}")
 
 
 def node_domain(gpus: list[GpuFabric], node: str = "") -> DomainResult:
     """Decide which NVLink domain one node's GPUs put it in, with findings for every doubt."""
     if not gpus:
-        finding = Finding(node, FindingKind.NO_GPUS, "no GPUs reported")
+        finding = Finding(FindingKind.NO_GPUS, node, "no GPUs reported")
         return DomainResult(DomainKind.NONE, 0, findings=(finding,))
     if all(g.state is None for g in gpus):
         finding = Finding(
-            node,
             FindingKind.FABRIC_NA,
+            node,
             f"no NVLink fabric information (State N/A) on {_gpus(g.index for g in gpus)}: "
             "not part of a multi-node NVLink domain",
         )
@@ -239,8 +231,8 @@ def _count_findings(
             if gpu_counts[n] != usual:
                 out.append(
                     Finding(
-                        n,
                         FindingKind.GPU_COUNT,
+                        n,
                         f"{gpu_counts[n]} GPUs in domain {domain}, "
                         f"where nodes usually have {usual}",
                     )
@@ -262,20 +254,20 @@ def group_domains(
     gpu_counts: dict[str, int] = {}
     for node in sorted(per_node, key=natural_key):
         result = per_node[node]
-        findings.extend(replace(f, node=node) for f in result.findings)
+        findings.extend(replace(f, subject=node) for f in result.findings)
         if result.kind is DomainKind.MULTI_NODE and result.domain_id and not result.findings:
             domains[result.domain_id].append(node)
             gpu_counts[node] = result.gpu_count
         elif result.kind is DomainKind.SINGLE_NODE and not result.findings:
             findings.append(
                 Finding(
-                    node,
                     FindingKind.SINGLE_NODE,
+                    node,
                     f"all-zero ClusterUUID on {result.gpu_count} GPUs: single-node NVSwitch "
                     "system, not a multi-node NVLink domain",
                 )
             )
     ordered = {d: domains[d] for d in sorted(domains)}
     findings.extend(_count_findings(ordered, gpu_counts))
-    findings.sort(key=lambda f: natural_key(f.node))
+    findings.sort(key=lambda f: natural_key(f.subject))
     return ordered, findings
