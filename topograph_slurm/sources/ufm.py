@@ -684,6 +684,8 @@ class _Build:
     systems: dict[str, _System] = field(default_factory=dict)
     ports: dict[tuple[str, int], _Port] = field(default_factory=dict)
     fabric: Fabric = field(default_factory=Fabric)
+    mismatches: int = 0
+    first_mismatch: str = ""
 
 
 def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
@@ -709,6 +711,15 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
         cables.values(), key=lambda k: (k.a_guid, k.a_port, k.b_guid, k.b_port)
     )
     _note_isolated(st)
+    if st.mismatches:
+        st.fabric.notes.append(
+            Note(
+                "link-mismatch",
+                "",
+                f"{st.mismatches} cable(s) reported with different speeds at their two ends; "
+                f"the slower was kept (first: {st.first_mismatch})",
+            )
+        )
     for entry, where in _entries(responses.unhealthy_ports, st.source, "unhealthy_ports"):
         st.fabric.notes.append(_unhealthy_note(entry, where))
     if not st.fabric.switches and not st.fabric.cas:
@@ -779,7 +790,7 @@ def _add_port(st: _Build, entry: Mapping[str, Any], where: str) -> None:
         guid=guid,
         number=number,
         switch=_is_switch_port(st, entry, system),
-        description=str(entry.get("node_description") or "").strip(),
+        description=str(entry.get("node_description") or ""),
         system=system,
         lid=_lid(entry.get("lid")),
         speed=ufm_speed(entry.get("active_speed"), width),
@@ -856,13 +867,9 @@ def _link(st: _Build, entry: Mapping[str, Any], where: str) -> Link:
     speeds = [p.speed for p in (pa, pb) if p is not None]
     speed = speeds[0] if len(speeds) == 1 else _slower(*speeds) if speeds else "???"
     if len(speeds) == 2 and speeds[0] != speeds[1]:
-        st.fabric.notes.append(
-            Note(
-                "link-mismatch",
-                a,
-                f"{a}[{ap}]-{b}[{bp}] ends report {speeds[0]} and {speeds[1]}; the slower was kept",
-            )
-        )
+        if not st.mismatches:
+            st.first_mismatch = f"{a}[{ap}]-{b}[{bp}] {speeds[0]} vs {speeds[1]}"
+        st.mismatches += 1
     for guid, port, desc_key in ((a, ap, "source"), (b, bp, "destination")):
         if st.fabric.kind_of(guid) is None:
             _add_link_only_device(st, guid, port, entry, desc_key, where)
