@@ -1,0 +1,1053 @@
+"""A real Slurm cluster in Docker, for integration tests.
+
+Why this exists: topology.conf/topology.yaml, job_submit.lua and cli_filter.lua only prove
+themselves in a real slurmctld. This module starts one (Debian's Slurm 24.11 or 26.05) plus one
+container per node on a private Docker network, renders the config from a small ``ClusterSpec``,
+runs commands inside, and always removes what it created.
+
+Typical use::
+
+    image = ensure_image("24.11")
+    spec = ClusterSpec.simple(16, topology_plugin="topology/block", topology_conf=BLOCKS)
+    with Cluster(spec, image) as cluster:
+        cluster.wait_idle()
+        job = cluster.sbatch("--exclusive -N 4 --wrap 'sleep 600'")
+
+    result = validate_topology("26.05", nodes, topology_conf=text)   # slurmctld only
+    assert not result.problems, result.log_text
+    blocks = result.topology.blocks
+
+Everything the harness creates carries the label ``org.topograph-slurm.test-cluster``; a
+crashed run's leftovers are removed by ``sweep_leftovers()`` (called before every start).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import io
+import os
+import re
+import socket
+import subprocess
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import docker
+import docker.errors
+from ClusterShell.NodeSet import NodeSet
+from docker.models.containers import Container
+from docker.models.networks import Network
+from docker.types import Ulimit
+
+HERE = Path(__file__).resolve().parent
+LABEL = "org.topograph-slurm.test-cluster"
+LABEL_OWNER = "org.topograph-slurm.owner"
+IMAGE_ROLE_LABEL = "org.topograph-slurm.role"  # set by the Dockerfile
+IMAGE_REPO = "topograph-slurm-test"
+CONTROLLER = "slurmctld"
+CONF_DIR = "/etc/slurm"
+SLURMCTLD_LOG = "/var/log/slurm/slurmctld.log"
+SLURMD_LOG = "/var/log/slurm/slurmd.log"
+NOFILE = 8192  # well under the 20000 this host allows; keeps slurmd's close-all-fds loop short
+
+#: Slurm version -> Debian suite shipping it.
+VERSIONS: dict[str, str] = {"24.11": "trixie", "26.05": "forky"}
+
+
+class HarnessError(RuntimeError):
+    """The test cluster could not do what was asked; the message carries the daemon log.
+
+    ``log`` holds the full slurmctld log when there was one (config-only validation returns it).
+    """
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+# --------------------------------------------------------------------------------------------
+# Cluster description and config rendering
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One Slurm node. ``fake_gpu_devices`` defaults to ``gpus``; fewer makes the node INVALID."""
+
+    name: str
+    cpus: int = 4
+    gpus: int = 0
+    features: tuple[str, ...] = ()
+    fake_gpu_devices: int | None = None
+
+    @property
+    def devices(self) -> int:
+        return self.gpus if self.fake_gpu_devices is None else self.fake_gpu_devices
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    """A partition line; ``options`` is appended verbatim (e.g. ``Topology=nvl``)."""
+
+    name: str
+    nodes: str = "ALL"
+    default: bool = False
+    options: str = ""
+
+    def line(self) -> str:
+        parts = [f"PartitionName={self.name}", f"Nodes={self.nodes}", "MaxTime=INFINITE"]
+        parts += ["State=UP", f"Default={'YES' if self.default else 'NO'}"]
+        return " ".join(parts + ([self.options] if self.options else []))
+
+
+DEFAULT_PARTITIONS = (PartitionSpec("debug", default=True),)
+
+
+@dataclass
+class ClusterSpec:
+    """What to run: nodes (in slurm.conf order), partitions, topology and optional files.
+
+    ``extra_files`` maps a file name relative to /etc/slurm to its content; it is copied to
+    every container, like the named Lua and plugstack files.
+    """
+
+    nodes: list[NodeSpec]
+    partitions: Sequence[PartitionSpec] = DEFAULT_PARTITIONS
+    topology_plugin: str | None = None
+    topology_conf: str | None = None
+    topology_yaml: str | None = None
+    slurm_conf_extra: str = ""
+    job_submit_lua: str | None = None
+    cli_filter_lua: str | None = None
+    plugstack_conf: str | None = None
+    extra_files: Mapping[str, str | bytes] = field(default_factory=dict)
+    cluster_name: str = "tsc"
+
+    @classmethod
+    def simple(
+        cls, count: int, prefix: str = "node", cpus: int = 4, gpus: int = 0, **kwargs: Any
+    ) -> ClusterSpec:
+        """``count`` identical nodes named ``<prefix>01..`` (zero-padded to two digits)."""
+        width = max(2, len(str(count)))
+        nodes = [NodeSpec(f"{prefix}{i:0{width}d}", cpus, gpus) for i in range(1, count + 1)]
+        return cls(nodes=nodes, **kwargs)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def render(self) -> dict[str, str | bytes]:
+        """All files for /etc/slurm, by name."""
+        files: dict[str, str | bytes] = {
+            "slurm.conf": render_slurm_conf(self),
+            "cgroup.conf": "CgroupPlugin=disabled\n",
+        }
+        gres = render_gres_conf(self.nodes)
+        if gres:
+            files["gres.conf"] = gres
+        named = {
+            "topology.conf": self.topology_conf,
+            "topology.yaml": self.topology_yaml,
+            "job_submit.lua": self.job_submit_lua,
+            "cli_filter.lua": self.cli_filter_lua,
+            "plugstack.conf": self.plugstack_conf,
+        }
+        files.update({k: v for k, v in named.items() if v is not None})
+        files.update(self.extra_files)
+        return files
+
+
+def render_slurm_conf(spec: ClusterSpec) -> str:
+    """slurm.conf for containers: no cgroups, no accounting, nodes may claim what they like."""
+    lines = [
+        f"ClusterName={spec.cluster_name}",
+        f"SlurmctldHost={CONTROLLER}",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        "StateSaveLocation=/var/spool/slurmctld",
+        "SlurmdSpoolDir=/var/spool/slurmd",
+        f"SlurmctldLogFile={SLURMCTLD_LOG}",
+        f"SlurmdLogFile={SLURMD_LOG}",
+        "SlurmctldPidFile=/run/slurmctld.pid",
+        "SlurmdPidFile=/run/slurmd.pid",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "SlurmdParameters=config_overrides",
+        "ReturnToService=2",
+        "MailProg=/bin/true",
+        "SchedulerParameters=bf_interval=2,sched_min_interval=100000",
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=60",
+        "MessageTimeout=20",
+        "InactiveLimit=0",
+        "KillWait=2",
+        "MinJobAge=600",
+    ]
+    if spec.topology_plugin:
+        lines.append(f"TopologyPlugin={spec.topology_plugin}")
+    if spec.job_submit_lua is not None:
+        lines.append("JobSubmitPlugins=lua")
+    if spec.cli_filter_lua is not None:
+        lines.append("CliFilterPlugins=cli_filter/lua")
+    if any(n.gpus for n in spec.nodes):
+        lines.append("GresTypes=gpu")
+    if spec.slurm_conf_extra.strip():
+        lines.append(spec.slurm_conf_extra.strip())
+    lines += [_node_line(n) for n in spec.nodes]
+    lines += [p.line() for p in spec.partitions]
+    return "\n".join(lines) + "\n"
+
+
+def _node_line(node: NodeSpec) -> str:
+    line = f"NodeName={node.name} CPUs={node.cpus} RealMemory=1000 State=UNKNOWN"
+    if node.gpus:
+        line += f" Gres=gpu:{node.gpus}"
+    if node.features:
+        line += " Features=" + ",".join(node.features)
+    return line
+
+
+def render_gres_conf(nodes: Iterable[NodeSpec]) -> str:
+    """gres.conf: GPUs are the fake char devices the entrypoint creates (/dev/nvidiaN)."""
+    lines = [
+        f"NodeName={n.name} Name=gpu File=/dev/nvidia[0-{n.gpus - 1}]"
+        if n.gpus > 1
+        else f"NodeName={n.name} Name=gpu File=/dev/nvidia0"
+        for n in nodes
+        if n.gpus
+    ]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+# --------------------------------------------------------------------------------------------
+# Images
+# --------------------------------------------------------------------------------------------
+
+
+def docker_client() -> docker.DockerClient:
+    """A client from the environment, or a HarnessError saying why there is none."""
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as exc:  # the SDK raises several unrelated types here
+        raise HarnessError(f"cannot reach the Docker daemon: {exc}") from exc
+    return client
+
+
+def image_tag(version: str) -> str:
+    """Tag of the test image for ``version``: content hash of Dockerfile, entrypoint and base.
+
+    A changed Dockerfile or entrypoint gives a new tag, so stale images are never reused and
+    unchanged ones are never rebuilt.
+    """
+    digest = hashlib.sha256(base_image(version).encode())
+    for name in ("Dockerfile", "entrypoint.sh"):
+        digest.update((HERE / name).read_bytes())
+    return f"{IMAGE_REPO}:{version}-{digest.hexdigest()[:12]}"
+
+
+def base_image(version: str) -> str:
+    return f"debian:{_suite(version)}-slim"
+
+
+def _suite(version: str) -> str:
+    if version not in VERSIONS:
+        raise HarnessError(f"unknown Slurm version {version!r}; known: {', '.join(VERSIONS)}")
+    return VERSIONS[version]
+
+
+def ensure_base_image(version: str, client: docker.DockerClient | None = None) -> str:
+    """Make sure ``debian:<suite>-slim`` exists: present, pulled, or built by debootstrap."""
+    client = client or docker_client()
+    tag = base_image(version)
+    if _has_image(client, tag):
+        return tag
+    with contextlib.suppress(docker.errors.DockerException):
+        client.images.pull(tag)
+        return tag
+    script = HERE / "build-base-image.sh"
+    proc = subprocess.run(  # the script is the one documented way; users run it by hand too
+        ["bash", str(script), _suite(version)],
+        env={**os.environ, "NO_PULL": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0 or not _has_image(client, tag):
+        raise HarnessError(f"building base image {tag} failed:\n{proc.stdout}{proc.stderr}")
+    return tag
+
+
+def ensure_image(version: str, client: docker.DockerClient | None = None) -> str:
+    """Build (or reuse) the Slurm image for ``version``; returns its tag."""
+    client = client or docker_client()
+    tag = image_tag(version)
+    if not _has_image(client, tag):
+        ensure_base_image(version, client)
+        _build(client, version, tag)
+    check_image_version(client, tag, version)
+    return tag
+
+
+def _build(client: docker.DockerClient, version: str, tag: str) -> None:
+    labels = {LABEL + ".image": "1", "org.topograph-slurm.slurm-version": version}
+    try:
+        client.images.build(
+            path=str(HERE),
+            dockerfile="Dockerfile",
+            buildargs={"BASE": base_image(version)},
+            tag=tag,
+            labels=labels,
+            rm=True,
+            forcerm=True,
+        )
+    except docker.errors.BuildError as exc:
+        log = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
+        raise HarnessError(f"docker build of {tag} failed: {exc.msg}\n{log[-4000:]}") from exc
+
+
+def check_image_version(client: docker.DockerClient, image: str, version: str) -> str:
+    """Run ``slurmctld -V`` in ``image``; raise unless it is Slurm ``version``."""
+    try:
+        out = client.containers.run(
+            image, ["slurmctld", "-V"], remove=True, entrypoint=[], network_disabled=True
+        )
+    except docker.errors.ContainerError as exc:
+        output = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
+        raise HarnessError(f"image {image} cannot run slurmctld -V: {exc}\n{output}") from exc
+    except docker.errors.DockerException as exc:
+        raise HarnessError(f"image {image} cannot run slurmctld -V: {exc}") from exc
+    text = bytes(out).decode(errors="replace").strip()
+    if not re.search(rf"\b{re.escape(version)}\.\d+", text):
+        raise HarnessError(f"image {image} runs {text!r}, not Slurm {version}")
+    return text
+
+
+def _has_image(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# Results and parsing
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    rc: int
+    stdout: str
+    stderr: str
+
+    def check(self, what: str = "command") -> ExecResult:
+        """Raise HarnessError unless rc is 0 (for setup steps where failure is not the test)."""
+        if self.rc != 0:
+            raise HarnessError(f"{what} failed (rc={self.rc}):\n{self.stdout}{self.stderr}")
+        return self
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job_id: str
+    state: str
+    reason: str
+    nodes: list[str]
+
+
+@dataclass(frozen=True)
+class TopoSwitch:
+    """One ``SwitchName=`` line of ``scontrol show topology``."""
+
+    name: str
+    level: int
+    link_speed: int
+    nodes: list[str]
+    switches: list[str]
+
+
+@dataclass(frozen=True)
+class TopoBlock:
+    """One ``BlockName=`` (or 25.05+ ``AggregatedBlock=``) line.
+
+    ``size`` is Slurm's ``BlockSize``: the configured size of that level, which on 25.05+ may
+    exceed ``len(nodes)`` for a block smaller than the base size.
+    """
+
+    name: str
+    index: int
+    nodes: list[str]
+    size: int
+    aggregated: bool = False
+
+
+@dataclass(frozen=True)
+class Topology:
+    """``scontrol show topology`` parsed back; ``other`` keeps lines no parser knew."""
+
+    switches: list[TopoSwitch]
+    blocks: list[TopoBlock]
+    other: list[dict[str, str]]
+
+    def switch(self, name: str) -> TopoSwitch:
+        return next(s for s in self.switches if s.name == name)
+
+    def block(self, name: str) -> TopoBlock:
+        return next(b for b in self.blocks if b.name == name)
+
+    @property
+    def base_blocks(self) -> list[TopoBlock]:
+        """The blocks of topology.conf / topology.yaml, without 25.05+ aggregates."""
+        return [b for b in self.blocks if not b.aggregated]
+
+    @property
+    def leaves(self) -> list[TopoSwitch]:
+        return [s for s in self.switches if s.level == 0]
+
+
+_PAIR = re.compile(r"(\w+)=(\S*)")
+
+
+def parse_kv_line(line: str) -> dict[str, str]:
+    """``Key=Value Key2=Value2`` -> dict; values never contain spaces in topology output."""
+    return {m.group(1): m.group(2) for m in _PAIR.finditer(line)}
+
+
+def expand(hostlist: str) -> list[str]:
+    """Expand a Slurm hostlist; ``(null)`` and empty mean none."""
+    if hostlist in ("", "(null)"):
+        return []
+    return list(NodeSet(hostlist))
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def parse_show_topology(text: str) -> Topology:
+    """Parse ``scontrol show topology`` of 24.11 and 26.05 (tree, block or both)."""
+    switches: list[TopoSwitch] = []
+    blocks: list[TopoBlock] = []
+    other: list[dict[str, str]] = []
+    for raw in text.splitlines():
+        kv = parse_kv_line(raw)
+        if "SwitchName" in kv:
+            switches.append(_switch(kv))
+        elif "BlockName" in kv or "AggregatedBlock" in kv:
+            blocks.append(_block(kv))
+        elif kv:
+            other.append(kv)
+    return Topology(switches, blocks, other)
+
+
+def _switch(kv: dict[str, str]) -> TopoSwitch:
+    return TopoSwitch(
+        name=kv["SwitchName"],
+        level=_int(kv.get("Level")),
+        link_speed=_int(kv.get("LinkSpeed")),
+        nodes=expand(kv.get("Nodes", "")),
+        switches=expand(kv.get("Switches", "")),
+    )
+
+
+def _block(kv: dict[str, str]) -> TopoBlock:
+    """A base block (``BlockName=``) or, on 25.05+, an aggregate (``AggregatedBlock=b[1-2]``)."""
+    nodes = expand(kv.get("Nodes", ""))
+    aggregated = "BlockName" not in kv
+    return TopoBlock(
+        name=kv["AggregatedBlock"] if aggregated else kv["BlockName"],
+        index=_int(kv.get("BlockIndex"), -1),
+        nodes=nodes,
+        size=_int(kv.get("BlockSize"), len(nodes)),
+        aggregated=aggregated,
+    )
+
+
+_PROBLEM = re.compile(r"\b(error|fatal|warning)\b", re.IGNORECASE)
+#: Log lines that every container cluster prints and that say nothing about the config tested.
+BENIGN = (
+    re.compile(r"No nodes in partition"),
+    re.compile(r"_preserve_plugins"),
+    re.compile(r"Could not open [\w ]+ state file"),
+    re.compile(r"NOTE: Trying backup state save file"),
+    re.compile(r"(Job|Node|Partition|Reservation|Trigger) state file .* missing"),
+    re.compile(r"Unable to determine this slurmd's NodeName"),
+    re.compile(r"Problem reading file|No such file or directory.*state"),
+    re.compile(r"create_mmap_buf: Failed to open file `/var/spool/slurmctld"),
+    re.compile(r"High latency for"),
+    re.compile(r"Node .* not responding"),
+    re.compile(r"Nodes? .* not responding"),
+    re.compile(r"_sync_nodes_to_jobs"),
+    re.compile(r"Configured MailProg is invalid"),
+)
+
+
+def problem_lines(log_text: str, benign: Sequence[re.Pattern[str]] = BENIGN) -> list[str]:
+    """Error, fatal and warning lines of a Slurm log, without the container-noise ones."""
+    return [
+        line
+        for line in log_text.splitlines()
+        if _PROBLEM.search(line) and not any(p.search(line) for p in benign)
+    ]
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """What slurmctld made of a topology: its log, ``scontrol show topology`` and whether it ran."""
+
+    version: str
+    started: bool
+    log_text: str
+    topology_text: str
+
+    @property
+    def topology(self) -> Topology:
+        return parse_show_topology(self.topology_text)
+
+    @property
+    def problems(self) -> list[str]:
+        """Error/fatal/warning lines of the slurmctld log (container noise filtered)."""
+        return problem_lines(self.log_text)
+
+
+# --------------------------------------------------------------------------------------------
+# Cluster lifecycle
+# --------------------------------------------------------------------------------------------
+
+_LIVE: set[Cluster] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _teardown_all_live() -> None:
+    """atexit: a process leaving with clusters still up (Ctrl-C mid-test) removes them."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for cluster in live:
+        cluster.teardown()
+
+
+atexit.register(_teardown_all_live)
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_leftovers(client: docker.DockerClient | None = None, everything: bool = False) -> int:
+    """Remove containers, networks and volumes of test clusters whose owner process is gone.
+
+    ``everything=True`` also removes those of live owners (a manual cleanup). Returns how many
+    objects were removed.
+    """
+    client = client or docker_client()
+    flt = {"label": LABEL}
+    removed = 0
+
+    def stale(labels: Mapping[str, str] | None) -> bool:
+        return everything or not _owner_alive((labels or {}).get(LABEL_OWNER, ""))
+
+    for c in client.containers.list(all=True, filters=flt):
+        if stale(c.labels):
+            with contextlib.suppress(docker.errors.NotFound):
+                c.remove(force=True, v=True)
+                removed += 1
+    for net in client.networks.list(filters=flt):
+        if stale(net.attrs.get("Labels")):
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                net.remove()
+                removed += 1
+    for vol in client.volumes.list(filters=flt):
+        if stale(vol.attrs.get("Labels")):
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                vol.remove(force=True)
+                removed += 1
+    return removed
+
+
+def _tar(files: Mapping[str, str | bytes], mode: int = 0o644) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, content in sorted(files.items()):
+            data = content.encode() if isinstance(content, str) else content
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755 if name.endswith((".sh", ".so")) else mode
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _read_file(container: Container, path: str) -> str:
+    """A file from a container, running or stopped; empty if it does not exist."""
+    try:
+        stream, _ = container.get_archive(path)
+    except docker.errors.NotFound:
+        return ""
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.next()
+        handle = tar.extractfile(member) if member else None
+        return handle.read().decode(errors="replace") if handle else ""
+
+
+class Cluster:
+    """A controller and one container per node on a private network; a context manager.
+
+    ``version`` (e.g. ``"24.11"``) makes start() check that the image runs that Slurm release.
+
+    ``controller_only=True`` starts slurmctld alone, with every node name resolving to a
+    loopback address, so a topology can be validated without a slurmd per node.
+    """
+
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        image: str,
+        *,
+        version: str | None = None,
+        controller_only: bool = False,
+        client: docker.DockerClient | None = None,
+        start_workers: int = 4,
+    ) -> None:
+        self.spec = spec
+        self.image = image
+        self.version = version
+        self.controller_only = controller_only
+        self.client = client or docker_client()
+        self.run_id = uuid.uuid4().hex[:8]
+        self.prefix = f"tsc-{self.run_id}"
+        self.network: Network | None = None
+        self.controller: Container | None = None
+        self.nodes: dict[str, Container] = {}
+        self._workers = start_workers
+        self._torn_down = False
+
+    # -- context manager ----------------------------------------------------------------------
+
+    def __enter__(self) -> Cluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.teardown()
+
+    # -- start / stop -------------------------------------------------------------------------
+
+    def start(self) -> Cluster:
+        """Create network and containers and wait for slurmctld; tear down on any failure."""
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        try:
+            sweep_leftovers(self.client)
+            self._check_image()
+            self.network = self.client.networks.create(
+                self.prefix, driver="bridge", internal=True, labels=self._labels()
+            )
+            files = self.spec.render()
+            self.controller = self._create(CONTROLLER, ["controller"], files)
+            self._start_container(self.controller)
+            if not self.controller_only:
+                self._start_nodes(files)
+            self.wait_controller()
+        except HarnessError:
+            self.teardown()
+            raise
+        except docker.errors.DockerException as exc:
+            message = f"starting the cluster on {self.image} failed: {exc}\n{self.logs_text()}"
+            self.teardown()
+            raise HarnessError(message) from exc
+        except BaseException:  # Ctrl-C included: never leave containers behind
+            self.teardown()
+            raise
+        return self
+
+    def _check_image(self) -> None:
+        """Refuse an image that is not a test-cluster image (of ``version``, if given)."""
+        if not _has_image(self.client, self.image):
+            raise HarnessError(f"image {self.image} not found (build it with ensure_image())")
+        if self.version is not None:
+            check_image_version(self.client, self.image, self.version)
+            return
+        labels = self.client.images.get(self.image).labels or {}
+        if labels.get(IMAGE_ROLE_LABEL) != "slurm-test-cluster":
+            raise HarnessError(
+                f"image {self.image} is not a slurm-test-cluster image (label "
+                f"{IMAGE_ROLE_LABEL} missing); build one with ensure_image()"
+            )
+
+    def _labels(self) -> dict[str, str]:
+        return {LABEL: self.run_id, LABEL_OWNER: _owner()}
+
+    def _create(
+        self,
+        host: str,
+        command: list[str],
+        files: Mapping[str, str | bytes],
+        env: Mapping[str, str] | None = None,
+    ) -> Container:
+        extra_hosts = self._extra_hosts(host)
+        net = self.network.name if self.network else ""
+        container = self.client.containers.create(
+            self.image,
+            command=command,
+            name=f"{self.prefix}-{host}",
+            hostname=host,
+            labels=self._labels(),
+            environment=dict(env or {}),
+            network=net,
+            # the short name (node01, slurmctld) must resolve on the private network
+            networking_config={net: self.client.api.create_endpoint_config(aliases=[host])},
+            ulimits=[Ulimit(name="nofile", soft=NOFILE, hard=NOFILE)],
+            extra_hosts=extra_hosts,
+            detach=True,
+        )
+        container.put_archive(CONF_DIR, _tar(files))
+        return container
+
+    def _extra_hosts(self, host: str) -> dict[str, str]:
+        """/etc/hosts entries that spare the daemons DNS look-ups the private network cannot
+        answer (each one waits 10 s for the embedded DNS to time out).
+
+        The daemons reverse-resolve their listening address 0.0.0.0 at start. In config-only
+        mode every node name resolves too, to loopback, so no traffic leaves the container.
+        """
+        hosts = {"any-address": "0.0.0.0"}
+        if self.controller_only and host == CONTROLLER:
+            hosts.update({name: "127.0.0.2" for name in self.spec.node_names})
+        return hosts
+
+    def _start_container(self, container: Container) -> None:
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            raise HarnessError(
+                f"container {container.name} ({self.image}) did not start: {exc}\n"
+                f"--- container output ---\n{self._container_output(container)}"
+            ) from exc
+
+    def _start_nodes(self, files: Mapping[str, str | bytes]) -> None:
+        def one(node: NodeSpec) -> tuple[str, Container]:
+            env = {"FAKE_GPUS": str(node.devices), "SLURM_NODENAME": node.name}
+            container = self._create(node.name, ["node", node.name], files, env)
+            self.nodes[node.name] = container  # registered before start: teardown finds it
+            self._start_container(container)
+            return node.name, container
+
+        with ThreadPoolExecutor(max_workers=self._workers) as pool:
+            for _ in pool.map(one, self.spec.nodes):
+                pass
+
+    def teardown(self) -> None:
+        """Remove every container and the network; safe to call twice and after failures."""
+        if self._torn_down:
+            return
+        self._torn_down = True
+        containers = [c for c in [self.controller, *self.nodes.values()] if c is not None]
+        for c in containers:
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                c.remove(force=True, v=True)
+        # Anything created but not yet registered (interrupted mid-create) carries our label.
+        for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}={self.run_id}"}):
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                c.remove(force=True, v=True)
+        for net in self.client.networks.list(filters={"label": f"{LABEL}={self.run_id}"}):
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                net.remove()
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def exec(
+        self, cmd: str | Sequence[str], node: str | None = None, timeout: int = 120
+    ) -> ExecResult:
+        """Run ``cmd`` (a shell string or argv) in the controller or in ``node``'s container."""
+        container = self._container(node)
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        argv = ["timeout", str(timeout), *argv]
+        try:
+            rc, (out, err) = container.exec_run(argv, demux=True)
+        except docker.errors.APIError as exc:
+            raise HarnessError(
+                f"exec in {container.name} failed: {exc}\n{self.logs_text(node or CONTROLLER)}"
+            ) from exc
+        return ExecResult(rc, (out or b"").decode(errors="replace"), (err or b"").decode())
+
+    def _container(self, node: str | None) -> Container:
+        container = self.controller if node in (None, CONTROLLER) else self.nodes.get(node or "")
+        if container is None:
+            raise HarnessError(f"no container for {node or CONTROLLER} (cluster not started?)")
+        return container
+
+    def sbatch(self, args: str) -> str:
+        """Submit with ``sbatch --parsable <args>``; returns the job id or raises with stderr."""
+        res = self.exec(f"sbatch --parsable {args}")
+        if res.rc != 0:
+            raise HarnessError(f"sbatch {args} failed (rc={res.rc}): {res.stderr.strip()}")
+        return res.stdout.strip().split(";")[0]
+
+    def job(self, job_id: str) -> JobInfo:
+        """State, reason and expanded node list of a job (from squeue, then scontrol)."""
+        res = self.exec(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N"])
+        fields = res.stdout.strip().split("|")
+        if res.rc == 0 and len(fields) == 3:
+            return JobInfo(job_id, fields[0], fields[1], expand(fields[2]))
+        # Finished jobs leave squeue; scontrol still knows them for MinJobAge seconds.
+        kv = parse_kv_line(self.exec(["scontrol", "-o", "show", "job", job_id]).stdout)
+        nodes = expand(kv.get("NodeList", ""))
+        return JobInfo(job_id, kv.get("JobState", "UNKNOWN"), kv.get("Reason", ""), nodes)
+
+    def wait_job(
+        self, job_id: str, states: Iterable[str] = ("RUNNING",), timeout: float = 90
+    ) -> JobInfo:
+        """Poll until the job is in one of ``states``; HarnessError with the log on timeout."""
+        wanted = set(states)
+        deadline = time.monotonic() + timeout
+        info = self.job(job_id)
+        while info.state not in wanted:
+            if time.monotonic() > deadline:
+                raise HarnessError(
+                    f"job {job_id} is {info.state} ({info.reason}), not {sorted(wanted)} "
+                    f"after {timeout:.0f} s\n{self.logs_text()}"
+                )
+            time.sleep(1)
+            info = self.job(job_id)
+        return info
+
+    def node_states(self) -> dict[str, str]:
+        res = self.exec(["sinfo", "-h", "-N", "-o", "%N %T"])
+        return dict(line.split(None, 1) for line in res.stdout.splitlines() if " " in line)
+
+    # -- waiting ------------------------------------------------------------------------------
+
+    def wait_controller(self, timeout: float = 60) -> None:
+        """Wait until ``scontrol ping`` answers; HarnessError with the log if slurmctld died."""
+        deadline = time.monotonic() + timeout
+        controller = self._container(None)
+        while True:
+            controller.reload()
+            if controller.status not in ("created", "running"):
+                raise HarnessError(
+                    f"slurmctld exited ({controller.status}) in {self.image}\n"
+                    + self.logs_text(CONTROLLER),
+                    log=self.slurmctld_log(),
+                )
+            if controller.status == "running":
+                res = self.exec(["scontrol", "ping"], timeout=10)
+                if res.rc == 0 and "UP" in res.stdout:
+                    return
+            if time.monotonic() > deadline:
+                raise HarnessError(
+                    f"slurmctld did not answer within {timeout:.0f} s\n" + self.logs_text()
+                )
+            time.sleep(0.5)
+
+    def wait_idle(self, count: int | None = None, timeout: float = 120) -> None:
+        """Wait until ``count`` (default: all) nodes are idle.
+
+        Fails fast, with that node's slurmd log, when a node container exits or a node turns
+        INVALID or DOWN with a reason (e.g. fewer GPU devices than configured).
+        """
+        want = len(self.spec.nodes) if count is None else count
+        deadline = time.monotonic() + timeout
+        while True:
+            self._raise_on_dead_nodes()
+            states = self.node_states()
+            if sum(1 for s in states.values() if s == "idle") >= want:
+                return
+            bad = [n for n, s in states.items() if s.startswith(("inval", "drain"))]
+            if bad:
+                raise HarnessError(
+                    f"node(s) {NodeSet.fromlist(bad)} failed: "
+                    + self._reasons(bad)
+                    + "\n"
+                    + self.logs_text(*bad)
+                )
+            if time.monotonic() > deadline:
+                raise HarnessError(
+                    f"only {sum(1 for s in states.values() if s == 'idle')} of {want} nodes idle "
+                    f"after {timeout:.0f} s: {states}\n" + self.logs_text(*_not_idle(states))
+                )
+            time.sleep(1)
+
+    def _raise_on_dead_nodes(self) -> None:
+        for name, container in self.nodes.items():
+            container.reload()
+            if container.status not in ("created", "running"):
+                raise HarnessError(
+                    f"node {name}: slurmd exited ({container.status})\n" + self.logs_text(name)
+                )
+
+    def _reasons(self, nodes: Sequence[str]) -> str:
+        res = self.exec(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N: %T %E"])
+        return res.stdout.strip()
+
+    # -- logs and config ----------------------------------------------------------------------
+
+    def slurmctld_log(self) -> str:
+        """The slurmctld log file (falls back to the container output if there is none)."""
+        container = self._container(None)
+        return _read_file(container, SLURMCTLD_LOG) or self._container_output(container)
+
+    def slurmd_log(self, node: str) -> str:
+        container = self._container(node)
+        return _read_file(container, SLURMD_LOG) or self._container_output(container)
+
+    def logs_text(self, *nodes: str, tail: int = 80) -> str:
+        """Tails of the slurmctld log and of the named nodes' slurmd logs, for error messages."""
+        parts = []
+        for name in [CONTROLLER, *[n for n in nodes if n != CONTROLLER]][:6]:
+            try:
+                text = self.slurmctld_log() if name == CONTROLLER else self.slurmd_log(name)
+            except (HarnessError, docker.errors.DockerException) as exc:
+                text = f"(log unavailable: {exc})"
+            lines = text.splitlines()[-tail:]
+            parts.append(f"--- {name} log (last {len(lines)} lines) ---\n" + "\n".join(lines))
+        return "\n".join(parts)
+
+    @staticmethod
+    def _container_output(container: Container) -> str:
+        try:
+            return bytes(container.logs(tail=200)).decode(errors="replace")
+        except docker.errors.DockerException as exc:
+            return f"(no output: {exc})"
+
+    def write_files(self, files: Mapping[str, str | bytes], path: str = CONF_DIR) -> None:
+        """Copy files into every container (config must be the same everywhere)."""
+        data = _tar(files)
+        for container in [self._container(None), *self.nodes.values()]:
+            container.put_archive(path, data)
+
+    def reconfigure(
+        self,
+        spec: ClusterSpec | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        restart: bool = True,
+    ) -> None:
+        """Install new config (a new spec with the same nodes, and/or single files) and apply it.
+
+        ``restart=True`` restarts the slurmctld container (job state survives; a config that
+        makes slurmctld fatal raises HarnessError with its log); otherwise ``scontrol
+        reconfigure``.
+        """
+        if spec is not None:
+            if spec.node_names != self.spec.node_names:
+                raise HarnessError("reconfigure cannot change the node list; start a new cluster")
+            self.spec = spec
+            self.write_files(spec.render())
+        if files:
+            self.write_files(files)
+        if restart:
+            self.restart_slurmctld()
+        else:
+            self.exec(["scontrol", "reconfigure"]).check("scontrol reconfigure")
+
+    def restart_slurmctld(self, timeout: float = 60) -> None:
+        controller = self._container(None)
+        controller.restart(timeout=10)
+        self.wait_controller(timeout)
+
+    def show_topology(self) -> str:
+        return self.exec(["scontrol", "show", "topology"]).stdout
+
+
+def _not_idle(states: Mapping[str, str]) -> list[str]:
+    return [n for n, s in states.items() if s != "idle"][:5]
+
+
+@contextlib.contextmanager
+def cluster(spec: ClusterSpec, version: str, wait: bool = True) -> Iterator[Cluster]:
+    """Start a cluster of ``version`` (building the image if needed), wait idle, clean up."""
+    with Cluster(spec, ensure_image(version), version=version) as c:
+        if wait and not c.controller_only:
+            c.wait_idle()
+        yield c
+
+
+# --------------------------------------------------------------------------------------------
+# Config-only topology validation
+# --------------------------------------------------------------------------------------------
+
+
+def validate_topology(
+    version: str,
+    nodes: Sequence[str] | Sequence[NodeSpec],
+    topology_conf: str | None = None,
+    topology_yaml: str | None = None,
+    slurm_conf_extra: str = "",
+    *,
+    topology_plugin: str | None = None,
+    partitions: Sequence[PartitionSpec] = DEFAULT_PARTITIONS,
+    image: str | None = None,
+    check: bool = True,
+    client: docker.DockerClient | None = None,
+) -> ValidationResult:
+    """Start slurmctld alone with ``nodes`` defined and this topology; report what it made of it.
+
+    ``topology_plugin`` defaults to ``topology/tree`` or ``topology/block`` guessed from a
+    topology.conf (``BlockName=`` lines mean block); with only a topology.yaml no plugin line
+    is written (25.05+ read the YAML instead). ``check=True`` raises HarnessError when slurmctld
+    does not come up; ``check=False`` returns ``started=False`` and the log instead.
+    """
+    specs = [n if isinstance(n, NodeSpec) else NodeSpec(n) for n in nodes]
+    if topology_plugin is None and topology_conf is not None:
+        is_block = re.search(r"^\s*BlockName=", topology_conf, re.MULTILINE | re.IGNORECASE)
+        topology_plugin = "topology/block" if is_block else "topology/tree"
+    spec = ClusterSpec(
+        nodes=specs,
+        partitions=partitions,
+        topology_plugin=topology_plugin,
+        topology_conf=topology_conf,
+        topology_yaml=topology_yaml,
+        slurm_conf_extra=slurm_conf_extra,
+    )
+    client = client or docker_client()
+    c = Cluster(spec, image or ensure_image(version, client), controller_only=True, client=client)
+    try:
+        c.start()
+    except HarnessError as exc:
+        if check:
+            raise
+        return ValidationResult(version, False, exc.log or str(exc), "")
+    try:
+        return ValidationResult(version, True, c.slurmctld_log(), c.show_topology())
+    finally:
+        c.teardown()
