@@ -1,0 +1,187 @@
+"""topology.yaml (Slurm 25.05+): several named topologies in one file, and the partition lines
+that pick them.
+
+One cluster often wants more than one placement model: the IB switch tree for CPU and
+small-GPU partitions, NVLink blocks for the GB200 partition, and a flat topology for a debug
+partition that must never pend on placement. topology.yaml holds them all; slurm.conf
+partitions choose one with ``Topology=<name>``; the one with ``cluster_default: true`` serves
+partitions without ``Topology=`` and slurmctld's own traffic.
+
+Schema (Slurm's topology.yaml(5), data_parser): a list of mappings, ``topology`` first, then
+``cluster_default`` and exactly one of ``tree: {switches: [{switch, nodes | children}]}``,
+``block: {block_sizes: [int…], blocks: [{block, nodes?}]}`` or ``flat: true``. Slurm skips
+invalid ``block_sizes`` silently and checks neither disjoint blocks nor unique names
+strictly, so :func:`check_topologies` does, before the template renders anything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import jinja2
+
+from topograph_slurm.errors import ConfigError
+from topograph_slurm.render import render
+from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.topology.block import BlockTopology, validate_block_sizes
+from topograph_slurm.topology.clique import natural_key
+from topograph_slurm.topology.tree import Tree
+
+TEMPLATE = "topology.yaml.j2"
+PARTITIONS_TEMPLATE = "slurm.conf.partitions.j2"
+KIND_TREE, KIND_BLOCK, KIND_FLAT = "tree", "block", "flat"
+MAX_SWITCH_NAME = 64
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(slots=True)
+class NamedTopology:
+    """One entry of topology.yaml: a tree, a block topology, or flat (neither)."""
+
+    name: str
+    tree: Tree | None = None
+    blocks: BlockTopology | None = None
+
+    @property
+    def kind(self) -> str:
+        """``tree``, ``block`` or ``flat``."""
+        if self.tree is not None:
+            return KIND_TREE
+        return KIND_BLOCK if self.blocks is not None else KIND_FLAT
+
+    @property
+    def nodes(self) -> list[str]:
+        """Nodes this topology places (empty for flat, which means all nodes)."""
+        if self.tree is not None:
+            found = {node for leaf in self.tree.leaves for node in leaf.nodes}
+        elif self.blocks is not None:
+            found = {node for block in self.blocks.blocks for node in block.nodes}
+        else:
+            found = set()
+        return sorted(found, key=natural_key)
+
+    @property
+    def node_count(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass(slots=True)
+class Partition:
+    """A ``PartitionName=… Nodes=… Topology=…`` line; empty ``nodes`` means ``ALL``."""
+
+    name: str
+    topology: str
+    nodes: list[str] = field(default_factory=list)
+
+
+def _check_name(name: str, what: str) -> None:
+    if not _NAME.match(name):
+        raise ConfigError(
+            f"invalid {what} name {name!r}: use letters, digits and _.- (at most 64 characters)"
+        )
+
+
+def _check_tree(topo: NamedTopology, tree: Tree) -> None:
+    if not tree.leaves:
+        raise ConfigError(f"topology {topo.name!r}: the tree has no leaf switch")
+    names = [leaf.name for leaf in tree.leaves] + [switch.name for switch in tree.uppers]
+    for name in names:
+        if len(name) > MAX_SWITCH_NAME:
+            raise ConfigError(f"topology {topo.name!r}: switch name {name!r} is over 64 chars")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"topology {topo.name!r}: duplicate switch names")
+
+
+def _check_blocks(topo: NamedTopology, blocks: BlockTopology) -> None:
+    nonempty = [block for block in blocks.blocks if block.nodes]
+    if not nonempty:
+        raise ConfigError(f"topology {topo.name!r}: no block has nodes")
+    validate_block_sizes(blocks.block_sizes, len(nonempty))
+    seen: dict[str, str] = {}
+    names: set[str] = set()
+    for block in blocks.blocks:
+        _check_name(block.name, "block")
+        if block.name in names:
+            raise ConfigError(f"topology {topo.name!r}: duplicate block name {block.name!r}")
+        names.add(block.name)
+        for node in block.nodes:
+            if node in seen:
+                raise ConfigError(
+                    f"topology {topo.name!r}: node {node} is in blocks {seen[node]} and "
+                    f"{block.name}; Slurm does not check that blocks are disjoint"
+                )
+            seen[node] = block.name
+
+
+def check_topologies(
+    topologies: Sequence[NamedTopology], default: str, version: SlurmVersion | None = None
+) -> None:
+    """Refuse what Slurm would misread: duplicate or unsafe names, a default that is not
+    defined, invalid block_sizes, overlapping blocks, or a release without topology.yaml."""
+    if version is not None and not version.has_topology_yaml:
+        raise ConfigError(
+            f"topology.yaml needs Slurm 25.05 or later (target is {version.major}."
+            f"{version.minor:02d}); use --format tree or block"
+        )
+    if not topologies:
+        raise ConfigError("topology.yaml needs at least one topology")
+    names = [topo.name for topo in topologies]
+    for name in names:
+        _check_name(name, "topology")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"duplicate topology names in {', '.join(names)}")
+    if default not in names:
+        raise ConfigError(f"default topology {default!r} is not one of {', '.join(names)}")
+    for topo in topologies:
+        if topo.tree is not None and topo.blocks is not None:
+            raise ConfigError(f"topology {topo.name!r} cannot be both a tree and blocks")
+        if topo.tree is not None:
+            _check_tree(topo, topo.tree)
+        elif topo.blocks is not None:
+            _check_blocks(topo, topo.blocks)
+
+
+def render_topology_yaml(
+    env: jinja2.Environment,
+    topologies: Sequence[NamedTopology],
+    default: str,
+    version: SlurmVersion | None = None,
+) -> str:
+    """topology.yaml text, checked first (see :func:`check_topologies`)."""
+    check_topologies(topologies, default, version)
+    return render(env, TEMPLATE, topologies=list(topologies), default=default)
+
+
+def default_partitions(topologies: Sequence[NamedTopology]) -> list[Partition]:
+    """One partition per topology, named after it, over the nodes it places (flat: ALL)."""
+    return [Partition(topo.name, topo.name, topo.nodes) for topo in topologies]
+
+
+def partitions_from_map(
+    mapping: Mapping[str, str], topologies: Sequence[NamedTopology]
+) -> list[Partition]:
+    """Partitions from a ``partition: topology`` mapping (config key ``partitions``)."""
+    by_name = {topo.name: topo for topo in topologies}
+    out = []
+    for partition, topology in mapping.items():
+        _check_name(partition, "partition")
+        if topology not in by_name:
+            raise ConfigError(
+                f"partition {partition!r} uses unknown topology {topology!r} "
+                f"(defined: {', '.join(by_name)})"
+            )
+        out.append(Partition(partition, topology, by_name[topology].nodes))
+    return out
+
+
+def render_partition_lines(
+    env: jinja2.Environment, partitions: Sequence[Partition], default: str
+) -> str:
+    """The ``PartitionName=… Topology=…`` lines to merge into slurm.conf."""
+    for part in partitions:
+        _check_name(part.name, "partition")
+        _check_name(part.topology, "topology")
+    return render(env, PARTITIONS_TEMPLATE, partitions=list(partitions), default=default)
