@@ -383,6 +383,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     state: StandinState
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients hang up mid-response on purpose (timeouts, truncation, bad certificates)."""
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"

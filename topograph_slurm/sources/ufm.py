@@ -621,8 +621,9 @@ _SIMPLE_NAME = re.compile(r"^[^\s:;]+$")
 
 
 def ufm_speed(text: object, width: str = "") -> str:
-    """UFM's ``active_speed`` as ibnetdiscover names it: ``HDR`` stays, ``53.125 Gbps`` (per
-    lane) or ``200 Gb/s`` (per port, with *width* ``4x``) become ``HDR``; unknown is ``???``."""
+    """UFM's ``active_speed`` as ibnetdiscover names it: ``HDR`` stays; a number is read as
+    the port rate first (``200 Gb/s`` at *width* ``4x`` is HDR, as ibstat prints rates), else
+    as a lane rate (``53.125 Gbps`` is HDR); unknown is ``???``."""
     raw = str(text if text is not None else "").strip()
     if raw.lower() in _UNKNOWN:
         return "???"
@@ -631,12 +632,11 @@ def ufm_speed(text: object, width: str = "") -> str:
         return upper
     m = _RATE_RE.match(raw)
     if m:
-        rate = float(m.group(1))
+        rate, lanes = float(m.group(1)), _lanes(width)
+        if lanes and rate / lanes in _LANE_RATES:  # a port rate, as ibstat prints it
+            return _LANE_RATES[rate / lanes]
         if rate in _LANE_RATES:
             return _LANE_RATES[rate]
-        lanes = _lanes(width)
-        if lanes and rate / lanes in _LANE_RATES:
-            return _LANE_RATES[rate / lanes]
     return upper
 
 
