@@ -23,6 +23,7 @@ class Exit(IntEnum):
     LOCKED = 7  # another run holds the lock
     AUTH = 8  # credentials missing, refused by the server, or unsafely stored
     OUTPUT = 9  # an output file or directory could not be written
+    BUG = 70  # an unexpected internal error (EX_SOFTWARE)
 
 
 class TopographError(Exception):

@@ -26,6 +26,7 @@ def report_data(analysis: Analysis, blocks: BlockTopology | None = None) -> dict
         "cas": len(fabric.cas),
         "links": len(fabric.links),
         "nodes": analysis.node_count,
+        "node_hcas": len({hca for rails in analysis.hosts.rails.values() for hca, _ in rails}),
         "leaves": [dataclasses.asdict(leaf) for leaf in analysis.tree.leaves],
         "uppers": [dataclasses.asdict(switch) for switch in analysis.tree.uppers],
         "tops": analysis.tree.tops,
