@@ -44,6 +44,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import yaml
 from ClusterShell.NodeSet import NodeSet
 from docker.models.containers import Container
 from docker.models.networks import Network
@@ -520,10 +521,17 @@ class ValidationResult:
     started: bool
     log_text: str
     topology_text: str
+    #: ``scontrol show topology <name>`` for every topology a topology.yaml names.
+    named_topology_texts: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def topology(self) -> Topology:
+        """The default topology (the only one for topology.conf)."""
         return parse_show_topology(self.topology_text)
+
+    def named(self, name: str) -> Topology:
+        """One named topology of a topology.yaml (``KeyError`` if the YAML had no such name)."""
+        return parse_show_topology(self.named_topology_texts[name])
 
     @property
     def problems(self) -> list[str]:
@@ -985,8 +993,9 @@ class Cluster:
         controller.restart(timeout=10)
         self.wait_controller(timeout)
 
-    def show_topology(self) -> str:
-        return self.exec(["scontrol", "show", "topology"]).stdout
+    def show_topology(self, name: str | None = None) -> str:
+        """``scontrol show topology [name]`` (without a name: the default topology only)."""
+        return self.exec(["scontrol", "show", "topology", *([name] if name else [])]).stdout
 
 
 def _not_idle(states: Mapping[str, str]) -> list[str]:
@@ -1048,6 +1057,18 @@ def validate_topology(
             raise
         return ValidationResult(version, False, exc.log or str(exc), "")
     try:
-        return ValidationResult(version, True, c.slurmctld_log(), c.show_topology())
+        named = {name: c.show_topology(name) for name in yaml_topology_names(topology_yaml)}
+        return ValidationResult(version, True, c.slurmctld_log(), c.show_topology(), named)
     finally:
         c.teardown()
+
+
+def yaml_topology_names(topology_yaml: str | None) -> list[str]:
+    """Names of the topologies in a topology.yaml (none if it is absent or not a list)."""
+    try:
+        data = yaml.safe_load(topology_yaml or "")
+    except yaml.YAMLError:
+        return []
+    if not isinstance(data, list):
+        return []
+    return [str(t["topology"]) for t in data if isinstance(t, dict) and "topology" in t]

@@ -1,0 +1,140 @@
+"""Fixtures for integration tests against real Slurm (24.11 and 26.05) in Docker.
+
+Every test here is marked ``integration``. When Docker cannot be reached the tests skip with the
+reason, except under ``CI=true``, where they fail: a CI run that skipped the real-Slurm tests
+would pass while proving nothing.
+
+Fixtures:
+
+- ``slurm_version``: parametrises a test over ``"24.11"`` and ``"26.05"`` (session scope, so each
+  image is built or reused once per session).
+- ``slurm_image``: the built test image for ``slurm_version``.
+- ``make_cluster(spec, wait=True)``: starts a ``harness.Cluster`` and waits until all nodes are
+  idle; every cluster is torn down after the test, and a failed test's report carries the
+  slurmctld and slurmd logs.
+- ``validate(nodes, topology_conf=..., topology_yaml=..., ...)``: ``harness.validate_topology``
+  bound to the version and image (slurmctld alone, no slurmd per node).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Generator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HARNESS_DIR = Path(__file__).resolve().parents[2] / "slurm-test-cluster"
+if str(HARNESS_DIR) not in sys.path:
+    sys.path.insert(0, str(HARNESS_DIR))
+
+import harness  # noqa: E402  (lives in slurm-test-cluster/, not in the package)
+
+SLURM_VERSIONS = tuple(harness.VERSIONS)
+HERE = Path(__file__).resolve().parent
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def unavailable(reason: str) -> None:
+    """Skip outside CI, fail inside it (see the module docstring for why)."""
+    if in_ci():
+        pytest.fail(f"CI=true but the Slurm test cluster is unavailable: {reason}", pytrace=False)
+    pytest.skip(f"Slurm test cluster unavailable: {reason}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test under tests/integration, so ``-m 'not integration'`` excludes them."""
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Attach the daemon logs of the test's clusters to a failed test's report."""
+    report = yield
+    clusters: list[harness.Cluster] = getattr(item, "_slurm_clusters", [])
+    if report.failed and report.when == "call":
+        for cluster in clusters:
+            if not cluster._torn_down:
+                nodes = list(cluster.nodes)[:3]
+                report.sections.append(
+                    (f"slurm logs ({cluster.prefix})", cluster.logs_text(*nodes, tail=200))
+                )
+    return report
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    try:
+        client = harness.docker_client()
+    except harness.HarnessError as exc:
+        unavailable(str(exc))
+    harness.sweep_leftovers(client)
+    yield client
+    harness.sweep_leftovers(client)
+
+
+@pytest.fixture(scope="session", params=SLURM_VERSIONS)
+def slurm_version(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+_IMAGES: dict[str, str] = {}
+
+
+def image_for(version: str, client: Any) -> str:
+    """Build or reuse the image for ``version`` once per session (a build error fails)."""
+    if version not in _IMAGES:
+        _IMAGES[version] = harness.ensure_image(version, client)
+    return _IMAGES[version]
+
+
+@pytest.fixture(scope="session")
+def slurm_image(docker_client: Any, slurm_version: str) -> str:
+    return image_for(slurm_version, docker_client)
+
+
+MakeCluster = Callable[..., harness.Cluster]
+
+
+@pytest.fixture
+def make_cluster(
+    request: pytest.FixtureRequest, docker_client: Any, slurm_image: str
+) -> Iterator[MakeCluster]:
+    clusters: list[harness.Cluster] = []
+    request.node._slurm_clusters = clusters
+
+    def start(
+        spec: harness.ClusterSpec, wait: bool = True, timeout: float = 120
+    ) -> harness.Cluster:
+        cluster = harness.Cluster(spec, slurm_image, client=docker_client)
+        clusters.append(cluster)
+        cluster.start()
+        if wait:
+            cluster.wait_idle(timeout=timeout)
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        cluster.teardown()
+
+
+Validate = Callable[..., harness.ValidationResult]
+
+
+@pytest.fixture
+def validate(docker_client: Any, slurm_version: str, slurm_image: str) -> Validate:
+    def run(nodes: Sequence[str], **kwargs: Any) -> harness.ValidationResult:
+        return harness.validate_topology(
+            slurm_version, nodes, image=slurm_image, client=docker_client, **kwargs
+        )
+
+    return run

@@ -1,0 +1,113 @@
+"""The test-cluster harness itself: failures surface as one HarnessError carrying the daemon
+log, and nothing it created is left behind (failed start, Ctrl-C, crashed earlier run)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import harness
+import pytest
+from harness import Cluster, ClusterSpec, HarnessError, NodeSpec
+
+pytestmark = pytest.mark.integration
+
+
+def leftovers(client: Any, cluster: Cluster) -> list[Any]:
+    """Containers and networks still carrying this cluster's run label."""
+    flt = {"label": f"{harness.LABEL}={cluster.run_id}"}
+    return [*client.containers.list(all=True, filters=flt), *client.networks.list(filters=flt)]
+
+
+def test_exec_reconfigure_and_logs(
+    make_cluster: Callable[..., Cluster], docker_client: Any
+) -> None:
+    spec = ClusterSpec.simple(2, gpus=2)
+    cluster = make_cluster(spec)
+    res = cluster.exec("srun -N 2 --gres=gpu:2 bash -c 'echo $(hostname) $CUDA_VISIBLE_DEVICES'")
+    assert res.rc == 0, res
+    assert sorted(res.stdout.split("\n")[:2]) == ["node01 0,1", "node02 0,1"]
+    assert cluster.exec("ls /dev/nvidia1", node="node02").rc == 0
+
+    tree = "SwitchName=leaf Nodes=node[01-02]\n"
+    spec.topology_plugin, spec.topology_conf = "topology/tree", tree
+    cluster.reconfigure(spec)
+    switches = harness.parse_show_topology(cluster.show_topology()).switches
+    assert [(s.name, s.nodes) for s in switches] == [("leaf", ["node01", "node02"])]
+    cluster.wait_idle()
+    assert "started on cluster" in cluster.slurmctld_log()
+
+    cluster.teardown()
+    assert leftovers(docker_client, cluster) == []
+
+
+def test_failed_node_start_is_one_error_with_slurmd_log(
+    docker_client: Any, slurm_image: str
+) -> None:
+    # node02 claims 2 GPUs but gets one device file: slurmd gives up on gres.conf and exits.
+    nodes = [NodeSpec("node01", gpus=2), NodeSpec("node02", gpus=2, fake_gpu_devices=1)]
+    cluster = Cluster(ClusterSpec(nodes=nodes), slurm_image, client=docker_client)
+    with pytest.raises(HarnessError) as err, cluster:
+        cluster.wait_idle(timeout=90)
+    text = str(err.value)
+    assert "node02" in text
+    assert "/dev/nvidia1" in text  # the slurmd log line saying what is wrong
+    assert leftovers(docker_client, cluster) == []
+
+
+def test_bad_controller_config_is_one_error_with_slurmctld_log(
+    docker_client: Any, slurm_image: str
+) -> None:
+    # (24.11 ignores an unknown TopologyPlugin without a word; an unknown scheduler is fatal
+    # on both versions.)
+    spec = ClusterSpec.simple(1, slurm_conf_extra="SchedulerType=sched/bogus")
+    cluster = Cluster(spec, slurm_image, client=docker_client)
+    with pytest.raises(HarnessError) as err:
+        cluster.start()
+    assert "slurmctld exited" in str(err.value)
+    assert "sched/bogus" in err.value.log
+    assert leftovers(docker_client, cluster) == []
+
+
+def test_image_without_slurm_is_refused(docker_client: Any, slurm_version: str) -> None:
+    base = harness.ensure_base_image(slurm_version, docker_client)
+    cluster = Cluster(ClusterSpec.simple(1), base, client=docker_client)
+    with pytest.raises(HarnessError, match="not a slurm-test-cluster image"):
+        cluster.start()
+    with pytest.raises(HarnessError, match="cannot run slurmctld"):
+        Cluster(ClusterSpec.simple(1), base, version=slurm_version, client=docker_client).start()
+    assert leftovers(docker_client, cluster) == []
+
+
+def test_image_of_other_version_is_refused(docker_client: Any, slurm_version: str) -> None:
+    other = next(v for v in harness.VERSIONS if v != slurm_version)
+    image = harness.ensure_image(other, docker_client)
+    cluster = Cluster(ClusterSpec.simple(1), image, version=slurm_version, client=docker_client)
+    with pytest.raises(HarnessError, match=f"not Slurm {slurm_version}"):
+        cluster.start()
+
+
+def test_interrupt_during_start_tears_down(
+    docker_client: Any, slurm_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(self: Cluster, files: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Cluster, "_start_nodes", interrupted)
+    cluster = Cluster(ClusterSpec.simple(2), slurm_image, client=docker_client)
+    with pytest.raises(KeyboardInterrupt):
+        cluster.start()
+    assert cluster.controller is not None  # it got as far as creating containers
+    assert leftovers(docker_client, cluster) == []
+
+
+def test_sweeper_removes_leftovers_of_dead_runs(docker_client: Any, slurm_image: str) -> None:
+    labels = {harness.LABEL: "deadbeef", harness.LABEL_OWNER: "no-such-host:1"}
+    net = docker_client.networks.create("tsc-deadbeef", internal=True, labels=labels)
+    docker_client.containers.create(
+        slurm_image, ["true"], name="tsc-deadbeef-x", labels=labels, network=net.name
+    )
+    assert harness.sweep_leftovers(docker_client) >= 2
+    flt = {"label": f"{harness.LABEL}=deadbeef"}
+    assert docker_client.containers.list(all=True, filters=flt) == []
+    assert docker_client.networks.list(filters=flt) == []
