@@ -407,8 +407,8 @@ def _fetch_error(
 @pytest.mark.parametrize(
     ("fault", "kind", "code", "text"),
     [
-        ("401", AuthError, Exit.AUTH, "(HTTP 401)"),
-        ("403", AuthError, Exit.AUTH, "(HTTP 403)"),
+        ("401", AuthError, Exit.AUTH, "rejected the basic credentials from test (HTTP 401"),
+        ("403", AuthError, Exit.AUTH, "may not read /ufmRest/resources/systems (HTTP 403)"),
         ("404", CollectError, Exit.COLLECT, "has no /ufmRest/resources/links (404): is this UFM"),
         ("500", CollectError, Exit.COLLECT, "HTTP 500 (after 3 attempts)"),
         ("invalid-json", ParseError, Exit.INPUT, "invalid JSON"),
@@ -532,6 +532,14 @@ def _private(path: Path, text: str, mode: int = 0o600) -> Path:
     path.write_text(text, encoding="utf-8")
     path.chmod(mode)
     return path
+
+
+def test_yaml_values_stay_strings(tmp_path: Path) -> None:
+    path = _private(tmp_path / "ufm.yaml", "username: 007\npassword: 0123\n")
+    assert (load_credentials(path, {}).username, load_credentials(path, {}).password) == (
+        "007",
+        "0123",
+    )
 
 
 def test_yaml_credentials_file(tmp_path: Path) -> None:

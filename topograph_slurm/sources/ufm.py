@@ -56,7 +56,7 @@ from typing import Any
 
 import yaml
 
-from topograph_slurm.errors import AuthError, CollectError, InputError, ParseError
+from topograph_slurm.errors import AuthError, CollectError, InputError, OutputError, ParseError
 from topograph_slurm.model import Ca, Fabric, Link, Note, Switch, normalize_guid
 
 #: Endpoint key -> path below the REST prefix (``/ufmRest`` or ``/ufmRestV3``).
@@ -184,8 +184,8 @@ def _parse_credentials_text(text: str, path: Path) -> dict[str, str]:
     PyYAML's own message quotes the offending text (which may be the password)."""
     data: object = None
     if not re.search(r"^\s*[A-Za-z_]+\s*=", text, re.MULTILINE):
-        try:
-            data = yaml.safe_load(text)
+        try:  # BaseLoader: every scalar stays a string (a password 0123 is not octal 83)
+            data = yaml.load(text, Loader=yaml.BaseLoader)
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -458,11 +458,17 @@ def _http_error(
 ) -> Exception:
     code = err.code
     err.close()
-    if code in (401, 403):
-        what = "rejected" if code == 401 else "are not allowed to read"
+    origin = creds.origin or "the caller"
+    if code == 401:
+        hint = " (token revoked or expired?)" if creds.kind == "token" else ""
         return AuthError(
-            f"UFM at {base}: {creds.kind} credentials from {creds.origin or 'the caller'} "
-            f"{what} {where} (HTTP {code})"
+            f"UFM at {base} rejected the {creds.kind} credentials from {origin} "
+            f"(HTTP 401 on {where}){hint}"
+        )
+    if code == 403:
+        return AuthError(
+            f"UFM at {base}: the {creds.kind} credentials from {origin} may not read {where} "
+            "(HTTP 403)"
         )
     if code == 404:
         return CollectError(f"UFM at {base} has no {where} (404): is this UFM >= 6?")
@@ -548,7 +554,7 @@ def store_responses(responses: UfmResponses, directory: Path) -> Path:
         if responses.url:
             _atomic_write(folder / "url.txt", responses.url + "\n")
     except OSError as err:
-        raise InputError(f"cannot write UFM snapshot under {folder}: {err.strerror}") from None
+        raise OutputError(f"cannot write UFM snapshot under {folder}: {err.strerror}") from None
     return folder
 
 
