@@ -22,9 +22,9 @@ from tests.unit.lua_fakes import RUNTIMES, LuaFilter, tp_env
 from topograph_slurm.filter import (
     FilterFacts,
     PartitionFacts,
-    SlurmVersion,
     render_filters,
 )
+from topograph_slurm.slurm_version import SlurmVersion
 
 BENCH_LUA = r"""
 function BENCH(spec, env, calls)

@@ -17,21 +17,20 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import jinja2
 
 from topograph_slurm.errors import CollectError, ConfigError
+from topograph_slurm.render import environment
+from topograph_slurm.slurm_version import SlurmVersion
 
 TopologyKind = Literal["block", "tree", "flat"]
 TOPOLOGY_KINDS: tuple[str, ...] = ("block", "tree", "flat")
 
 #: Largest --tp-size the filters accept; the Lua and the SPANK plugin share this bound.
 MAX_TP = 65536
-#: First release whose job_submit.lua can read and write ``job_desc.segment_size``.
-SEGMENT_SIZE_SETTABLE_FROM = (25, 11, 2)
 
 #: File name -> template name, in the order a site installs them.
 FILTER_TEMPLATES: dict[str, str] = {
@@ -43,7 +42,6 @@ FILTER_TEMPLATES: dict[str, str] = {
 }
 
 _PLUGIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:[-+~].*)?$")
 
 
 def _positive_int(value: object, what: str) -> int:
@@ -55,32 +53,6 @@ def _positive_int(value: object, what: str) -> int:
 
 def _optional_positive_int(value: object, what: str) -> int | None:
     return None if value is None else _positive_int(value, what)
-
-
-@dataclass(frozen=True, order=True)
-class SlurmVersion:
-    """A Slurm release; only the fields that gate filter features matter."""
-
-    major: int
-    minor: int
-    micro: int = 0
-
-    @classmethod
-    def parse(cls, text: str) -> SlurmVersion:
-        """Parse ``24.11``, ``25.11.2`` or a Debian-style ``24.11.5-1``; ConfigError otherwise."""
-        match = _VERSION.match(text.strip())
-        if match is None:
-            raise ConfigError(f"Slurm version must look like 24.11 or 25.11.2, got {text!r}")
-        major, minor, micro = match.groups()
-        return cls(int(major), int(minor), int(micro or 0))
-
-    @property
-    def can_set_segment_size(self) -> bool:
-        """Whether job_submit.lua may touch ``job_desc.segment_size`` (25.11.2 and later)."""
-        return (self.major, self.minor, self.micro) >= SEGMENT_SIZE_SETTABLE_FROM
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}.{self.micro}"
 
 
 @dataclass(frozen=True)
@@ -182,61 +154,6 @@ class FilterFacts:
         }
 
 
-def lua_str(value: object) -> str:
-    """Render *value* as a double-quoted Lua string literal that is pure ASCII.
-
-    Every byte outside printable ASCII, and the quote and backslash, becomes a three-digit
-    decimal escape (valid in Lua 5.1 through 5.4), so a fabric name can never close the string
-    or inject code.
-    """
-    if not isinstance(value, str):
-        raise TypeError(f"lua_str needs a string, got {type(value).__name__}")
-    out = ['"']
-    for byte in value.encode("utf-8"):
-        if 32 <= byte < 127 and byte not in (34, 92):
-            out.append(chr(byte))
-        else:
-            out.append(f"\\{byte:03d}")
-    out.append('"')
-    return "".join(out)
-
-
-def lua_int(value: object) -> str:
-    """Render a non-negative int as a Lua number literal; anything else is a template bug."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TypeError(f"lua_int needs a non-negative int, got {value!r}")
-    return str(value)
-
-
-def lua_bool(value: object) -> str:
-    """Render a bool as ``true``/``false``."""
-    if not isinstance(value, bool):
-        raise TypeError(f"lua_bool needs a bool, got {value!r}")
-    return "true" if value else "false"
-
-
-def templates_dir() -> Path:
-    """The template folder: the checkout's ``templates/`` or the installed package data."""
-    checkout = Path(__file__).resolve().parent.parent / "templates"
-    if checkout.is_dir():
-        return checkout
-    return Path(str(resources.files("topograph_slurm.templates")))
-
-
-def filter_environment(template_dir: Path | None = None) -> jinja2.Environment:
-    """The Jinja environment for the filter templates (to be replaced by render.py's)."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir or templates_dir())),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(lua_str=lua_str, lua_int=lua_int, lua_bool=lua_bool)
-    return env
-
-
 def render_filters(facts: FilterFacts, env: jinja2.Environment | None = None) -> dict[str, str]:
     """Render every filter file; returns file name -> content.
 
@@ -244,7 +161,7 @@ def render_filters(facts: FilterFacts, env: jinja2.Environment | None = None) ->
     when their own mtime changes; ``topograph_tp.lua`` is the same module for sites that call it
     from their own job_submit.lua.
     """
-    env = env or filter_environment()
+    env = env or environment()
     context = facts.template_context()
     return {
         name: env.get_template(template).render(context)

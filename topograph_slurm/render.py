@@ -37,18 +37,36 @@ def hostlist(names: Iterable[str]) -> str:
 
 
 def lua_str(value: object) -> str:
-    """A Lua string literal for *value*: data from the fabric never becomes Lua code."""
-    text = str(value)
-    out = []
-    for char in text:
-        code = ord(char)
-        if char in '"\\':
-            out.append("\\" + char)
-        elif 32 <= code < 127:
-            out.append(char)
+    """Render *value* as a double-quoted Lua string literal that is pure ASCII.
+
+    Every byte outside printable ASCII, and the quote and backslash, becomes a three-digit
+    decimal escape (valid in Lua 5.1 through 5.4), so a fabric name can never close the string
+    or inject code.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"lua_str needs a string, got {type(value).__name__}")
+    out = ['"']
+    for byte in value.encode("utf-8"):
+        if 32 <= byte < 127 and byte not in (34, 92):
+            out.append(chr(byte))
         else:
-            out.extend(f"\\{byte:03d}" for byte in char.encode("utf-8"))
-    return '"' + "".join(out) + '"'
+            out.append(f"\\{byte:03d}")
+    out.append('"')
+    return "".join(out)
+
+
+def lua_int(value: object) -> str:
+    """Render a non-negative int as a Lua number literal; anything else is a template bug."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(f"lua_int needs a non-negative int, got {value!r}")
+    return str(value)
+
+
+def lua_bool(value: object) -> str:
+    """Render a bool as ``true``/``false``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"lua_bool needs a bool, got {value!r}")
+    return "true" if value else "false"
 
 
 def environment(override: Path | None = None) -> jinja2.Environment:
@@ -67,7 +85,7 @@ def environment(override: Path | None = None) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["hostlist"] = hostlist
-    env.filters["lua_str"] = lua_str
+    env.filters.update(lua_str=lua_str, lua_int=lua_int, lua_bool=lua_bool)
     env.filters["tojson"] = lambda value: json.dumps(value, sort_keys=True)
     return env
 

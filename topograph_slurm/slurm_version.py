@@ -7,12 +7,13 @@ from dataclasses import dataclass
 
 from topograph_slurm.errors import ConfigError
 
-_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?\s*$")
+_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?(?:[-+~]\S*)?\s*$")
 
 
 @dataclass(frozen=True, order=True, slots=True)
 class SlurmVersion:
-    """``major.minor[.micro]`` (``24.11``, ``25.11.2``); ordered for feature gates."""
+    """``major.minor[.micro]`` (``24.11``, ``25.11.2``, Debian's ``24.11.5-1``); ordered for
+    feature gates."""
 
     major: int
     minor: int
@@ -21,7 +22,7 @@ class SlurmVersion:
     @classmethod
     def parse(cls, text: str) -> SlurmVersion:
         """Parse ``24.11`` or ``25.11.2``; anything else is a config error."""
-        match = _VERSION.match(str(text))
+        match = _VERSION.match(str(text)) if str(text).strip()[:1].isdigit() else None
         if not match:
             raise ConfigError(f"invalid Slurm version {text!r}: expected MAJOR.MINOR[.MICRO]")
         return cls(int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
@@ -33,6 +34,11 @@ class SlurmVersion:
     def allows_small_blocks(self) -> bool:
         """25.05+ accepts blocks smaller than the base block size (and empty ones)."""
         return (self.major, self.minor) >= (25, 5)
+
+    @property
+    def can_set_segment_size(self) -> bool:
+        """job_submit.lua can read and write ``job_desc.segment_size`` from 25.11.2 on."""
+        return (self.major, self.minor, self.micro) >= (25, 11, 2)
 
     @property
     def has_topology_yaml(self) -> bool:

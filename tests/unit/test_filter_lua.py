@@ -25,12 +25,12 @@ from topograph_slurm.errors import CollectError, ConfigError
 from topograph_slurm.filter import (
     FilterFacts,
     PartitionFacts,
-    SlurmVersion,
     build_spank,
     facts_from_mapping,
-    lua_str,
     render_filters,
 )
+from topograph_slurm.render import lua_str
+from topograph_slurm.slurm_version import SlurmVersion
 
 OLD = "24.11.5"  # job_submit.lua cannot touch segment_size
 NEW = "25.11.2"  # it can
