@@ -50,6 +50,7 @@ from topograph_slurm.sources.ufm import (
     load_credentials,
     load_responses,
     parse_systems,
+    snapshot_files,
     store_responses,
     ufm_speed,
     ufm_width,
@@ -645,6 +646,7 @@ def test_snapshot_round_trip(standin: Standin, pki: Pki, tmp_path: Path) -> None
         "url.txt",
     ]
     assert has_snapshot(tmp_path / "snap")
+    assert sorted(snapshot_files(responses)) == [f"ufm/{p.name}" for p in sorted(folder.iterdir())]
     loaded = load_responses(tmp_path / "snap")
     assert loaded == responses
     assert fabric_from_ufm(loaded).links == fabric_from_ufm(responses).links

@@ -543,16 +543,23 @@ def _load_list(text: str, source: str) -> list[Any]:
 # Snapshots
 
 
+def snapshot_files(responses: UfmResponses) -> dict[str, str]:
+    """Snapshot-relative path -> text (``ufm/systems.json``, …, ``ufm/url.txt``), for a
+    collector that writes the whole snapshot atomically itself (``collect.write_snapshot``)."""
+    files = {f"{SNAPSHOT_SUBDIR}/{key}.json": text for key, text in responses.items()}
+    if responses.url:
+        files[f"{SNAPSHOT_SUBDIR}/url.txt"] = responses.url + "\n"
+    return files
+
+
 def store_responses(responses: UfmResponses, directory: Path) -> Path:
     """Write every raw response to ``<directory>/ufm/<endpoint>.json`` (temp file + rename, so
     a crash never leaves half a snapshot file). Returns the ``ufm`` folder."""
     folder = directory / SNAPSHOT_SUBDIR
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for key, text in responses.items():
-            _atomic_write(folder / f"{key}.json", text)
-        if responses.url:
-            _atomic_write(folder / "url.txt", responses.url + "\n")
+        for rel, text in snapshot_files(responses).items():
+            _atomic_write(directory / rel, text)
     except OSError as err:
         raise OutputError(f"cannot write UFM snapshot under {folder}: {err.strerror}") from None
     return folder
@@ -973,6 +980,7 @@ __all__ = [
     "load_credentials",
     "load_responses",
     "parse_systems",
+    "snapshot_files",
     "store_responses",
     "ufm_speed",
     "ufm_width",
