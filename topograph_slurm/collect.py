@@ -652,7 +652,11 @@ def _swap_in(tmp: Path, dest: Path) -> None:
     old: Path | None = None
     if dest.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
-        os.rename(dest, old / "snapshot")
+        try:
+            os.rename(dest, old / "snapshot")
+        except OSError:
+            shutil.rmtree(old, ignore_errors=True)
+            raise
     try:
         os.rename(tmp, dest)
     except OSError:

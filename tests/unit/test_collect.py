@@ -1,0 +1,519 @@
+"""Fan-out collection against fake ``srun``/``ssh`` executables: per-node output, failures,
+timeouts, the manifest, snapshot atomicity, progress, and reading snapshots back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from topograph_slurm import collect as c
+from topograph_slurm.cli_collect import collect as collect_command
+from topograph_slurm.errors import CollectError, Exit, InputError, OutputError
+from topograph_slurm.sources.sim_gpu import (
+    fake_nvidia_smi_script,
+    gb200_tray_topology,
+    nvl_node_gpus,
+    render_query_csv,
+    render_query_q,
+    render_topo_matrix,
+)
+from topograph_slurm.topology.clique import DomainKind
+
+RACK = "5f8e1c2a-7b3d-4e9f-a1c6-0d2e4b6a8c10"
+IB_DUMP = 'Switch 36 "S-0002c903007e5f60" # "MF0;leaf1:MQM9700/U1" lid 1\n'
+
+# Behaves like srun for our argv (long --opt=value forms): the node comes from --nodelist,
+# "down*" nodes fail to allocate, "hang*" nodes never answer. Start/end lines feed the
+# concurrency check.
+FAKE_SRUN = """#!/bin/sh
+node=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodelist=*) node=${1#--nodelist=};;
+    --*) ;;
+    *) break;;
+  esac
+  shift
+done
+echo "start $node $(date +%s.%N)" >>"$FAKE_ROOT/srun.log"
+case "$node" in
+  down*) echo "srun: error: Unable to allocate resources: Invalid node name specified" >&2
+         exit 1;;
+  hang*) sleep 60;;
+esac
+SLURMD_NODENAME=$node sh -c "$3"
+rc=$?
+echo "end $node $(date +%s.%N)" >>"$FAKE_ROOT/srun.log"
+exit $rc
+"""
+
+# Stands in for ssh as ClusterShell calls it: -o options, the node, one command string.
+FAKE_SSH = """#!/bin/sh
+while [ $# -gt 0 ]; do
+  case "$1" in -*) shift;; *) break;; esac
+done
+node=$1; shift
+case "$node" in down*) echo "ssh: connect to host $node port 22: No route to host" >&2
+  exit 255;; esac
+SLURMD_NODENAME=$node exec sh -c "$*"
+"""
+
+DISPATCH = '#!/bin/sh\nexec "$FAKE_ROOT/nodes/$SLURMD_NODENAME/nvidia-smi" "$@"\n'
+
+
+def _exe(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def tray(index: int, state: str = "Completed") -> dict[str, str]:
+    gpus = nvl_node_gpus(RACK, 1, state=state, serial_base=1_000_000 + 10 * index)
+    return {
+        "csv": render_query_csv(gpus),
+        "query": render_query_q(gpus),
+        "topo": render_topo_matrix(gb200_tray_topology()),
+    }
+
+
+class FakeCluster:
+    """Fake srun/ssh/ibnetdiscover on PATH and one fake nvidia-smi per node."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.outputs: dict[str, dict[str, str]] = {}
+        _exe(root / "bin" / "srun", FAKE_SRUN)
+        _exe(root / "bin" / "ssh", FAKE_SSH)
+        _exe(root / "bin" / "nvidia-smi", DISPATCH)
+        _exe(root / "bin" / "ibnetdiscover", f"#!/bin/sh\nprintf '%s' '{IB_DUMP}'\n")
+
+    def healthy(self, node: str, index: int, state: str = "Completed") -> None:
+        self.outputs[node] = tray(index, state)
+        _exe(
+            self.root / "nodes" / node / "nvidia-smi", fake_nvidia_smi_script(**tray(index, state))
+        )
+
+    def script(self, node: str, body: str) -> None:
+        _exe(self.root / "nodes" / node / "nvidia-smi", "#!/bin/sh\n" + body)
+
+    def concurrency(self) -> int:
+        """Most sruns running at once, from the fake srun's start/end log."""
+        events = []
+        for line in (self.root / "srun.log").read_text().splitlines():
+            kind, _, stamp = line.split()
+            events.append((float(stamp), 1 if kind == "start" else -1))
+        running = peak = 0
+        for _, delta in sorted(events, key=lambda e: (e[0], e[1])):
+            running += delta
+            peak = max(peak, running)
+        return peak
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    cluster = FakeCluster(tmp_path / "fake")
+    monkeypatch.setenv("PATH", f"{cluster.root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_ROOT", str(cluster.root))
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    return cluster
+
+
+def plan(nodes: list[str], **kw: object) -> c.CollectPlan:
+    defaults: dict[str, object] = {"timeout": 2.0, "grace": 0.5, "fanout": 16}
+    defaults.update(kw)
+    return c.CollectPlan(nodes=nodes, **defaults)  # type: ignore[arg-type]
+
+
+def manifest(path: Path) -> dict[str, object]:
+    return json.loads((path / c.MANIFEST).read_text())
+
+
+def by_key(path: Path) -> dict[tuple[str, str], dict[str, object]]:
+    return {(r["node"], r["command"]): r for r in manifest(path)["results"]}  # type: ignore[attr-defined,index]
+
+
+# --------------------------------------------------------------------------- collect
+
+
+def test_every_node_gets_its_own_output_files_byte_exact(fake: FakeCluster, tmp_path: Path) -> None:
+    for i in range(1, 4):
+        fake.healthy(f"gb{i}", i)
+    snap = tmp_path / "snap"
+    outcome = c.collect(plan(["gb1", "gb2", "gb3"]), snap, progress=False)
+    assert outcome.ok_nodes == ["gb1", "gb2", "gb3"] and outcome.failed_nodes == []
+    for node, texts in fake.outputs.items():
+        # the fake prints through a heredoc, which ends every output with a newline
+        for key, text in (("query", texts["csv"]), ("q", texts["query"]), ("topo", texts["topo"])):
+            printed = text if text.endswith("\n") else text + "\n"
+            assert (snap / "nodes" / node / f"nvidia-smi-{key}.txt").read_text() == printed
+
+
+def test_manifest_records_node_command_exit_duration_timestamp(
+    fake: FakeCluster, tmp_path: Path
+) -> None:
+    fake.healthy("gb1", 1)
+    fake.script(
+        "gb2",
+        "echo 'NVIDIA-SMI has failed because it couldn'\"'\"'t communicate "
+        "with the NVIDIA driver' >&2\nexit 9\n",
+    )
+    snap = tmp_path / "snap"
+    c.collect(plan(["gb1", "gb2"]), snap, progress=False)
+    data = manifest(snap)
+    assert data["format"] == c.SNAPSHOT_FORMAT and data["version"] == c.SNAPSHOT_VERSION
+    assert data["via"] == "srun" and data["nodes"] == ["gb1", "gb2"]
+    assert set(data["commands"]) == set(c.DEFAULT_COMMANDS)  # type: ignore[arg-type]
+    entries = by_key(snap)
+    assert len(entries) == 6
+    ok = entries[("gb1", "nvidia-smi-query")]
+    assert ok["exit_code"] == 0 and ok["error"] == "" and not ok["timed_out"]
+    assert ok["file"] == "nodes/gb1/nvidia-smi-query.txt"
+    assert ok["argv"][0] == "nvidia-smi"  # type: ignore[index]
+    assert isinstance(ok["duration"], float) and 0 <= ok["duration"] < 30
+    assert str(ok["timestamp"]).endswith("Z")
+    bad = entries[("gb2", "nvidia-smi-q")]
+    assert bad["exit_code"] == 9 and bad["file"] is None
+    assert "exit code 9" in str(bad["error"])
+    assert "communicate with the NVIDIA driver" in str(bad["stderr_tail"])
+    assert not (snap / "nodes" / "gb2").exists()
+
+
+def test_failing_timing_out_and_unreachable_nodes_are_recorded_not_fatal(
+    fake: FakeCluster, tmp_path: Path
+) -> None:
+    fake.healthy("gb1", 1)
+    fake.script("slow1", "sleep 60\n")
+    snap = tmp_path / "snap"
+    start = time.monotonic()
+    outcome = c.collect(plan(["gb1", "slow1", "down1", "hang1"]), snap, progress=False)
+    elapsed = time.monotonic() - start
+    assert elapsed < 15, elapsed  # timeouts are per node and in parallel, never serial
+    assert outcome.ok_nodes == ["gb1"]
+    assert outcome.failed_nodes == ["down1", "hang1", "slow1"]
+    entries = by_key(snap)
+    # A command hanging on the node: killed there by timeout(1), exit 124.
+    slow = entries[("slow1", "nvidia-smi-query")]
+    assert slow["timed_out"] and slow["exit_code"] == 124
+    # srun could not even start: its own exit code and stderr.
+    down = entries[("down1", "nvidia-smi-q")]
+    assert down["exit_code"] == 1 and not down["timed_out"]
+    assert "Unable to allocate resources" in str(down["stderr_tail"])
+    # No answer at all: the transport is stopped locally and the node marked timed out.
+    hang = entries[("hang1", "nvidia-smi-topo")]
+    assert hang["timed_out"] and hang["exit_code"] is None
+    assert "no answer within the timeout" in str(hang["error"])
+
+
+def test_fanout_limits_concurrency_and_runs_in_parallel(fake: FakeCluster, tmp_path: Path) -> None:
+    nodes = [f"n{i}" for i in range(1, 7)]
+    for node in nodes:
+        fake.script(node, "sleep 0.3\necho 0, 1, x, 1, Completed, Success\n")
+    c.collect(
+        plan(nodes, fanout=2, commands={"q": ("nvidia-smi",)}), tmp_path / "a", progress=False
+    )
+    assert fake.concurrency() <= 2
+    (fake.root / "srun.log").unlink()
+    c.collect(
+        plan(nodes, fanout=6, commands={"q": ("nvidia-smi",)}), tmp_path / "b", progress=False
+    )
+    assert fake.concurrency() > 2
+
+
+def test_ibnetdiscover_on_one_node(fake: FakeCluster, tmp_path: Path) -> None:
+    fake.healthy("gb1", 1)
+    snap = tmp_path / "snap"
+    outcome = c.collect(plan(["gb1"], ibnetdiscover_on="gb1"), snap, progress=False)
+    assert outcome.fabric is not None and outcome.fabric.ok
+    assert (snap / "fabric" / "ibnetdiscover.txt").read_text() == IB_DUMP
+    fabric = manifest(snap)["fabric"]
+    assert fabric["node"] == "gb1" and fabric["command"] == "ibnetdiscover"  # type: ignore[index]
+    assert c.load_snapshot(snap).ibnetdiscover == IB_DUMP
+
+
+def test_clush_transport_over_fake_ssh(fake: FakeCluster, tmp_path: Path) -> None:
+    fake.healthy("gb1", 1)
+    fake.healthy("gb2", 2)
+    snap = tmp_path / "snap"
+    outcome = c.collect(plan(["gb1", "gb2", "down1"], via="clush"), snap, progress=False)
+    assert outcome.ok_nodes == ["gb1", "gb2"] and outcome.failed_nodes == ["down1"]
+    assert (snap / "nodes/gb2/nvidia-smi-topo.txt").read_text() == fake.outputs["gb2"]["topo"]
+    down = by_key(snap)[("down1", "nvidia-smi-query")]
+    assert down["exit_code"] == 255 and "No route to host" in str(down["stderr_tail"])
+
+
+def test_missing_transport_binary_is_a_collect_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(CollectError, match="srun not found"):
+        c.collect(plan(["gb1"]), tmp_path / "snap", progress=False)
+
+
+# --------------------------------------------------------------------------- atomicity
+
+
+def _siblings(snap: Path) -> list[str]:
+    return sorted(p.name for p in snap.parent.iterdir() if p.name.startswith(f".{snap.name}."))
+
+
+def test_new_snapshot_replaces_old_without_leftovers(fake: FakeCluster, tmp_path: Path) -> None:
+    fake.healthy("gb1", 1)
+    fake.healthy("gb2", 2)
+    snap = tmp_path / "snap"
+    c.collect(plan(["gb1", "gb2"]), snap, progress=False)
+    c.collect(plan(["gb1"]), snap, progress=False)
+    assert manifest(snap)["nodes"] == ["gb1"]
+    assert not (snap / "nodes" / "gb2").exists()  # a new snapshot, not a merge
+    assert _siblings(snap) == []
+
+
+def test_old_snapshot_kept_when_no_node_answers(fake: FakeCluster, tmp_path: Path) -> None:
+    fake.healthy("gb1", 1)
+    snap = tmp_path / "snap"
+    c.collect(plan(["gb1"]), snap, progress=False)
+    before = (snap / c.MANIFEST).read_bytes()
+    with pytest.raises(CollectError, match=r"previous snapshot .* is kept") as err:
+        c.collect(plan(["down1", "down2"]), snap, progress=False)
+    assert err.value.exit_code == Exit.COLLECT
+    assert (snap / c.MANIFEST).read_bytes() == before
+    assert _siblings(snap) == []
+
+
+def test_a_directory_that_is_not_a_snapshot_is_never_replaced(
+    fake: FakeCluster, tmp_path: Path
+) -> None:
+    fake.healthy("gb1", 1)
+    precious = tmp_path / "etc"
+    precious.mkdir()
+    (precious / "slurm.conf").write_text("ClusterName=x\n")
+    with pytest.raises(OutputError, match="not a topograph-slurm snapshot"):
+        c.collect(plan(["gb1"]), precious, progress=False)
+    assert (precious / "slurm.conf").read_text() == "ClusterName=x\n"
+    assert _siblings(precious) == []
+
+
+@pytest.mark.parametrize("fail_at", [1, 2])
+def test_write_failure_keeps_old_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: int
+) -> None:
+    snap = tmp_path / "snap"
+    c.write_snapshot(snap, {"format": c.SNAPSHOT_FORMAT, "old": True}, {"nodes/a/x.txt": "1"})
+
+    real_rename = os.rename
+    calls: list[object] = []
+
+    def broken(src: object, dst: object) -> None:
+        calls.append(src)  # the old snapshot may move aside; the new one never lands
+        if len(calls) == fail_at:
+            raise OSError(28, "No space left on device")
+        real_rename(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(c.os, "rename", broken)
+    with pytest.raises(OutputError, match="No space left"):
+        c.write_snapshot(snap, {"format": c.SNAPSHOT_FORMAT}, {"nodes/a/x.txt": "2"})
+    monkeypatch.undo()
+    assert json.loads((snap / c.MANIFEST).read_text())["old"] is True
+    assert (snap / "nodes/a/x.txt").read_text() == "1"
+    assert _siblings(snap) == []
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert not c.progress_wanted()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert c.progress_wanted()
+    assert not c.progress_wanted(quiet=True)
+
+
+def test_no_progress_output_when_not_a_tty(
+    fake: FakeCluster, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    fake.healthy("gb1", 1)
+    c.collect(plan(["gb1"]), tmp_path / "snap")  # progress=None: auto, stderr is not a TTY
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+def test_progress_bar_counts_every_node(fake: FakeCluster, tmp_path: Path) -> None:
+    fake.healthy("gb1", 1)
+    bar = c._Progress(2, enabled=True)
+    seen: list[str] = []
+    original = bar.advance
+    bar.advance = lambda node: (seen.append(node), original(node))[1]  # type: ignore[method-assign]
+    with bar:
+        c._run_all(plan(["gb1", "down1"]), ["gb1", "down1"], c.DEFAULT_COMMANDS, 2.0, bar)
+    assert sorted(seen) == ["down1", "gb1"]
+
+
+# --------------------------------------------------------------------------- framing
+
+
+def test_framing_survives_markers_crlf_and_binary(tmp_path: Path) -> None:
+    marker = "@@topograph-test"
+    weird = tmp_path / "weird"
+    weird.write_bytes(b"line1\r\n@@topograph-test end x\n\x00\xff no newline")
+    commands = {"a": ("cat", str(weird)), "b": ("sh", "-c", "echo err >&2; exit 3")}
+    script = c.node_script(commands, 10, marker)
+    out = subprocess.run(["sh", "-c", script], capture_output=True, check=True).stdout
+    framed = c.parse_framed(out.decode(), marker)
+    assert framed["a"].exit_code == 0
+    assert framed["a"].stdout == weird.read_bytes().decode("utf-8", errors="replace")
+    assert framed["b"].exit_code == 3 and framed["b"].stderr == "err\n"
+
+
+def test_truncated_frames_are_dropped() -> None:
+    text = "@@m begin a 0 1 2\naGk=\n@@m stderr a\n"  # no end line
+    assert c.parse_framed(text, "@@m") == {}
+
+
+# --------------------------------------------------------------------------- load_snapshot
+
+
+def test_load_snapshot_parses_nodes_and_reports_failures(fake: FakeCluster, tmp_path: Path) -> None:
+    fake.healthy("gb1", 1)
+    fake.healthy("gb2", 2, state="In Progress")
+    fake.script("gb3", "echo 'No devices were found'; exit 6\n")
+    snap = tmp_path / "snap"
+    c.collect(plan(["gb1", "gb2", "gb3", "down1"]), snap, progress=False)
+    loaded = c.load_snapshot(snap)
+    assert list(loaded.nodes) == ["down1", "gb1", "gb2", "gb3"]
+    gb1 = loaded.nodes["gb1"]
+    assert gb1.fabric_source == c.KEY_Q and gb1.gpus is not None and len(gb1.gpus) == 4
+    assert gb1.topology is not None and gb1.topology.all_nvlink
+    assert loaded.unread_nodes == ["down1", "gb3"]
+    domains = loaded.domain_results()
+    assert domains["gb1"].kind is DomainKind.MULTI_NODE
+    assert domains["gb2"].kind is DomainKind.INVALID
+    kinds = {(f.subject, f.kind) for f in loaded.findings}
+    assert ("gb3", c.KIND_FAILED) in kinds and ("down1", c.KIND_FAILED) in kinds
+    # one line per node and failure, naming every command it hit
+    down = [f for f in loaded.findings if f.subject == "down1"]
+    assert len(down) == 1 and all(k in down[0].message for k in c.DEFAULT_COMMANDS)
+
+
+def test_load_snapshot_falls_back_to_csv_and_flags_garbage(tmp_path: Path) -> None:
+    gpus = nvl_node_gpus(RACK, 1)
+    entries = [
+        {"node": "gb1", "command": c.KEY_Q, "exit_code": 0, "file": "nodes/gb1/q.txt"},
+        {"node": "gb1", "command": c.KEY_QUERY, "exit_code": 0, "file": "nodes/gb1/csv.txt"},
+        {"node": "gb2", "command": c.KEY_QUERY, "exit_code": 0, "file": "nodes/gb2/csv.txt"},
+        {"node": "gb2", "command": c.KEY_TOPO, "exit_code": 0, "file": "nodes/gb2/topo.txt"},
+    ]
+    files = {
+        "nodes/gb1/q.txt": "",
+        "nodes/gb1/csv.txt": render_query_csv(gpus),
+        "nodes/gb2/csv.txt": "this is, not, a, fabric\n",
+        "nodes/gb2/topo.txt": "garbage\n",
+    }
+    data = {"format": c.SNAPSHOT_FORMAT, "version": c.SNAPSHOT_VERSION, "results": entries}
+    c.write_snapshot(tmp_path / "s", data, files)
+    loaded = c.load_snapshot(tmp_path / "s")
+    assert loaded.nodes["gb1"].fabric_source == c.KEY_QUERY
+    assert loaded.nodes["gb2"].gpus is None
+    assert {f.kind for f in loaded.findings if f.subject == "gb2"} == {c.KIND_PARSE}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "manifest.json missing"),
+        ("{not json", "invalid JSON"),
+        ('{"format": "other"}', "not a topograph-slurm-snapshot manifest"),
+        ('{"format": "topograph-slurm-snapshot", "version": 99, "results": []}', "version 99"),
+    ],
+)
+def test_load_snapshot_rejects_unusable_snapshots(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    if content is not None:
+        (tmp_path / c.MANIFEST).write_text(content)
+    with pytest.raises(InputError, match=message):
+        c.load_snapshot(tmp_path)
+
+
+def test_load_snapshot_refuses_paths_outside_the_snapshot(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("x")
+    entry = {"node": "gb1", "command": c.KEY_Q, "exit_code": 0, "file": "../secret"}
+    snap = tmp_path / "s"
+    snap.mkdir()
+    data = {"format": c.SNAPSHOT_FORMAT, "version": c.SNAPSHOT_VERSION, "results": [entry]}
+    (snap / c.MANIFEST).write_text(json.dumps(data))
+    with pytest.raises(InputError, match="outside the snapshot"):
+        c.load_snapshot(snap)
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/b", "-rf", "", "a b"])
+def test_node_names_that_are_not_plain_are_rejected(bad: str) -> None:
+    with pytest.raises(InputError):
+        c.check_node_name(bad)
+
+
+def test_expand_nodes_orders_naturally() -> None:
+    assert c.expand_nodes("gb[9-11],gb2") == ["gb2", "gb9", "gb10", "gb11"]
+    with pytest.raises(InputError):
+        c.expand_nodes("gb[1-")
+
+
+# --------------------------------------------------------------------------- srun argv
+
+
+def test_srun_argv_outside_and_inside_an_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = plan(["gb1"], partition="gpu", srun_args=["--reservation=maint"])
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    argv = c.srun_argv(p, "gb1", "true", 60)
+    assert argv[:4] == ["srun", "--nodes=1", "--ntasks=1", "--nodelist=gb1"]
+    assert "--time=3" in argv and "--overlap" not in argv
+    assert "--partition=gpu" in argv and "--reservation=maint" in argv
+    assert argv[-3:] == ["sh", "-c", "true"]
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    argv = c.srun_argv(p, "gb1", "true", 60)
+    assert "--overlap" in argv and not any(a.startswith("--time") for a in argv)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_collect_writes_snapshot_and_summarises(fake: FakeCluster, tmp_path: Path) -> None:
+    fake.healthy("gb1", 1)
+    snap = tmp_path / "snap"
+    args = ["--nodes", "gb1,down1", "--snapshot", str(snap), "--timeout", "2"]
+    result = CliRunner().invoke(collect_command, args, obj={})
+    assert result.exit_code == 0, result.output
+    assert "1 nodes ok, 1 with failures" in result.output
+    assert "down1 nvidia-smi-query" in result.output
+    strict = CliRunner().invoke(collect_command, [*args, "--strict"], obj={})
+    assert strict.exit_code == Exit.COLLECT
+
+
+def test_cli_collect_all_failed_is_collect_error(fake: FakeCluster, tmp_path: Path) -> None:
+    args = ["--nodes", "down[1-2]", "--snapshot", str(tmp_path / "s"), "--timeout", "2"]
+    result = CliRunner().invoke(collect_command, args, obj={})
+    assert isinstance(result.exception, CollectError)
+    assert not (tmp_path / "s").exists()
+
+
+def test_cli_collect_help_lists_commands_and_options() -> None:
+    result = CliRunner().invoke(collect_command, ["--help"])
+    assert result.exit_code == 0
+    for word in (
+        "--via",
+        "--nodes",
+        "--snapshot",
+        "--ibnetdiscover-on",
+        "--timeout",
+        "--fanout",
+        "--partition",
+        "nvidia-smi topo -m",
+        "--query-gpu=",
+    ):
+        assert word in result.output

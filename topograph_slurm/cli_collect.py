@@ -1,0 +1,182 @@
+"""``topograph-slurm collect``: gather nvidia-smi (and optionally ibnetdiscover) from the nodes
+into a snapshot directory. Thin: parse options, call :func:`topograph_slurm.collect.collect`,
+print a summary. Errors are TopographError subclasses, turned into one line and an exit code
+by the ``main`` group.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from topograph_slurm.collect import (
+    DEFAULT_COMMANDS,
+    DEFAULT_IBNETDISCOVER,
+    CollectOutcome,
+    CollectPlan,
+    expand_nodes,
+    progress_wanted,
+)
+from topograph_slurm.collect import collect as run_collect
+from topograph_slurm.errors import CollectError, Exit
+from topograph_slurm.sources.slurm import scontrol_nodes
+
+_COMMAND_HELP = "\n      ".join(
+    f"{key}: {shlex.join(argv)}" for key, argv in DEFAULT_COMMANDS.items()
+)
+
+
+def _nodes(hostlist: str | None) -> list[str]:
+    if hostlist and hostlist != "scontrol":
+        return expand_nodes(hostlist)
+    nodes = scontrol_nodes()
+    if not nodes:
+        raise CollectError("scontrol lists no nodes; give --nodes HOSTLIST")
+    return expand_nodes(",".join(sorted(nodes)))
+
+
+def _summary(outcome: CollectOutcome) -> str:
+    ok, failed = outcome.ok_nodes, outcome.failed_nodes
+    lines = [
+        f"{outcome.path}: {len(ok)} nodes ok, {len(failed)} with failures ({outcome.duration:.1f}s)"
+    ]
+    for result in outcome.results:
+        if not result.ok:
+            tail = result.stderr_tail.strip().splitlines()
+            detail = f" ({tail[-1].strip()})" if tail else ""
+            lines.append(f"  {result.node} {result.command}: {result.error}{detail}")
+    if outcome.fabric is not None:
+        state = "ok" if outcome.fabric.ok else f"failed: {outcome.fabric.error}"
+        lines.append(f"  ibnetdiscover on {outcome.fabric.node}: {state}")
+    return "\n".join(lines)
+
+
+@click.command("collect")
+@click.option(
+    "--via",
+    type=click.Choice(["srun", "clush"]),
+    default="srun",
+    show_default=True,
+    help="Transport: one srun per node (inside an allocation: steps with --overlap; "
+    "outside: tiny jobs with a --time limit), or ClusterShell over ssh.",
+)
+@click.option(
+    "--nodes",
+    "hostlist",
+    metavar="HOSTLIST|scontrol",
+    help="Nodes to collect from, e.g. 'gb[001-072]'; default or 'scontrol': every node "
+    "slurmctld knows.",
+)
+@click.option(
+    "--snapshot",
+    "snapshot",
+    required=True,
+    metavar="DIR",
+    help="Snapshot directory to (re)write atomically: nodes/<node>/<command>.txt, "
+    "fabric/ibnetdiscover.txt, manifest.json.",
+)
+@click.option(
+    "--ibnetdiscover-on",
+    metavar="NODE",
+    help="Also run ibnetdiscover on this one node (it sees the whole fabric).",
+)
+@click.option(
+    "--ibnetdiscover-timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    metavar="S",
+    help="Timeout for the ibnetdiscover run (large fabrics take minutes).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_default=True,
+    metavar="S",
+    help="Per-node budget in seconds: each command is killed on the node after S, and a node "
+    "that has not answered after S (+5 s grace) is stopped and recorded as timed out.",
+)
+@click.option(
+    "--fanout",
+    type=click.IntRange(min=1, max=4096),
+    default=32,
+    show_default=True,
+    metavar="N",
+    help="At most N nodes at a time (concurrent sruns or ssh connections).",
+)
+@click.option(
+    "--partition",
+    metavar="P",
+    help="srun --partition (outside an allocation: where the collection jobs run).",
+)
+@click.option(
+    "--srun-arg",
+    "srun_args",
+    multiple=True,
+    metavar="ARG",
+    help="Extra srun argument, repeatable, e.g. --srun-arg=--reservation=maint.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 4 when any node failed (the snapshot is still written).",
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@click.pass_context
+def collect(
+    ctx: click.Context,
+    via: str,
+    hostlist: str | None,
+    snapshot: str,
+    ibnetdiscover_on: str | None,
+    ibnetdiscover_timeout: float,
+    timeout: float,
+    fanout: int,
+    partition: str | None,
+    srun_args: tuple[str, ...],
+    strict: bool,
+    no_progress: bool,
+) -> None:
+    """Collect NVLink/GPU facts from every node into a snapshot directory.
+
+    \b
+    Runs on each node, in parallel:
+      {commands}
+    and, with --ibnetdiscover-on NODE, ibnetdiscover on that node. A node that fails, times
+    out or cannot be reached is recorded in manifest.json (exit code, error, stderr tail) and
+    never stops the run; `generate --snapshot DIR` reports it. The snapshot is built beside
+    DIR and swapped in; if no node answered at all, the old snapshot is kept and the exit
+    code is 4.
+
+    \b
+    Examples:
+      topograph-slurm collect --nodes 'gb[001-072]' --snapshot /var/lib/topograph/snap
+      salloc -N72 topograph-slurm collect --nodes "$SLURM_JOB_NODELIST" --snapshot snap
+      topograph-slurm collect --via clush --nodes 'gb[001-072]' --fanout 64 \\
+          --ibnetdiscover-on gb001 --snapshot snap
+    """
+    obj = ctx.obj or {}
+    plan = CollectPlan(
+        nodes=_nodes(hostlist),
+        via=via,
+        timeout=timeout,
+        fanout=fanout,
+        partition=partition,
+        srun_args=list(srun_args),
+        ibnetdiscover_on=ibnetdiscover_on,
+        ibnetdiscover_command=DEFAULT_IBNETDISCOVER,
+        ibnetdiscover_timeout=ibnetdiscover_timeout,
+    )
+    quiet = bool(obj.get("quiet"))
+    show = False if no_progress else progress_wanted(quiet)
+    outcome = run_collect(plan, Path(snapshot), progress=show)
+    if not quiet or outcome.failed_nodes:
+        click.echo(_summary(outcome), err=True)
+    if strict and outcome.failed_nodes:
+        ctx.exit(int(Exit.COLLECT))
+
+
+collect.help = (collect.help or "").replace("{commands}", _COMMAND_HELP)
