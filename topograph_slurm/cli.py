@@ -17,15 +17,16 @@ import click
 from topograph_slurm import __version__
 from topograph_slurm.analysis import Analysis, analyse, ib_blocks
 from topograph_slurm.config import RewriteRule, Settings, load_settings, override
-from topograph_slurm.errors import Exit, InputError, TopographError
+from topograph_slurm.errors import ConfigError, Exit, InputError, TopographError
+from topograph_slurm.filter import build_spank, filter_facts, render_filters
 from topograph_slurm.model import Fabric
-from topograph_slurm.output import write_topology
+from topograph_slurm.output import write_topology, write_tree
 from topograph_slurm.render import environment, render
 from topograph_slurm.report import render_report
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources import ibnetdiscover, sim
 from topograph_slurm.sources.slurm import scontrol_nodes
-from topograph_slurm.topology.block import BlockTopology
+from topograph_slurm.topology.block import BlockTopology, typical_size
 from topograph_slurm.topology.naming import (
     NamingPolicy,
     compile_rewrites,
@@ -254,6 +255,12 @@ def _write(
 @click.option(
     "--templates", metavar="DIR", help="Directory whose templates override the built-in ones."
 )
+@click.option(
+    "--filter-dir",
+    metavar="DIR",
+    help="Also render the --tp-size filters (job_submit.lua, cli_filter.lua, SPANK source, "
+    "plugstack line) into DIR from the config's 'filter' facts and this fabric.",
+)
 @click.pass_context
 def generate(
     ctx: click.Context,
@@ -274,6 +281,7 @@ def generate(
     slurm_version: str | None,
     block_sizes: str | None,
     templates: str | None,
+    filter_dir: str | None,
 ) -> None:
     """Generate Slurm topology.conf from the fabric.
 
@@ -299,6 +307,7 @@ def generate(
         slurm_version=slurm_version,
         block_sizes=_parse_sizes(block_sizes),
         templates=templates,
+        filter_dir=filter_dir,
     )
     if settings.format not in FORMATS:
         raise click.BadParameter(f"format must be one of {', '.join(FORMATS)}", param_hint="format")
@@ -313,9 +322,49 @@ def generate(
         ib_blocks(analysis, version, settings.block_sizes) if settings.format == "block" else None
     )
     content = _render_topology(env, settings.format, analysis, blocks)
+    filters = (
+        _render_filters(env, settings, analysis, blocks, version) if settings.filter_dir else {}
+    )
     if settings.report:
         _emit_report(ctx, settings, render_report(env, analysis, blocks, settings.report_format))
-    ctx.exit(_write(ctx, settings, content, check, diff, force))
+    code = _write(ctx, settings, content, check, diff, force)
+    if settings.filter_dir:
+        code = max(code, _write_filters(ctx, Path(settings.filter_dir), filters, check, diff))
+    ctx.exit(code)
+
+
+def _render_filters(
+    env: Any,
+    settings: Settings,
+    analysis: Analysis,
+    blocks: BlockTopology | None,
+    version: SlurmVersion,
+) -> dict[str, str]:
+    """The --tp-size filter files, with block and leaf sizes measured on this fabric."""
+    if not settings.filter:
+        raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
+    plan = blocks or ib_blocks(analysis, version, settings.block_sizes)
+    leaf_size = typical_size(len(leaf.nodes) for leaf in analysis.tree.leaves)
+    measured = {"block": plan.block_sizes[0], "tree": leaf_size}
+    facts = filter_facts(settings.filter, measured, settings.slurm_version)
+    return render_filters(facts, env)
+
+
+def _write_filters(
+    ctx: click.Context, directory: Path, files: dict[str, str], check: bool, diff: bool
+) -> int:
+    """Write the filter files (atomic, only on change); 1 when --check finds them stale."""
+    outcomes = write_tree(directory, files, check=check, show_diff=diff)
+    changed = [o for o in outcomes if o.changed]
+    for outcome in changed:
+        if check or diff:
+            click.echo(outcome.diff, nl=False)
+    _log(
+        ctx,
+        f"{directory}: {len(changed)} of {len(outcomes)} filter files "
+        f"{'out of date' if check else 'written'}",
+    )
+    return Exit.DIFFERS if check and changed else Exit.OK
 
 
 def _render_topology(env: Any, fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> str:
@@ -326,3 +375,41 @@ def _render_topology(env: Any, fmt: str, analysis: Analysis, blocks: BlockTopolo
         blocks=blocks,
         node_count=sum(len(b.nodes) for b in blocks.blocks) if blocks else analysis.node_count,
     )
+
+
+@main.group()
+def spank() -> None:
+    """Build the --tp-size SPANK plugin."""
+
+
+@spank.command("build")
+@click.option(
+    "--source",
+    default="tpsize.c",
+    show_default=True,
+    metavar="FILE",
+    help="Plugin source rendered by generate --filter-dir.",
+)
+@click.option(
+    "-o", "--outdir", default=".", show_default=True, metavar="DIR", help="Where the .so goes."
+)
+@click.option("--cc", default="cc", show_default=True, help="C compiler.")
+@click.option(
+    "--include-dir",
+    metavar="DIR",
+    help="Directory holding slurm/spank.h (default: the compiler's path; Debian: libslurm-dev).",
+)
+@click.pass_context
+def spank_build(
+    ctx: click.Context, source: str, outdir: str, cc: str, include_dir: str | None
+) -> None:
+    """Compile the SPANK plugin that registers --tp-size for sbatch/salloc/srun.
+
+    Rebuild it for every Slurm major release. Then add the printed line to plugstack.conf on
+    login and compute nodes (and the controller).
+    """
+    plugin = build_spank(
+        Path(source), Path(outdir), cc=cc, include_dir=Path(include_dir) if include_dir else None
+    )
+    _log(ctx, f"built {plugin}")
+    click.echo(f"optional {plugin.resolve()}")

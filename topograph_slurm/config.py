@@ -62,6 +62,10 @@ class Settings:
     shrink_limit: float = 0.10
     lock_timeout: float = 30.0
     templates: str | None = None
+    filter_dir: str | None = None
+    #: Facts for the --tp-size filters (partitions, switch wait, SPANK plugin); block and leaf
+    #: sizes a partition leaves out are taken from the fabric. See README "Job filters".
+    filter: dict[str, Any] | None = None
 
 
 def _is_optional(hint: Any) -> tuple[bool, Any]:
@@ -86,6 +90,10 @@ def _convert(value: Any, hint: Any, key: str) -> Any:
             raise ConfigError(f"config key {key!r} must be a list")
         (item,) = typing.get_args(hint)
         return [_convert(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key {key!r} must be a mapping")
+        return value
     if dataclasses.is_dataclass(hint):
         return build(hint, value, key)  # type: ignore[arg-type]
     if hint is float and isinstance(value, int | float) and not isinstance(value, bool):

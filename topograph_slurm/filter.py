@@ -266,6 +266,34 @@ def facts_from_mapping(data: Mapping[str, Any]) -> FilterFacts:
     )
 
 
+def filter_facts(
+    config: Mapping[str, Any], measured: Mapping[str, int], slurm_version: str
+) -> FilterFacts:
+    """FilterFacts from the config's ``filter`` section, completed from the fabric.
+
+    A block partition without ``base_block`` gets the measured base block size, a tree
+    partition without ``leaf_size`` the typical number of nodes under one leaf, so the filters
+    always match the topology generated in the same run; ``slurm_version`` defaults to the
+    one topology is generated for.
+    """
+    data = dict(config)
+    data.setdefault("slurm_version", slurm_version)
+    parts = data.get("partitions")
+    if isinstance(parts, Mapping):
+        data["partitions"] = {name: _with_measured(spec, measured) for name, spec in parts.items()}
+    return facts_from_mapping(data)
+
+
+def _with_measured(spec: object, measured: Mapping[str, int]) -> object:
+    """*spec* with the measured size for its topology kind filled in when missing."""
+    if not isinstance(spec, Mapping):
+        return spec
+    key = {"block": "base_block", "tree": "leaf_size"}.get(str(spec.get("topology")))
+    if key is None or key in spec:
+        return spec
+    return {**spec, key: measured[str(spec["topology"])]}
+
+
 def _partition_from_mapping(name: str, spec: object) -> PartitionFacts:
     if not isinstance(spec, Mapping):
         raise ConfigError(f"partition {name}: expected a mapping, got {spec!r}")

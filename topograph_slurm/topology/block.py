@@ -10,7 +10,7 @@ blocks are disjoint nor, in topology.yaml, that ``block_sizes`` are valid; we do
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from topograph_slurm.errors import ConfigError
@@ -59,13 +59,19 @@ def blocks_from_tree(tree: Tree) -> list[Block]:
     return [Block(name, list(nodes[name])) for name in adjacency_order(tree) if name in nodes]
 
 
+def typical_size(sizes: Iterable[int]) -> int:
+    """The most common non-zero size (larger on ties): a partial last unit should not shrink
+    what every full unit can serve. Zero when there is none."""
+    counts = Counter(size for size in sizes if size)
+    return max(counts, key=lambda size: (counts[size], size)) if counts else 0
+
+
 def infer_base(blocks: Sequence[Block]) -> int:
-    """The base block size: the most common non-empty block size (larger on ties), since a
-    partial last unit should not shrink the segment size every full unit can serve."""
-    sizes = Counter(len(block.nodes) for block in blocks if block.nodes)
-    if not sizes:
+    """The base block size: the typical size of the non-empty blocks."""
+    base = typical_size(len(block.nodes) for block in blocks)
+    if not base:
         raise ConfigError("no non-empty blocks: cannot infer BlockSizes")
-    return max(sizes, key=lambda size: (sizes[size], size))
+    return base
 
 
 def infer_block_sizes(base: int, block_count: int) -> list[int]:
