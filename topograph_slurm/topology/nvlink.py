@@ -45,7 +45,15 @@ from topograph_slurm.errors import ConfigError, InputError
 from topograph_slurm.model import Finding
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources.nvidia_smi import ZERO_UUID
-from topograph_slurm.topology.block import Block, BlockTopology, adjacency_order, plan_blocks
+from topograph_slurm.topology.block import (
+    Block,
+    BlockTopology,
+    adjacency_order,
+    infer_base,
+    infer_block_sizes,
+    plan_blocks,
+    validate_block_sizes,
+)
 from topograph_slurm.topology.clique import DomainKind, DomainResult, group_domains, natural_key
 from topograph_slurm.topology.tree import Tree
 
@@ -110,13 +118,14 @@ def _included(per_node: Mapping[str, DomainResult]) -> dict[str, list[str]]:
 
 
 def collect_domains(
-    per_node: Mapping[str, DomainResult], policy: NvlinkPolicy = NvlinkPolicy()
+    per_node: Mapping[str, DomainResult], policy: NvlinkPolicy | None = None
 ) -> tuple[list[Domain], list[Finding]]:
     """Domains with their nodes (natural order) and every per-node finding.
 
     Under policy ``include``, nodes with findings whose GPUs agree on a domain join it, with
     an extra finding saying so; otherwise they stay out (their findings say why).
     """
+    policy = policy or NvlinkPolicy()
     grouped, findings = group_domains(per_node)
     members = {domain: list(nodes) for domain, nodes in grouped.items()}
     if policy.unhealthy == POLICY_INCLUDE:
@@ -239,7 +248,7 @@ def _block_entries(data: Any, topology: str | None) -> list[Any] | None:
     document itself when it is a plain racks list."""
     if not isinstance(data, list):
         return None
-    if all(isinstance(item, dict) and "block" in item for item in data):
+    if all(isinstance(item, dict) and isinstance(item.get("block"), str) for item in data):
         return data
     for item in data:
         if not isinstance(item, dict) or not isinstance(item.get("block"), dict):
@@ -390,7 +399,7 @@ def nvlink_blocks(
     per_node: Mapping[str, DomainResult],
     version: SlurmVersion,
     *,
-    policy: NvlinkPolicy = NvlinkPolicy(),
+    policy: NvlinkPolicy | None = None,
     block_sizes: Sequence[int] | None = None,
     tree: Tree | None = None,
     layout: Sequence[Block] = (),
@@ -403,14 +412,30 @@ def nvlink_blocks(
     size (``base, 2·base, 4·base…``) unless *block_sizes* is given, which is validated;
     release rules for undersized blocks come from ``block.plan_blocks``.
     """
+    policy = policy or NvlinkPolicy()
     domains, node_findings = collect_domains(per_node, policy)
     ordered = order_domains(domains, tree)
     blocks, placement_findings = place_blocks(
         ordered, version, layout=layout, name_pattern=policy.name_pattern
     )
-    planned = plan_blocks(blocks, version, block_sizes)
+    planned = _plan(blocks, version, block_sizes)
     planned.findings = [*findings, *node_findings, *placement_findings, *planned.findings]
     return planned
+
+
+def _plan(
+    blocks: list[Block], version: SlurmVersion, block_sizes: Sequence[int] | None
+) -> BlockTopology:
+    """BlockSizes and release rules. On 25.05+ the levels count block *positions*, empty
+    placeholders included — that is how Slurm aggregates (in file order) and it keeps
+    ``BlockSizes`` unchanged while a rack is away; 24.11 has no placeholders, so
+    ``plan_blocks`` applies as it is."""
+    if not version.allows_small_blocks:
+        return plan_blocks(blocks, version, block_sizes)
+    if block_sizes:
+        return BlockTopology(blocks, validate_block_sizes(block_sizes, len(blocks)))
+    base = infer_base([block for block in blocks if block.nodes])
+    return BlockTopology(blocks, infer_block_sizes(base, len(blocks)))
 
 
 def blocks_node_count(topology: BlockTopology) -> int:
