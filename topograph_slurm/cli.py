@@ -16,8 +16,8 @@ import click
 
 from topograph_slurm import __version__
 from topograph_slurm.analysis import Analysis, analyse, ib_blocks
-from topograph_slurm.config import RewriteRule, Settings, load_settings, override
 from topograph_slurm.cli_collect import collect
+from topograph_slurm.config import RewriteRule, Settings, load_settings, override
 from topograph_slurm.errors import ConfigError, Exit, InputError, TopographError
 from topograph_slurm.filter import build_spank, filter_facts, render_filters
 from topograph_slurm.model import Fabric
