@@ -532,11 +532,16 @@ def _load_list(text: str, source: str) -> list[Any]:
         ) from None
     if not isinstance(data, list):
         raise ParseError(
-            f"expected a JSON list, got a JSON {type(data).__name__} (not a UFM response?)",
+            f"expected a JSON list, got a JSON {_json_type(data)} (not a UFM response?)",
             None,
             source,
         )
     return data
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
 
 
 # --------------------------------------------------------------------------------------------
@@ -679,6 +684,7 @@ class _Port:
     lid: int | None
     speed: str
     width: str
+    peer: tuple[str, int] | None = None
 
 
 @dataclass(slots=True)
@@ -720,6 +726,7 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     for entry, where in _entries(responses.links, st.source, "links"):
         link = _link(st, entry, where)
         cables.setdefault((link.a_guid, link.a_port, link.b_guid, link.b_port), link)
+    _add_port_only_cables(st, cables)
     st.fabric.links = sorted(
         cables.values(), key=lambda k: (k.a_guid, k.a_port, k.b_guid, k.b_port)
     )
@@ -745,7 +752,7 @@ def _entries(text: str, source: str, key: str) -> Iterator[tuple[dict[str, Any],
     for index, entry in enumerate(data):
         where = f"{source}/{key}[{index}]"
         if not isinstance(entry, dict):
-            raise ParseError(f"entry is a JSON {type(entry).__name__}, not an object", None, where)
+            raise ParseError(f"entry is a JSON {_json_type(entry)}, not an object", None, where)
         yield entry, where
 
 
@@ -808,8 +815,20 @@ def _add_port(st: _Build, entry: Mapping[str, Any], where: str) -> None:
         lid=_lid(entry.get("lid")),
         speed=ufm_speed(entry.get("active_speed"), width),
         width=width,
+        peer=_peer(entry.get("peer")),
     )
     st.ports[(guid, number)] = port
+
+
+def _peer(value: object) -> tuple[str, int] | None:
+    """``<guid>_<port>`` → (guid, port); ``N/A``, empty or odd values → None."""
+    guid, sep, number = str(value or "").strip().rpartition("_")
+    if not sep or not number.isdigit():
+        return None
+    try:
+        return normalize_guid(guid), int(number)
+    except ValueError:
+        return None
 
 
 def _is_switch_port(st: _Build, entry: Mapping[str, Any], system: str) -> bool:
@@ -887,6 +906,31 @@ def _link(st: _Build, entry: Mapping[str, Any], where: str) -> Link:
         if st.fabric.kind_of(guid) is None:
             _add_link_only_device(st, guid, port, entry, desc_key, where)
     return Link.between(a, ap, b, bp, width, speed)
+
+
+def _add_port_only_cables(st: _Build, cables: dict[tuple[str, int, str, int], Link]) -> None:
+    """Cables both of whose ports name each other as peer but that the links endpoint left
+    out (UFM lists only some link states there): added, with one summary Note."""
+    added = 0
+    for (guid, number), port in sorted(st.ports.items()):
+        if port.peer is None or st.fabric.kind_of(port.peer[0]) is None:
+            continue
+        link = Link.between(guid, number, *port.peer, port.width, port.speed)
+        key = (link.a_guid, link.a_port, link.b_guid, link.b_port)
+        if key in cables:
+            continue
+        other = st.ports.get(port.peer)
+        speed = _slower(port.speed, other.speed) if other is not None else port.speed
+        cables[key] = Link.between(guid, number, *port.peer, port.width, speed)
+        added += 1
+    if added:
+        st.fabric.notes.append(
+            Note(
+                "ports-only-links",
+                "",
+                f"{added} cable(s) appear in UFM ports but not in UFM links; taken from the ports",
+            )
+        )
 
 
 def _add_link_only_device(
