@@ -414,7 +414,7 @@ class _Handler(BaseHTTPRequestHandler):
         header = self.headers.get("Authorization", "")
         if prefix == "ufmRestV3":
             return bool(st.token) and header == f"Basic {st.token}"
-        if st.cert_auth and self.connection.getpeercert():  # type: ignore[attr-defined]
+        if st.cert_auth and self.connection.getpeercert():
             return True
         if st.username:
             raw = f"{st.username}:{st.password}".encode()
