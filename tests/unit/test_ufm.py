@@ -44,6 +44,7 @@ from topograph_slurm.sources.ufm import (
     UfmCredentials,
     UfmInsecureWarning,
     UfmResponses,
+    collect_ufm,
     fabric_from_ufm,
     fetch_ufm,
     has_snapshot,
@@ -394,6 +395,16 @@ def test_client_certificate_auth(pki: Pki, small_fabric: Fabric) -> None:
             assert "Authorization" not in headers
         with pytest.raises(AuthError):  # no certificate, no credentials: refused
             fetch_ufm(running.url, UfmCredentials("x", "y"), _opts(pki, retries=0))
+
+
+def test_collect_ufm_reads_credentials_from_the_environment(standin: Standin, pki: Pki) -> None:
+    env = {"UFM_TOKEN": TOKEN}
+    warned: list[str] = []
+    responses = collect_ufm(standin.url, None, env=env, ca_bundle=pki.ca, warn=warned.append)
+    assert fabric_from_ufm(responses).switches and not warned
+    assert all(path.startswith("/ufmRestV3/") for path, _ in standin.state.requests)
+    with pytest.raises(AuthError, match="no UFM credentials"):
+        collect_ufm(standin.url, None, env={}, ca_bundle=pki.ca)
 
 
 def test_url_forms_are_normalised(standin: Standin, pki: Pki) -> None:

@@ -334,6 +334,24 @@ def fetch_ufm(
     return UfmResponses(url=base, **texts)
 
 
+def collect_ufm(
+    url: str,
+    credentials_file: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    ca_bundle: Path | None = None,
+    insecure: bool = False,
+    timeout: float = 30.0,
+    retries: int = 3,
+    warn: Callable[[str], None] | None = None,
+) -> UfmResponses:
+    """Credentials (file, else the environment) + fetch, in one call for the CLI's
+    ``--ufm URL --ufm-credentials FILE --ufm-ca-bundle FILE --ufm-insecure --ufm-timeout S``."""
+    creds = load_credentials(credentials_file, os.environ if env is None else env)
+    options = FetchOptions(ca_bundle=ca_bundle, insecure=insecure, timeout=timeout, retries=retries)
+    return fetch_ufm(url, creds, options, warn=warn)
+
+
 def _base_url(url: str) -> str:
     """``https://host[:port]`` from what the user typed; refuses credentials in the URL."""
     text = url.strip()
@@ -1018,6 +1036,7 @@ __all__ = [
     "UfmInsecureWarning",
     "UfmResponses",
     "UfmSystem",
+    "collect_ufm",
     "fabric_from_ufm",
     "fetch_ufm",
     "has_snapshot",
