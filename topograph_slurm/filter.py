@@ -181,6 +181,20 @@ def _find_spank_header(include_dir: Path | None) -> Path | None:
     return None
 
 
+def spank_compile_command(
+    compiler: str, source: Path, output: Path, include_dir: Path | None = None
+) -> list[str]:
+    """The compiler command line that builds the SPANK plugin.
+
+    One definition, so the integration tests compile the plugin inside a Slurm container with
+    exactly the flags ``spank build`` uses (the container has no Python to run the CLI).
+    """
+    cmd = [compiler, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(output), str(source)]
+    if include_dir is not None:
+        cmd[1:1] = ["-I", str(include_dir)]
+    return cmd
+
+
 def build_spank(
     source: Path,
     outdir: Path,
@@ -209,9 +223,7 @@ def build_spank(
     target = outdir / f"{source.stem}.so"
     fd, tmp_name = tempfile.mkstemp(prefix=f".{source.stem}.", suffix=".so", dir=outdir)
     os.close(fd)
-    cmd = [compiler, "-shared", "-fPIC", "-O2", "-Wall", "-o", tmp_name, str(source)]
-    if include_dir is not None:
-        cmd[1:1] = ["-I", str(include_dir)]
+    cmd = spank_compile_command(compiler, source, Path(tmp_name), include_dir)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
         if proc.returncode != 0:

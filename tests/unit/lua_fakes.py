@@ -5,8 +5,11 @@ filters must survive: ``job_desc`` is a proxy whose numbers read back as floats 
 ``spank_job_env`` is indexed from 0, assigning nil or a wrong type raises, unknown fields (such
 as ``segment_size`` before 25.11.2) are only logged, and reading ``assoc_qos`` is an error.
 ``options`` is a proxy that ``pairs()`` cannot see into, reads sentinels for unset options
-(``nodes`` = "1-0", ``segment`` = "unset"), raises on nil, and "exits the client" on a
-``segment``/``switches`` value sbatch would refuse (such as "2.0").
+(``nodes`` = "1-0", ``segment`` = ``switches`` = "unset", ``verbose`` = "0"), raises on nil,
+and "exits the client" on a ``segment``/``switches`` value sbatch would refuse (such as
+"2.0"). ``options.spank[plugin]["tp-size"]`` reads nil when --tp-size was not given (measured
+with the generated plugin on 24.11.5 and 26.05.5; ``spank_unset=True`` gives the "unset" some
+SPANK flags read instead).
 """
 
 from __future__ import annotations
@@ -135,8 +138,12 @@ function FAKE.broken()
   })
 end
 
-function FAKE.options(spec, plugin, tp_value, spank_nil)
-  local store = { nodes = "1-0", segment = "unset", ["ntasks-per-node"] = "-2", verbose = "0" }
+function FAKE.options(spec, plugin, tp_value, spank_unset)
+  -- sentinels sbatch 24.11.5 / 26.05.5 hand to slurm_cli_pre_submit when nothing is given
+  local store = {
+    nodes = "1-0", segment = "unset", switches = "unset", exclusive = "unset",
+    ["ntasks-per-node"] = "-2", verbose = "0", quiet = "0",
+  }
   for k, v in pairs(spec) do
     store[k] = v
   end
@@ -146,7 +153,7 @@ function FAKE.options(spec, plugin, tp_value, spank_nil)
       if k == "spank" then
         local t = {}
         local value = tp_value
-        if value == nil and not spank_nil then
+        if value == nil and spank_unset then
           value = "unset"
         end
         t[plugin] = { ["tp-size"] = value }
@@ -236,11 +243,11 @@ class LuaFilter:
         tp: str | None = None,
         *,
         plugin: str = "tpsize",
-        spank_nil: bool = False,
+        spank_unset: bool = False,
     ) -> Outcome:
         self.g.FAKE.reset()
         spec = self.lua.table_from(options or {})
-        opts = self.g.FAKE.options(spec, plugin, tp, spank_nil)
+        opts = self.g.FAKE.options(spec, plugin, tp, spank_unset)
         rc = self.g.slurm_cli_pre_submit(opts, 0)
         return self._outcome(rc)
 

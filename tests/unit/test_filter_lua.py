@@ -587,7 +587,7 @@ def test_job_modify_is_untouched(runtime: str) -> None:
 def test_cli_without_tp_is_untouched(runtime: str) -> None:
     out = cli(runtime, None, nodes="6")
     assert (out.rc, out.sets, out.log) == (0, {}, [])
-    out = loaded(runtime, "cli_filter.lua").cli({"nodes": "6"}, None, spank_nil=True)
+    out = loaded(runtime, "cli_filter.lua").cli({"nodes": "6"}, None, spank_unset=True)
     assert (out.rc, out.sets, out.log) == (0, {}, [])
 
 
