@@ -209,6 +209,7 @@ def test_ndr_superpod_gives_a_real_topology(pki: Pki) -> None:
     assert sharp, "SHARP aggregation nodes must stay in the model (and be excluded by naming)"
 
 
+@pytest.mark.slow
 def test_selene_compute_fabric_matches(pki: Pki) -> None:
     """666 switches, 4,341 CAs, ~13 MB of ports JSON: the big real case."""
     expected = read_ibnetdiscover(
