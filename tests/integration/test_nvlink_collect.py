@@ -1,0 +1,248 @@
+"""NVLink collection end to end on real Slurm (24.11 and 26.05).
+
+Twelve node containers, 4 fake GPUs each, one NVLink clique per 4-node rack; node06's GPUs
+report fabric state ``In Progress``. Every node carries a fake ``nvidia-smi`` that prints that
+node's recorded-format output (``sim_gpu.fake_nvidia_smi_script``).
+
+1. ``topograph-slurm collect --via srun`` gathers through the cluster's real ``srun`` (one
+   srun per node). The test image has no Python, so topograph-slurm runs on the host and a
+   ``srun`` shim on PATH execs the real srun inside the controller container.
+2. Blocks are built from that snapshot (``load_snapshot`` → ``nvlink_blocks``) and rendered with
+   ``topology.conf.block.j2``; a slurmctld of the same release accepts it with the expected
+   blocks: 24.11 leaves the 3-node rack out (undersized), 26.05 keeps it.
+3. The report lists node06 with the reason.
+4. On 26.05, a topology.yaml with a tree, the NVLink blocks and a flat topology, plus the
+   generated partition lines, is accepted, and jobs in every partition start.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import Cluster, ClusterSpec, NodeSpec, ValidationResult
+
+from topograph_slurm.analysis import analyse
+from topograph_slurm.collect import load_snapshot
+from topograph_slurm.model import Fabric
+from topograph_slurm.render import environment, render
+from topograph_slurm.report import render_report
+from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.sources.sim_gpu import (
+    fake_nvidia_smi_script,
+    gb200_tray_topology,
+    nvl_node_gpus,
+    render_query_csv,
+    render_query_q,
+    render_topo_matrix,
+)
+from topograph_slurm.topology.clique import FindingKind
+from topograph_slurm.topology.leaf import LeafGroup
+from topograph_slurm.topology.naming import NamingPolicy
+from topograph_slurm.topology.nvlink import KIND_RACK_MISSING, nvlink_blocks, parse_layout
+from topograph_slurm.topology.tree import Tree, TreeSwitch
+from topograph_slurm.topology_yaml import (
+    NamedTopology,
+    default_partitions,
+    render_partition_lines,
+    render_topology_yaml,
+)
+
+pytestmark = pytest.mark.integration
+
+RACKS, PER_RACK, GPUS = 3, 4, 4
+NODES = [f"node{i:02d}" for i in range(1, RACKS * PER_RACK + 1)]
+UNHEALTHY = "node06"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def rack(index: int) -> list[str]:
+    return NODES[index * PER_RACK : (index + 1) * PER_RACK]
+
+
+def fake_nvidia_smi(node: str) -> str:
+    """This node's nvidia-smi: its rack's clique, In Progress on the unhealthy node."""
+    index = NODES.index(node)
+    uuid = f"{index // PER_RACK + 1:08x}-1111-4222-8333-444455556666"
+    state = "In Progress" if node == UNHEALTHY else "Completed"
+    gpus = nvl_node_gpus(
+        uuid, index // PER_RACK + 1, GPUS, state=state, serial_base=1_650_000 + 10 * index
+    )
+    return fake_nvidia_smi_script(
+        csv=render_query_csv(gpus),
+        query=render_query_q(gpus),
+        topo=render_topo_matrix(gb200_tray_topology(GPUS)),
+    )
+
+
+def install_fakes(cluster: Cluster) -> None:
+    """Put each node's fake nvidia-smi at /usr/local/bin (docker put_archive per node)."""
+    for node in NODES:
+        data = fake_nvidia_smi(node).encode()
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo("nvidia-smi")
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+        assert cluster.nodes[node].put_archive("/usr/local/bin", buf.getvalue())
+
+
+def srun_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:
+    """Environment whose ``srun`` is the controller container's real srun."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shim = bindir / "srun"
+    shim.write_text(f'#!/bin/sh\nexec docker exec -i {cluster.controller.name} srun "$@"\n')
+    shim.chmod(0o755)
+    env = dict(os.environ)
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    env.pop("SLURM_JOB_ID", None)
+    return env
+
+
+def run_collect(tmp_path: Path, cluster: Cluster) -> Path:
+    snap = tmp_path / "snapshot"
+    argv = [
+        sys.executable,
+        "-m",
+        "topograph_slurm",
+        "-q",
+        "collect",
+        "--via",
+        "srun",
+        "--nodes",
+        f"node[01-{len(NODES):02d}]",
+        "--snapshot",
+        str(snap),
+        "--timeout",
+        "60",
+    ]
+    proc = subprocess.run(
+        argv, env=srun_shim(tmp_path, cluster), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    return snap
+
+
+def ib_tree() -> Tree:
+    """A leaf switch per rack under one spine, to put a tree topology in the same YAML."""
+    leaves = [LeafGroup(f"leaf{r + 1}", [f"g{r}"], rack(r)) for r in range(RACKS)]
+    children = [leaf.name for leaf in leaves]
+    return Tree(leaves, [TreeSwitch("spine1", 1, ["s"], children)], ["spine1"])
+
+
+def noise_free(result: ValidationResult) -> list[str]:
+    """slurmctld problems other than the expected 'blocks lack access to …' warning for
+    nodes we deliberately left out of every block."""
+    return [line for line in result.problems if "lack access to" not in line]
+
+
+def test_collect_blocks_and_yaml_on_real_slurm(
+    make_cluster: Callable[..., Cluster],
+    validate: Callable[..., ValidationResult],
+    slurm_version: str,
+    tmp_path: Path,
+) -> None:
+    version = SlurmVersion.parse(slurm_version)
+    spec = ClusterSpec(nodes=[NodeSpec(n, cpus=4, gpus=GPUS) for n in NODES])
+    cluster = make_cluster(spec)
+    install_fakes(cluster)
+
+    # 1. collect through the real srun
+    snap = run_collect(tmp_path, cluster)
+    manifest = json.loads((snap / "manifest.json").read_text())
+    assert manifest["via"] == "srun" and manifest["nodes"] == NODES
+    assert all(r["exit_code"] == 0 for r in manifest["results"]), manifest["results"]
+    assert len(manifest["results"]) == 3 * len(NODES)
+    snapshot = load_snapshot(snap)
+    assert snapshot.findings == []
+    assert all(len(n.gpus or []) == GPUS for n in snapshot.nodes.values())
+
+    # 2. blocks from the snapshot, accepted by slurmctld
+    topo = nvlink_blocks(snapshot.domain_results(), version, findings=snapshot.findings)
+    env = environment()
+    nodes = sum(len(b.nodes) for b in topo.blocks)
+    conf = render(env, "topology.conf.block.j2", blocks=topo, node_count=nodes)
+    (tmp_path / "topology.conf").write_text(conf)
+    healthy_rack2 = [n for n in rack(1) if n != UNHEALTHY]
+    if version.allows_small_blocks:
+        expected = {"nvl-node01": rack(0), "nvl-node05": healthy_rack2, "nvl-node09": rack(2)}
+    else:
+        expected = {"nvl-node01": rack(0), "nvl-node09": rack(2)}
+    assert {b.name: b.nodes for b in topo.blocks} == expected
+    assert topo.block_sizes[0] == PER_RACK
+    result = validate(NODES, topology_conf=conf)
+    assert result.started, result.log_text
+    assert not noise_free(result), result.log_text
+    shown = {b.name: b.nodes for b in result.topology.base_blocks}
+    assert shown == expected, result.topology_text
+
+    # 2b. a rack disappears: with the first file as layout, 26.05 keeps an empty block in
+    # its place (same names, same order); 24.11 leaves it out and reports the shift
+    gone = {n: r for n, r in snapshot.domain_results().items() if n not in rack(0)}
+    again = nvlink_blocks(gone, version, layout=parse_layout(conf))
+    missing = [f for f in again.findings if f.kind == KIND_RACK_MISSING]
+    assert [f.subject for f in missing] == ["nvl-node01"]
+    conf2 = render(env, "topology.conf.block.j2", blocks=again, node_count=nodes)
+    result2 = validate(NODES, topology_conf=conf2)
+    assert result2.started and not noise_free(result2), result2.log_text
+    shown2 = [(b.name, b.nodes) for b in result2.topology.base_blocks]
+    if version.allows_small_blocks:
+        assert "BlockName=nvl-node01\n" in conf2
+        assert shown2 == [
+            ("nvl-node01", []),
+            *((n, m) for n, m in expected.items() if m != rack(0)),
+        ]
+    else:
+        assert shown2 == [("nvl-node09", rack(2))]
+
+    # 3. the report names the unhealthy node and why
+    report = render_report(env, analyse(Fabric(), NamingPolicy()), topo, "text")
+    (tmp_path / "report.txt").write_text(report)
+    line = next(line for line in report.splitlines() if UNHEALTHY in line)
+    assert FindingKind.NOT_COMPLETED in line and "In Progress" in line
+    if not version.allows_small_blocks:
+        assert "nvl-node05" in report and "undersized" in report
+
+    # 4. 25.05+: topology.yaml with tree + blocks + flat, partitions using each start jobs
+    if version.has_topology_yaml:
+        check_topology_yaml(cluster, topo, tmp_path)
+
+
+def check_topology_yaml(cluster: Cluster, topo: Any, tmp_path: Path) -> None:
+    env = environment()
+    topologies = [
+        NamedTopology("ib", tree=ib_tree()),
+        NamedTopology("nvl", blocks=topo),
+        NamedTopology("flat"),
+    ]
+    text = render_topology_yaml(env, topologies, "ib", SlurmVersion(26, 5))
+    lines = render_partition_lines(env, default_partitions(topologies), "ib")
+    (tmp_path / "topology.yaml").write_text(text)
+    (tmp_path / "partitions.conf").write_text(lines)
+    spec = ClusterSpec(nodes=cluster.spec.nodes, topology_yaml=text, slurm_conf_extra=lines)
+    cluster.reconfigure(spec)
+    cluster.wait_idle(timeout=120)
+    assert "SwitchName=spine1" in cluster.show_topology("ib")
+    nvl_shown = cluster.show_topology("nvl")
+    for block in topo.blocks:
+        assert f"BlockName={block.name} " in nvl_shown, nvl_shown
+    nvl_blocks = {b.name: set(b.nodes) for b in topo.blocks if b.nodes}
+    jobs = {
+        "nvl": cluster.sbatch(f"-p nvl --exclusive -N {PER_RACK} --wrap 'sleep 300'"),
+        "ib": cluster.sbatch("-p ib --exclusive -N 2 --wrap 'sleep 300'"),
+        "flat": cluster.sbatch(f"-p flat --exclusive -N 2 -w {UNHEALTHY} --wrap 'sleep 300'"),
+    }
+    placed = {part: cluster.wait_job(job, timeout=120) for part, job in jobs.items()}
+    assert any(set(placed["nvl"].nodes) == members for members in nvl_blocks.values()), placed
+    assert UNHEALTHY in placed["flat"].nodes
+    assert UNHEALTHY not in placed["nvl"].nodes
