@@ -279,6 +279,27 @@ def test_director_asics_share_a_system_and_get_guid_names() -> None:
     assert fabric.links[0].speed == "???"
 
 
+def test_sharp_node_inside_a_switch_system_stays_a_ca(small_fabric: Fabric) -> None:
+    """If UFM files a SHARP aggregation node's port under its switch (system and port type),
+    it must still be a CA, or the switch would lose its name."""
+    switch = sorted(small_fabric.switches)[0]
+    sharp = "0002c9ff00000001"
+    data = ufm_json_from_fabric(small_fabric)
+    data["ports"].append(
+        {
+            "guid": sharp,
+            "number": 1,
+            "description": "Switch IB Port",
+            "node_description": "Mellanox Technologies Aggregation Node",
+            "systemID": switch,
+            "peer": f"{switch}_65",
+        }
+    )
+    fabric = fabric_from_ufm(UfmResponses(**{k: json.dumps(v) for k, v in data.items()}))
+    assert sharp in fabric.cas
+    assert name_switches(fabric) == name_switches(small_fabric)
+
+
 def test_link_end_without_port_record_becomes_a_device_with_a_note() -> None:
     links = [
         {

@@ -654,6 +654,7 @@ _LANE_RATES = {
 _UNKNOWN = {"", "n/a", "na", "unknown", "none", "?", "???", "-"}
 _RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(g|gb|gbps|gb/s)?\s*$", re.IGNORECASE)
 _SIMPLE_NAME = re.compile(r"^[^\s:;]+$")
+_AGGREGATION = re.compile(r"aggregation node", re.IGNORECASE)
 
 
 def ufm_speed(text: object, width: str = "") -> str:
@@ -851,7 +852,10 @@ def _peer(value: object) -> tuple[str, int] | None:
 
 def _is_switch_port(st: _Build, entry: Mapping[str, Any], system: str) -> bool:
     """The port's own ``description`` (``Switch IB Port``) decides; without one, its system's
-    type (a SHARP aggregation node inside a switch has a CA port of its own)."""
+    type. A SHARP aggregation node sits inside a switch but is a CA: were it taken for a switch
+    it would share the switch's name and rename both to ``sw-<guid>``."""
+    if _AGGREGATION.search(str(entry.get("node_description") or "")):
+        return False
     desc = str(entry.get("description") or "").lower()
     if desc:
         return "switch" in desc
