@@ -569,6 +569,15 @@ def test_insecure_skips_verification_and_warns(standin: Standin) -> None:
     assert len(messages) == 1 and "--ufm-insecure" in messages[0]
 
 
+def test_plain_http_works_but_warns(pki: Pki, small_fabric: Fabric) -> None:
+    messages: list[str] = []
+    with serve(pki, _state(small_fabric), tls=False) as running:
+        responses = fetch_ufm(running.url, BASIC, warn=messages.append)
+    assert responses.url.startswith("http://") and fabric_from_ufm(responses).cas
+    assert len(messages) == 1 and "plain http" in messages[0]
+    _assert_clean(messages[0])
+
+
 def test_bad_ca_bundle_path_is_an_input_error(standin: Standin, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot load UFM CA bundle"):
         fetch_ufm(standin.url, BASIC, FetchOptions(ca_bundle=tmp_path / "nope.pem"))

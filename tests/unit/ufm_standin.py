@@ -474,20 +474,23 @@ class Standin:
 
 
 @contextmanager
-def serve(pki: Pki, state: StandinState) -> Iterator[Standin]:
-    """Run the stand-in on an ephemeral 127.0.0.1 port for the duration of the block."""
+def serve(pki: Pki, state: StandinState, tls: bool = True) -> Iterator[Standin]:
+    """Run the stand-in on an ephemeral 127.0.0.1 port for the duration of the block
+    (``tls=False``: plain http, for the client's unencrypted-URL warning)."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.state = state
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(str(pki.server_cert), str(pki.server_key))
-    ctx.load_verify_locations(str(pki.ca))
-    ctx.verify_mode = ssl.CERT_OPTIONAL
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    if tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(pki.server_cert), str(pki.server_key))
+        ctx.load_verify_locations(str(pki.ca))
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.daemon = True
     thread.start()
     try:
-        yield Standin(f"https://127.0.0.1:{server.server_address[1]}", state)
+        scheme = "https" if tls else "http"
+        yield Standin(f"{scheme}://127.0.0.1:{server.server_address[1]}", state)
     finally:
         server.shutdown()
         server.server_close()
