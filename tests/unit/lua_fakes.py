@@ -20,6 +20,21 @@ from typing import Any
 
 RUNTIMES = ("lupa.lua51", "lupa.lua54")
 
+#: What ``options[name]`` reads in sbatch's slurm_cli_pre_submit when the user gave nothing, as
+#: measured on sbatch 24.11.5 and 26.05.5 (tests/integration/test_tp_filter.py re-measures it).
+#: Options missing here (partition, gres, gpus-per-node, jobid, ...) read nil; srun reads
+#: ``type`` = "srun" and ``jobid`` = "unset" outside an allocation, the job id inside one.
+OPTION_SENTINELS: dict[str, str] = {
+    "type": "sbatch",
+    "nodes": "1-0",
+    "segment": "unset",
+    "switches": "unset",
+    "exclusive": "unset",
+    "ntasks-per-node": "-2",
+    "verbose": "0",
+    "quiet": "0",
+}
+
 ERRORS = {
     "SUCCESS": 0,
     "ERROR": -1,
@@ -138,12 +153,11 @@ function FAKE.broken()
   })
 end
 
-function FAKE.options(spec, plugin, tp_value, spank_unset)
-  -- sentinels sbatch 24.11.5 / 26.05.5 hand to slurm_cli_pre_submit when nothing is given
-  local store = {
-    nodes = "1-0", segment = "unset", switches = "unset", exclusive = "unset",
-    ["ntasks-per-node"] = "-2", verbose = "0", quiet = "0",
-  }
+function FAKE.options(spec, plugin, tp_value, spank_unset, sentinels)
+  local store = {}
+  for k, v in pairs(sentinels) do
+    store[k] = v
+  end
   for k, v in pairs(spec) do
     store[k] = v
   end
@@ -247,7 +261,8 @@ class LuaFilter:
     ) -> Outcome:
         self.g.FAKE.reset()
         spec = self.lua.table_from(options or {})
-        opts = self.g.FAKE.options(spec, plugin, tp, spank_unset)
+        sentinels = self.lua.table_from(OPTION_SENTINELS)
+        opts = self.g.FAKE.options(spec, plugin, tp, spank_unset, sentinels)
         rc = self.g.slurm_cli_pre_submit(opts, 0)
         return self._outcome(rc)
 

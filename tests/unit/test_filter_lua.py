@@ -657,6 +657,18 @@ def test_cli_gpus_from_options(runtime: str) -> None:
     assert cli(runtime, "4", nodes="4", gres="gres/gpu:4").sets == {}
 
 
+def test_cli_leaves_steps_inside_an_allocation_alone(runtime: str) -> None:
+    # `srun -N 1` inside a `--tp-size=8 -N 4` job: srun inherits tp-size from the job's
+    # environment and reads the job id; the step must not be rejected or re-placed.
+    out = cli(runtime, "8", nodes="1", type="srun", jobid="4")
+    assert (out.rc, out.sets, out.log) == (0, {}, [])
+    # srun outside an allocation creates a job and is filtered like sbatch
+    assert cli(runtime, "8", nodes="3", type="srun", jobid="unset").rc == -1
+    assert cli(runtime, "8", nodes="4", type="srun", jobid="unset").sets == {"segment": "2"}
+    # salloc and sbatch run inside a job (SLURM_JOB_ID set) still create jobs
+    assert cli(runtime, "8", nodes="3", type="salloc").rc == -1
+
+
 def test_cli_site_default(runtime: str) -> None:
     assert cli(runtime, None, nodes="4", partition="dflt").sets == {"segment": "2"}
     assert cli(runtime, None, nodes="3", partition="dflt").rc == 0
