@@ -31,6 +31,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -53,7 +54,10 @@ from docker.types import Ulimit
 HERE = Path(__file__).resolve().parent
 LABEL = "org.topograph-slurm.test-cluster"
 LABEL_OWNER = "org.topograph-slurm.owner"
+LABEL_CREATED = "org.topograph-slurm.created"
 IMAGE_ROLE_LABEL = "org.topograph-slurm.role"  # set by the Dockerfile
+#: Objects older than this are leftovers whoever owns them (a CI run is capped at 90 minutes).
+MAX_AGE_S = 6 * 3600
 IMAGE_REPO = "topograph-slurm-test"
 CONTROLLER = "slurmctld"
 CONF_DIR = "/etc/slurm"
@@ -558,21 +562,48 @@ def _teardown_all_live() -> None:
 atexit.register(_teardown_all_live)
 
 
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        return "?"
+
+
+def _start_time(pid: int) -> str:
+    """Kernel start time of ``pid`` (guards against a reused pid looking alive)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
 def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{_pid_namespace()}:{pid}:{_start_time(pid)}"
 
 
 def _owner_alive(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+    """Whether the process that created an object may still use it.
+
+    Only an owner in this host's pid namespace can be checked; any other owner counts as
+    alive (its objects go only when older than ``MAX_AGE_S``).
+    """
+    parts = owner.split(":")
+    if len(parts) == 2 and parts[1].isdigit():  # older labels: host:pid
+        parts = [parts[0], _pid_namespace(), parts[1], ""]
+    if len(parts) != 4 or not parts[2].isdigit():
+        return False  # no owner: nobody can be using it
+    host, pidns, pid, started = parts
+    if host != socket.gethostname() or pidns != _pid_namespace():
         return True
-    return True
+    return Path(f"/proc/{pid}").exists() and started in ("", _start_time(int(pid)))
+
+
+def _stale(labels: Mapping[str, str] | None) -> bool:
+    labels = labels or {}
+    created = labels.get(LABEL_CREATED, "")
+    too_old = created.isdigit() and time.time() - int(created) > MAX_AGE_S
+    return too_old or not _owner_alive(labels.get(LABEL_OWNER, ""))
 
 
 def sweep_leftovers(client: docker.DockerClient | None = None, everything: bool = False) -> int:
@@ -586,7 +617,7 @@ def sweep_leftovers(client: docker.DockerClient | None = None, everything: bool 
     removed = 0
 
     def stale(labels: Mapping[str, str] | None) -> bool:
-        return everything or not _owner_alive((labels or {}).get(LABEL_OWNER, ""))
+        return everything or _stale(labels)
 
     for c in client.containers.list(all=True, filters=flt):
         if stale(c.labels):
@@ -722,7 +753,7 @@ class Cluster:
             )
 
     def _labels(self) -> dict[str, str]:
-        return {LABEL: self.run_id, LABEL_OWNER: _owner()}
+        return {LABEL: self.run_id, LABEL_OWNER: _owner(), LABEL_CREATED: str(int(time.time()))}
 
     def _create(
         self,
@@ -1072,3 +1103,34 @@ def yaml_topology_names(topology_yaml: str | None) -> list[str]:
     if not isinstance(data, list):
         return []
     return [str(t["topology"]) for t in data if isinstance(t, dict) and "topology" in t]
+
+
+# --------------------------------------------------------------------------------------------
+# Command line: manual clean-up and image builds
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python3 harness.py sweep`` or ``build [VERSION...]``: for people, not tests."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="harness.py", description=main.__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("sweep", help="remove every test-cluster container and network")
+    build = sub.add_parser("build", help="build (or reuse) the test images")
+    build.add_argument("versions", nargs="*", default=list(VERSIONS))
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "sweep":
+            print(f"removed {sweep_leftovers(everything=True)} object(s)")
+        else:
+            for version in args.versions:
+                print(ensure_image(version))
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -3,6 +3,8 @@ log, and nothing it created is left behind (failed start, Ctrl-C, crashed earlie
 
 from __future__ import annotations
 
+import socket
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -102,12 +104,20 @@ def test_interrupt_during_start_tears_down(
 
 
 def test_sweeper_removes_leftovers_of_dead_runs(docker_client: Any, slurm_image: str) -> None:
-    labels = {harness.LABEL: "deadbeef", harness.LABEL_OWNER: "no-such-host:1"}
-    net = docker_client.networks.create("tsc-deadbeef", internal=True, labels=labels)
+    run_id = uuid.uuid4().hex[:8]
+    dead_owner = f"{socket.gethostname()}:{harness._pid_namespace()}:999999999:1"  # > pid_max
+    labels = {harness.LABEL: run_id, harness.LABEL_OWNER: dead_owner}
+    net = docker_client.networks.create(f"tsc-{run_id}", internal=True, labels=labels)
     docker_client.containers.create(
-        slurm_image, ["true"], name="tsc-deadbeef-x", labels=labels, network=net.name
+        slurm_image, ["true"], name=f"tsc-{run_id}-x", labels=labels, network=net.name
     )
-    assert harness.sweep_leftovers(docker_client) >= 2
-    flt = {"label": f"{harness.LABEL}=deadbeef"}
-    assert docker_client.containers.list(all=True, filters=flt) == []
-    assert docker_client.networks.list(filters=flt) == []
+    live = {**labels, harness.LABEL: run_id + "-live", harness.LABEL_OWNER: harness._owner()}
+    alive = docker_client.containers.create(slurm_image, ["true"], labels=live)
+    try:
+        assert harness.sweep_leftovers(docker_client) >= 2
+        flt = {"label": f"{harness.LABEL}={run_id}"}
+        assert docker_client.containers.list(all=True, filters=flt) == []
+        assert docker_client.networks.list(filters=flt) == []
+        alive.reload()  # still there: its owner (this process) is alive
+    finally:
+        alive.remove(force=True)
