@@ -45,8 +45,9 @@ _PORT_RE = re.compile(
 )
 _SWITCH_RE = re.compile(
     rf'Switch\s*(\d+)\s+"S-({_HEX})"\s*#\s*"(.*)"\s+(?:enhanced|base)?\s*port 0 lid (\d+)'
+    r"(?:\s+lmc\s+\d+)?\s*$"
 )
-_CA_RE = re.compile(rf'(?:Ca|Rt)\s*(\d+)\s+"[HR]-({_HEX})"\s*#\s*"(.*)"')
+_CA_RE = re.compile(rf'(?:Ca|Rt)\s*(\d+)\s+"[HR]-({_HEX})"\s*#\s*"(.*)"\s*(?:\(scp\))?\s*$')
 # ibnetdiscover -p: "CA 78 1 0x946d… 4x HDR - SW 51 81 0x946d… ( 'desc' - 'peer desc' )"
 _P_LINE_RE = re.compile(
     rf"(SW|CA|RT)\s+(\d+)\s+(\d+)\s+0x({_HEX})\s+(\d*x|\?+)\s*(.*?)\s+"
@@ -189,18 +190,20 @@ _FAST_HEADER_RE = re.compile(
 )
 # a switch's port line; the width+speed token must end the line ("-f" extras go the slow way)
 _FAST_SWITCH_PORT_RE = re.compile(
-    r'\n\[(\d+)\][ \t]*"([SHR])-([0-9a-f]{16})"\[(\d+)\][^\n]* (\d+x\S+)(?=\r?\n|\Z)'
+    r'\n\[(\d+)\][ \t]*"([SHR])-([0-9a-f]{16})"\[(\d+)\](?:\([0-9a-f]+\))?[ \t]*#'
+    r'[^\n]*" lid \d+ (\d+x\S+)(?=\r?\n|\Z)'
 )
-# a CA's port line towards a switch: only its width+speed is kept, to check against the switch
+# a CA's port line towards a switch: checked against the switch's line for the same cable
 _FAST_CA_PORT_RE = re.compile(
-    r'\n\[\d+\]\([0-9a-f]+\)[ \t]*"S-[0-9a-f]{16}"\[\d+\][^\n]* (\d+x\S+)(?=\r?\n|\Z)'
+    r'\n\[(\d+)\]\([0-9a-f]+\)[ \t]*"S-([0-9a-f]{16})"\[(\d+)\][ \t]*#'
+    r'[^\n]*" lid \d+ (\d+x\S+)(?=\r?\n|\Z)'
 )
+_FAST_SWITCH_REST_RE = re.compile(r"[ \t]+(?:enhanced|base)[ \t]+port 0 lid (\d+) lmc \d+\r?")
 _FAST_NEXT_HEADER_RE = re.compile(r"\n(?:Switch|Ca|Rt)")
 _FAST_OTHER_RE = re.compile(
     r"\n(?![\[#\n]|[ \t\r]*(?:\n|\Z)|vendid=|devid=|sysimgguid=|switchguid=|caguid=|rtguid=)"
     r"[^\n]*"
 )
-_FAST_LID_RE = re.compile(r"lid (\d+)")
 _PORT_NUMBERS = {str(i): i for i in range(1024)}
 
 
@@ -216,10 +219,12 @@ class _Fast:
     ws: list[str] = field(default_factory=list)
     ws_forward: Counter[str] = field(default_factory=Counter)  # switch-to-switch lines...
     ws_backward: Counter[str] = field(default_factory=Counter)  # ...from either end
-    ws_to_ca: Counter[str] = field(default_factory=Counter)  # switch lines towards CAs
-    ws_ca_side: Counter[str] = field(default_factory=Counter)  # CA lines towards switches
+    # (CA, CA port, switch, switch port, width+speed) as each side lists the cable
+    to_ca: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    ca_side: Counter[tuple[str, ...]] = field(default_factory=Counter)
     portless: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    tail: str = ""  # text after the last header: ids there mean the dump stops mid-block
 
 
 def _fast_parse(text: str, source: str) -> Fabric | None:
@@ -246,29 +251,34 @@ def _fast_chunk(chunk: str, acc: _Fast) -> bool:
     if not _fast_other_lines([parts[0], *bodies], acc) or "\n[" in parts[0]:
         return False
     is_switch = list(map(eq, words, repeat("Switch")))
+    is_ca = list(map(not_, is_switch))
     counts = list(map(str.count, bodies, repeat("\n[")))
-    ca_lines = sum(compress(counts, map(not_, is_switch)))
-    ca_side = _FAST_CA_PORT_RE.findall(chunk)
-    if ca_lines != len(ca_side):
+    # port lines must have the layout of their block's kind, so each side is read from the
+    # bodies of its kind only (a moved line cannot be attributed to the wrong device)
+    ca_side = _FAST_CA_PORT_RE.findall("".join(compress(bodies, is_ca)))
+    ports = _FAST_SWITCH_PORT_RE.findall("".join(compress(bodies, is_switch)))
+    if len(ca_side) != sum(compress(counts, is_ca)) or len(ports) != sum(
+        compress(counts, is_switch)
+    ):
         return False
-    acc.ws_ca_side.update(ca_side)
-    ports = _FAST_SWITCH_PORT_RE.findall(chunk)
-    if len(ports) + ca_lines != sum(counts):
-        return False
+    if ca_side:
+        ca_own = chain.from_iterable(map(repeat, compress(guids, is_ca), compress(counts, is_ca)))
+        acc.ca_side.update(map(tuple.__add__, zip(ca_own), ca_side))
     if not _fast_devices(acc.fabric, is_switch, nports, guids, descs, rests):
         return False
     acc.portless.extend(compress(guids, map(not_, counts)))
+    acc.tail = bodies[-1] if bodies else parts[0]
     if ports:
         own = list(
             chain.from_iterable(
                 map(repeat, compress(guids, is_switch), compress(counts, is_switch))
             )
         )
-        _fast_cables(acc, own, ports)
+        return _fast_cables(acc, own, ports)
     return True
 
 
-def _fast_cables(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> None:
+def _fast_cables(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> bool:
     """Keep each cable once, its smaller GUID first: switch-to-switch cables from the end
     with the smaller GUID, switch-to-CA cables from the switch (swapped when the CA's GUID
     is smaller). Cables from a switch to itself go through Python (there are a handful)."""
@@ -289,17 +299,27 @@ def _fast_cables(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> No
     # the forward and the backward lines must be equal (checked in _fast_finish)
     acc.ws_forward.update(compress(ws, map(and_, forward, to_switch)))
     acc.ws_backward.update(compress(ws, map(gt, to_switch, forward)))
-    acc.ws_to_ca.update(compress(ws, map(not_, to_switch)))
-    if any(map(eq, own, peer)):
-        _fast_loops(acc, own, ports)
+    to_ca = list(map(not_, to_switch))
+    acc.to_ca.update(
+        zip(
+            compress(peer, to_ca),
+            compress(peer_port, to_ca),
+            compress(own, to_ca),
+            compress(port, to_ca),
+            compress(ws, to_ca),
+            strict=True,
+        )
+    )
+    return not any(map(eq, own, peer)) or _fast_loops(acc, own, ports)
 
 
-def _fast_loops(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> None:
+def _fast_loops(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> bool:
     """Cables from a switch port to another port of the same switch: listed twice within
-    one block; keep the line from the lower port (both lines counted as 'back' so far)."""
-    for guid, (port, _, peer, peer_port, ws) in zip(own, ports, strict=True):
-        if guid != peer:
-            continue
+    one block; keep the line from the lower port. False unless every loop line has its mirror."""
+    lines = {(g, *p) for g, p in zip(own, ports, strict=True) if g == p[2]}
+    for guid, port, _, _, peer_port, ws in lines:
+        if (guid, peer_port, "S", guid, port, ws) not in lines:
+            return False
         acc.ws_forward[ws] += 1  # both lines of a loop count as backward: balance them
         if int(port) <= int(peer_port):
             acc.a.append(guid)
@@ -307,6 +327,7 @@ def _fast_loops(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> Non
             acc.b.append(guid)
             acc.b_port.append(peer_port)
             acc.ws.append(ws)
+    return True
 
 
 def _fast_other_lines(texts: list[str], acc: _Fast) -> bool:
@@ -345,9 +366,13 @@ def _fast_devices(
         compress(rests, is_switch),
         strict=True,
     ):
-        m = _FAST_LID_RE.search(rest)
-        fab.switches[guid] = Switch(guid, desc, int(n), _lid(m.group(1)) if m else None)
+        m = _FAST_SWITCH_REST_RE.fullmatch(rest)
+        if m is None:
+            return False
+        fab.switches[guid] = Switch(guid, desc, int(n), _lid(m.group(1)))
     is_ca = list(map(not_, is_switch))
+    if any(map(str.strip, compress(rests, is_ca))):
+        return False  # text after a CA header's description: a damaged line
     ca_guids = list(compress(guids, is_ca))
     columns = (ca_guids, list(compress(descs, is_ca)), list(map(int, compress(nports, is_ca))))
     cas = _construct(Ca, ("guid", "description", "nports"), columns)
@@ -361,8 +386,14 @@ def _fast_finish(text: str, acc: _Fast) -> Fabric | None:
         return None
     # A cable seen from one end only (a peer without a block, a truncated block) or whose
     # ends disagree on width/speed unbalances these counts; the slow path then explains.
-    if acc.ws_to_ca != acc.ws_ca_side or acc.ws_forward != acc.ws_backward:
+    # dict.__eq__: Counter's own == loops in Python (all counts here are positive)
+    if not dict.__eq__(acc.to_ca, acc.ca_side) or not dict.__eq__(acc.ws_forward, acc.ws_backward):
         return None
+    if "vendid=" in acc.tail:
+        return None
+    known = fab.switches.keys() | fab.cas.keys()
+    if not (known.issuperset(acc.a) and known.issuperset(acc.b)):
+        return None  # peers without a block (or a lost header line): the slow path notes them
     try:
         a_port = list(map(_PORT_NUMBERS.__getitem__, acc.a_port))
         b_port = list(map(_PORT_NUMBERS.__getitem__, acc.b_port))
@@ -738,13 +769,13 @@ def _p_device(st: _State, kind: str, guid: str, desc: str, port: int, lid: str) 
     if kind == "SW":
         sw = fab.switches.get(guid)
         if sw is None:
-            fab.switches[guid] = Switch(guid, desc.strip(), port, _lid(lid))
+            fab.switches[guid] = Switch(guid, desc, port, _lid(lid))
         elif port > sw.nports:
             sw.nports = port
         return
     ca = fab.cas.get(guid)
     if ca is None:
-        fab.cas[guid] = Ca(guid, desc.strip(), port)
+        fab.cas[guid] = Ca(guid, desc, port)
     elif port > ca.nports:
         ca.nports = port
 

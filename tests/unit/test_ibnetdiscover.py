@@ -1,0 +1,487 @@
+"""ibnetdiscover parser: every real dump, the quirks they carry, and malformed input.
+
+Expected numbers were counted independently of the parser (grep for ``^Switch``/``^Ca``
+headers, an awk script that canonicalises both ends of every port line and counts unique
+cables), so a parser bug cannot make its own test pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import real_fixture
+from topograph_slurm.errors import CollectError, ParseError
+from topograph_slurm.model import Fabric, Link
+from topograph_slurm.sources import ibnetdiscover as ibn
+from topograph_slurm.sources.ibnetdiscover import (
+    parse_ibnetdiscover,
+    read_ibnetdiscover,
+    run_ibnetdiscover,
+    split_width_speed,
+)
+
+D = "ibnetdiscover/"
+
+
+@dataclass(frozen=True)
+class Expect:
+    file: str
+    switches: int
+    cas: int
+    links: int
+    loops: int = 0
+    notes: tuple[str, ...] = ()
+
+
+FIXTURES = [
+    Expect("dgx-gb200-single-isolated-ca.txt", 0, 1, 0, notes=("isolated",)),
+    Expect("dgx-superpod-ndr-quantum2-mqm9701.txt", 40, 582, 1114),
+    Expect("ibm-pcm-2009-sdr-1sw-2ca.txt", 1, 2, 2),
+    Expect("ibnetdiscover-p-hdr-leaf-spine-excerpt.txt", 5, 2, 3, notes=("unconnected-ports",)),
+    Expect("ibnetdiscover-p-osc-edr-excerpt.txt", 4, 3, 4, notes=("unconnected-ports",)),
+    Expect("loginoff-2014-sx6036-fdr-qdr-8sw-144ca.txt", 8, 144, 192),
+    Expect(
+        "manpage-2007-voltaire-isr9024-grouped-nonchassis.txt", 2, 4, 7, notes=("link-mismatch",)
+    ),
+    Expect("mellanox-sat11-hdr-putty-log-notabs.txt", 400, 2328, 8723, notes=("skipped-lines",)),
+    Expect("mellanox-ufm-lab-small-fdr-edr-hdr.txt", 2, 13, 16, loops=2),
+    Expect(
+        "nvidia-kb-edr-fdr-qdr-sdr-loopbacks-ibwarn.txt",
+        2,
+        6,
+        10,
+        loops=3,
+        notes=("skipped-lines",),
+    ),
+    Expect("nvidia-selene-compute-hdr-quantum.txt", 666, 4341, 12852),
+    Expect("nvidia-selene-storage-hdr-edr.txt", 160, 1247, 3286),
+    Expect("oracle-sun-dcs36-qdr-1sw-1ca.txt", 1, 1, 1),
+    Expect("psmn-x5-qdr-ddr-voltaire-mellanox.txt", 11, 89, 159),
+]
+
+
+def _load(name: str) -> Fabric:
+    return read_ibnetdiscover(real_fixture(D + name))
+
+
+def _text(name: str) -> str:
+    return real_fixture(D + name).read_bytes().decode("utf-8", errors="replace")
+
+
+def _canonical(links: list[Link]) -> bool:
+    return all(
+        (link.a_guid, link.a_port) <= (link.b_guid, link.b_port)
+        and link
+        == Link.between(link.b_guid, link.b_port, link.a_guid, link.a_port, link.width, link.speed)
+        for link in links
+    )
+
+
+@pytest.mark.parametrize("exp", FIXTURES, ids=lambda e: e.file)
+def test_real_dump_counts(exp: Expect) -> None:
+    fab = _load(exp.file)
+    assert len(fab.switches) == exp.switches
+    assert len(fab.cas) == exp.cas
+    assert len(fab.links) == exp.links
+    assert len(set(fab.links)) == exp.links, "a cable was kept twice"
+    assert sum(link.is_loop for link in fab.links) == exp.loops
+    assert sorted(n.kind for n in fab.notes) == sorted(exp.notes)
+    assert _canonical(fab.links)
+    ends = [
+        (g, p)
+        for link in fab.links
+        for g, p in ((link.a_guid, link.a_port), (link.b_guid, link.b_port))
+    ]
+    known = fab.switches.keys() | fab.cas.keys()
+    assert {g for g, _ in ends} <= known, "every link end is a known device"
+    if not exp.file.startswith("ibnetdiscover-p-"):  # the -p excerpts are curated lines
+        assert len(ends) == len(set(ends)), "no port carries two cables"
+
+
+@pytest.mark.parametrize(
+    "exp", [e for e in FIXTURES if not e.file.startswith("ibnetdiscover-p-")], ids=lambda e: e.file
+)
+def test_fast_path_equals_line_parser(exp: Expect) -> None:
+    """The bulk path must give exactly what the line-by-line parser gives (or decline)."""
+    text = _text(exp.file)
+    slow = ibn._robust_parse(text, "x")
+    fast = ibn._fast_parse(text, "x")
+    if exp.notes == ("link-mismatch",):
+        assert fast is None  # disagreeing cable ends are the line parser's job
+        return
+    assert fast is not None, "regular dumps take the fast path"
+    assert fast.switches == slow.switches
+    assert fast.cas == slow.cas
+    assert Counter(fast.links) == Counter(slow.links)
+    assert fast.notes == slow.notes
+
+
+def test_ndr_superpod_facts() -> None:
+    fab = _load("dgx-superpod-ndr-quantum2-mqm9701.txt")
+    descs = Counter(ca.description for ca in fab.cas.values())
+    assert descs["Mellanox Technologies Aggregation Node"] == 40
+    # firmware default description, internal spaces kept exactly as printed
+    assert descs["MT4129 ConnectX7   Mellanox Technologies"] == 69
+    assert sum(d.startswith(("localhost", "ubuntu", "B11-P1-CUFM")) for d in descs.elements()) == 7
+    assert {(link.width, link.speed) for link in fab.links} == {("4x", "NDR")}
+    sw = fab.switches["2c5eab0300b87b40"]
+    assert sw.description == "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1"
+    assert (sw.nports, sw.lid) == (65, 73)
+    # SHARP node on port 65 of that leaf
+    assert Link.between("2c5eab0300b87b40", 65, "2c5eab0300b87b50", 1, "4x", "NDR") in fab.links
+    assert all(ca.nports == 1 for ca in fab.cas.values())
+
+
+def test_selene_compute_facts() -> None:
+    fab = _load("nvidia-selene-compute-hdr-quantum.txt")
+    descs = [ca.description for ca in fab.cas.values()]
+    assert sum(d == "Mellanox Technologies Aggregation Node" for d in descs) == 666
+    assert sum(d.startswith("luna-") and " mlx5_" in d for d in descs) == 3664
+    assert {link.speed for link in fab.links} == {"HDR"}
+
+
+def test_putty_log_quirks() -> None:
+    """CRLF, banner, stripped tabs ("Switch41"), lid 65535, trailing prompt."""
+    fab = _load("mellanox-sat11-hdr-putty-log-notabs.txt")
+    sw = fab.switches["0c42a10300a9b026"]
+    assert sw.nports == 41
+    assert sw.description == "MF0;sat11-0101-0927-20ib0:MQM8700/U1"
+    assert sw.lid == 3894
+    assert not any("\r" in ca.description for ca in fab.cas.values())
+    assert fab.cas["1c34da03005503dc"].description == "SAT111092710053 ibp11s0f0"
+    (note,) = fab.notes
+    assert "2 line(s)" in note.message and "line 1" in note.message
+    assert {link.speed for link in fab.links} == {"HDR", "EDR"}
+
+
+def test_loops_and_ibwarn() -> None:
+    fab = _load("nvidia-kb-edr-fdr-qdr-sdr-loopbacks-ibwarn.txt")
+    loops = sorted((link.a_port, link.b_port) for link in fab.links if link.is_loop)
+    assert loops == [(1, 2), (19, 21), (29, 30)]
+    speeds = Counter(link.speed for link in fab.links)
+    assert speeds == Counter({"EDR": 4, "FDR": 3, "QDR": 2, "SDR": 1})
+
+
+def test_fdr10_speed() -> None:
+    fab = _load("mellanox-ufm-lab-small-fdr-edr-hdr.txt")
+    loop = [link for link in fab.links if link.is_loop and link.a_port == 25]
+    assert loop and (loop[0].width, loop[0].speed, loop[0].b_port) == ("4x", "FDR10", 26)
+
+
+def test_switch_without_sysimgguid_and_multiport_ca() -> None:
+    fab = _load("ibm-pcm-2009-sdr-1sw-2ca.txt")
+    assert fab.switches["000b8cffff0053ee"].lid == 3
+    # keyed by node GUID (caguid / H-...), not the port GUID printed in parentheses
+    assert set(fab.cas) == {"0002c902002789ac", "0002c9030002847c"}
+    assert fab.cas["0002c9030002847c"].nports == 2
+    assert Link.between("000b8cffff0053ee", 2, "0002c9030002847c", 2, "4x", "SDR") in fab.links
+
+
+def test_grouped_manpage() -> None:
+    fab = _load("manpage-2007-voltaire-isr9024-grouped-nonchassis.txt")
+    # both ends of switch 6IB4 port 1 <-> ISR9024 port 10 say 1xSDR
+    assert Link.between("0008f10400410015", 1, "005442ba00003080", 10, "1x", "SDR") in fab.links
+    # the CA end of ISR9024[12] says 1xSDR, the switch end 4xSDR: the slower one is kept
+    assert Link.between("005442ba00003080", 12, "0008f10403960558", 1, "1x", "SDR") in fab.links
+    assert "2 cable(s)" in fab.notes[0].message
+
+
+def test_ports_format() -> None:
+    fab = _load("ibnetdiscover-p-osc-edr-excerpt.txt")
+    assert fab.switches["7cfe9003009ce5b0"].description == "ib-i1l1s01"
+    assert fab.switches["7cfe9003009ce5b0"].lid == 1719
+    assert fab.cas["7cfe9003003b4bde"].description == "o0001 HCA-1"
+    assert Link.between("7cfe9003009ce5b0", 1, "7cfe900300b07320", 1, "4x", "EDR") in fab.links
+    assert "2 port(s)" in fab.notes[0].message
+    hdr = _load("ibnetdiscover-p-hdr-leaf-spine-excerpt.txt")
+    assert hdr.switches["946dae0300630bf6"].description == "5FB0405-leaf-IB01 "
+    assert hdr.cas["946dae0300630bfe"].description == "Mellanox Technologies Aggregation Node"
+
+
+def test_isolated_ca_is_a_note() -> None:
+    fab = _load("dgx-gb200-single-isolated-ca.txt")
+    assert fab.cas["b8e92403009ca838"].description == "dgx-gb200-n01-c1 HCA-1"
+    assert fab.notes[0].kind == "isolated" and fab.notes[0].guid == "b8e92403009ca838"
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic input: small dumps in the real layout.
+
+SWITCH = (
+    "vendid=0x2c9\ndevid=0xd2f2\nsysimgguid=0x2c5eab0300b87b40\n"
+    "switchguid=0x2c5eab0300b87b40(2c5eab0300b87b40)\n"
+    'Switch\t65 "S-2c5eab0300b87b40"\t\t# "MF0;leaf1:MQM9790/U1" enhanced port 0 lid 7 lmc 0\n'
+    '[1]\t"H-e09d7303007a4bd8"[1](e09d7303007a4bd8) \t\t# "node1 mlx5_0" lid 11 4xNDR\n'
+    '[2]\t"H-e09d7303007a4bd9"[1](e09d7303007a4bd9) \t\t# "node2 mlx5_0" lid 12 4xNDR\n'
+)
+
+
+def _ca(guid: str, desc: str, port: int, lid: int) -> str:
+    short = guid.lstrip("0")
+    return (
+        f"\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x{short}\ncaguid=0x{short}\n"
+        f'Ca\t1 "H-{guid}"\t\t# "{desc}"\n'
+        f'[1]({short}) \t"S-2c5eab0300b87b40"[{port}]\t\t# lid {lid} lmc 0 '
+        f'"MF0;leaf1:MQM9790/U1" lid 7 4xNDR\n'
+    )
+
+
+GOOD = (
+    "#\n# Topology file\n#\n\n"
+    + SWITCH
+    + _ca("e09d7303007a4bd8", "node1 mlx5_0", 1, 11)
+    + _ca("e09d7303007a4bd9", "node2 mlx5_0", 2, 12)
+)
+
+
+def test_synthetic_good_dump() -> None:
+    fab = parse_ibnetdiscover(GOOD, "t")
+    assert (len(fab.switches), len(fab.cas), len(fab.links), fab.notes) == (1, 2, 2, [])
+    assert fab.source == "t"
+    assert ibn._fast_parse(GOOD, "t") is not None
+
+
+def test_crlf_and_no_tabs_variants_agree() -> None:
+    crlf = GOOD.replace("\n", "\r\n")
+    squeezed = GOOD.replace("\t", "")
+    base = parse_ibnetdiscover(GOOD)
+    for variant in (crlf, squeezed):
+        fab = parse_ibnetdiscover(variant)
+        assert fab.switches == base.switches and fab.cas == base.cas
+        assert Counter(fab.links) == Counter(base.links)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("", None),
+        ("\n\n   \n", None),
+        ("# only comments\n#\n", None),
+        ("hello world\nthis is not a dump\n", None),
+        (GOOD + "\nvendid=0x2c9\ndevid=0x1021\n", GOOD.count("\n") + 2),  # cut after ids
+        (GOOD + '\nvendid=0x2c9\nCa\t1 "H-e09d73', GOOD.count("\n") + 3),  # cut in a header
+        (GOOD[: GOOD.rindex("[1](")] + '[1](e09d7303007a4bd9) \t"S-2c5e', GOOD.count("\n")),
+        ('[1]\t"H-e09d7303007a4bd8"[1] # "x" lid 1 4xNDR\n' + GOOD, 1),  # port before a header
+        (GOOD + "\x00\x01\x02binary\xff\n", GOOD.count("\n") + 1),
+        ("\x7fELF\x02\x01\x01\x00\x00\x00\n\x03\x00>\x00", 1),
+    ],
+    ids=[
+        "empty",
+        "blank",
+        "comments",
+        "prose",
+        "ids-without-header",
+        "cut-in-header",
+        "cut-mid-line",
+        "port-before-header",
+        "binary-tail",
+        "binary",
+    ],
+)
+def test_malformed_input_raises_parse_error(text: str, line: int | None) -> None:
+    with pytest.raises(ParseError) as err:
+        parse_ibnetdiscover(text, "dump.txt")
+    assert err.value.line == line
+    assert str(err.value).startswith("dump.txt")
+
+
+def test_truncated_last_block_is_an_error() -> None:
+    """The last CA's port line is missing although its switch lists the cable."""
+    cut = GOOD[: GOOD.rindex("[1](")]
+    with pytest.raises(ParseError, match="truncated") as err:
+        parse_ibnetdiscover(cut)
+    assert err.value.line == cut.count("\n")  # the header line of that CA
+
+
+def test_duplicate_guid_conflict_is_an_error() -> None:
+    dup = GOOD + _ca("e09d7303007a4bd8", "other-host mlx5_3", 1, 11)
+    with pytest.raises(ParseError, match="declared twice"):
+        parse_ibnetdiscover(dup)
+
+
+def test_identical_duplicate_block_is_a_note() -> None:
+    dup = GOOD + _ca("e09d7303007a4bd8", "node1 mlx5_0", 1, 11)
+    fab = parse_ibnetdiscover(dup)
+    assert [n.kind for n in fab.notes] == ["duplicate-block"]
+    assert len(fab.links) == 2
+
+
+def test_ca_with_no_links_is_a_note() -> None:
+    lonely = GOOD + '\nvendid=0x2c9\ncaguid=0xabc\nCa\t1 "H-0000000000000abc"\t\t# "spare mlx5_9"\n'
+    fab = parse_ibnetdiscover(lonely)
+    assert [(n.kind, n.guid) for n in fab.notes] == [("isolated", "0000000000000abc")]
+
+
+def test_peer_without_block_is_created_with_a_note() -> None:
+    """A CA that appears only as the peer of a switch port (no own block)."""
+    extra = '[3]\t"H-00000000000000aa"[1](aa) \t\t# "ghost01 mlx5_0" lid 13 4xHDR\n'
+    text = GOOD.replace(SWITCH, SWITCH + extra)
+    fab = parse_ibnetdiscover(text)
+    assert fab.cas["00000000000000aa"].description == "ghost01 mlx5_0"
+    assert [n.kind for n in fab.notes] == ["no-block"]
+    assert Link.between("2c5eab0300b87b40", 3, "00000000000000aa", 1, "4x", "HDR") in fab.links
+
+
+def test_ext_ports_and_full_info_take_the_line_parser() -> None:
+    text = GOOD.replace('[1]\t"H-e09d7303007a4bd8"[1]', '[1][ext 3]\t"H-e09d7303007a4bd8"[1]')
+    text = text.replace("lid 12 4xNDR\n", "lid 12 4xNDR s=5 w=3 v=1\n", 1)
+    fab = parse_ibnetdiscover(text)
+    assert len(fab.links) == 2 and {link.speed for link in fab.links} == {"NDR"}
+
+
+@pytest.mark.parametrize(
+    ("token", "expected"),
+    [
+        ("4xNDR", ("4x", "NDR")),
+        ("4x EDR", ("4x", "EDR")),
+        ("1xSDR", ("1x", "SDR")),
+        ("4x ???", ("4x", "???")),
+        ("12xFDR10", ("12x", "FDR10")),
+        ("4x 10.0 Gbps", ("4x", "QDR")),
+    ],
+)
+def test_split_width_speed(token: str, expected: tuple[str, str]) -> None:
+    assert split_width_speed(token) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# Fuzzing: whatever the text, the parser answers with a Fabric or a ParseError.
+
+
+def _parse_or_parse_error(text: str) -> None:
+    with contextlib.suppress(ParseError):
+        parse_ibnetdiscover(text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text())
+def test_fuzz_arbitrary_text(text: str) -> None:
+    _parse_or_parse_error(text)
+
+
+_ALPHABET = st.sampled_from(
+    ['"', "[", "]", "(", ")", "#", "\n", "\t", " ", "x", "S-", "H-", "0", "9", "f", "=", "\r"]
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, len(GOOD)),
+            st.integers(0, 40),
+            st.lists(_ALPHABET, max_size=6).map("".join),
+        ),
+        max_size=4,
+    )
+)
+def test_fuzz_mutated_dump(edits: list[tuple[int, int, str]]) -> None:
+    """Deletions/insertions in a real-layout dump (cuts, doubled lines, stray quotes)."""
+    text = GOOD
+    for pos, length, insert in edits:
+        text = text[:pos] + insert + text[pos + length :]
+    _parse_or_parse_error(text)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzz_real_snippets(data: st.DataObject) -> None:
+    """Line-level mutations of a real dump: drop, duplicate or truncate lines."""
+    lines = _REAL_SNIPPET.splitlines(keepends=True)
+    for _ in range(data.draw(st.integers(1, 3))):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        op = data.draw(st.sampled_from(["drop", "dup", "cut"]))
+        if op == "drop":
+            del lines[i]
+        elif op == "dup":
+            lines.insert(i, lines[i])
+        else:
+            lines[i] = lines[i][: data.draw(st.integers(0, len(lines[i])))]
+        if not lines:
+            break
+    _parse_or_parse_error("".join(lines))
+
+
+# a PuTTY-style excerpt of the kb dump layout (CRLF, loops, ibwarn) kept inline so the fuzz
+# test runs without ../shared
+_REAL_SNIPPET = (
+    "src/query_smp.c:195; umad (DR path slid 0; dlid 0; 0,1,1,31 Attr 0x11:0) bad status 110\r\n"
+    "#\r\n\r\nvendid=0x2c9\r\ndevid=0xcb20\r\nsysimgguid=0xe41d2d030003e470\r\n"
+    "switchguid=0xe41d2d030003e470(e41d2d030003e470)\r\n"
+    'Switch 36 "S-e41d2d030003e470" # "SwitchIB Mellanox Technologies" '
+    "base port 0 lid 268 lmc 0\r\n"
+    '[1] "S-e41d2d030003e470"[2] # "SwitchIB Mellanox Technologies" lid 268 4xEDR\r\n'
+    '[2] "S-e41d2d030003e470"[1] # "SwitchIB Mellanox Technologies" lid 268 4xEDR\r\n'
+    '[34] "H-e41d2d030061f957"[1](e41d2d030061f957) # "r-ufm216 HCA-2" lid 2 4xEDR\r\n'
+    "\r\nvendid=0x2c9\r\ndevid=0x1013\r\ncaguid=0xe41d2d030061f957\r\n"
+    'Ca 1 "H-e41d2d030061f957" # "r-ufm216 HCA-2"\r\n'
+    '[1](e41d2d030061f957) "S-e41d2d030003e470"[34] # lid 2 lmc 0 '
+    '"SwitchIB Mellanox Technologies" lid 268 4xEDR\r\n'
+)
+
+
+def test_inline_snippet_parses() -> None:
+    fab = parse_ibnetdiscover(_REAL_SNIPPET)
+    assert (len(fab.switches), len(fab.cas), len(fab.links)) == (1, 1, 2)
+    assert [n.kind for n in fab.notes] == ["skipped-lines"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the binary.
+
+
+def test_run_returns_stdout() -> None:
+    out = run_ibnetdiscover(sys.executable, ["-c", "print('vendid=0x2c9')"], timeout=30)
+    assert out == "vendid=0x2c9\n"
+
+
+def test_run_missing_binary() -> None:
+    with pytest.raises(CollectError, match="command not found"):
+        run_ibnetdiscover("/nonexistent/ibnetdiscover", [], timeout=5)
+
+
+def test_run_nonzero_exit_reports_stderr_tail() -> None:
+    code = (
+        "import sys; print('noise', file=sys.stderr); "
+        "print('ibwarn: no port', file=sys.stderr); sys.exit(3)"
+    )
+    with pytest.raises(CollectError) as err:
+        run_ibnetdiscover(sys.executable, ["-c", code], timeout=30)
+    message = str(err.value)
+    assert "exit status 3" in message and "ibwarn: no port" in message
+    assert "\n" not in message
+
+
+def test_run_timeout() -> None:
+    with pytest.raises(CollectError, match=r"timed out after 0\.5s"):
+        run_ibnetdiscover(sys.executable, ["-c", "import time; time.sleep(10)"], timeout=0.5)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzz_fast_path_agrees_with_line_parser(data: st.DataObject) -> None:
+    """Damage a dump the way files get damaged (lines lost, lines cut and joined to the next):
+    when the bulk path accepts the text, the line parser must read it the same way."""
+    lines = data.draw(st.sampled_from([GOOD, _REAL_SNIPPET])).splitlines(keepends=True)
+    for _ in range(data.draw(st.integers(1, 3))):
+        if not lines:
+            break
+        i = data.draw(st.integers(0, len(lines) - 1))
+        if data.draw(st.booleans()):
+            del lines[i]
+        else:
+            lines[i] = lines[i][: data.draw(st.integers(0, len(lines[i])))]
+    text = "".join(lines)
+    fast = ibn._fast_parse(text, "")
+    if fast is None:
+        return
+    slow = ibn._robust_parse(text, "")
+    assert (fast.switches, fast.cas, fast.notes) == (slow.switches, slow.cas, slow.notes)
+    assert Counter(fast.links) == Counter(slow.links)
