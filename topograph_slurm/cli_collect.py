@@ -105,7 +105,15 @@ def _summary(outcome: CollectOutcome) -> str:
     default=32,
     show_default=True,
     metavar="N",
-    help="At most N nodes at a time (concurrent sruns or ssh connections).",
+    help="At most N nodes at a time: concurrent per-node sruns, or ssh connections.",
+)
+@click.option(
+    "--srun-mode",
+    type=click.Choice(["batch", "per-node"]),
+    default="batch",
+    show_default=True,
+    help="batch: one multi-node srun (one job), then one srun per node that did not report; "
+    "per-node: one srun per node from the start, --fanout at a time.",
 )
 @click.option(
     "--partition",
@@ -135,6 +143,7 @@ def collect(
     ibnetdiscover_timeout: float,
     timeout: float,
     fanout: int,
+    srun_mode: str,
     partition: str | None,
     srun_args: tuple[str, ...],
     strict: bool,
@@ -166,6 +175,7 @@ def collect(
         fanout=fanout,
         partition=partition,
         srun_args=list(srun_args),
+        srun_mode=srun_mode,
         ibnetdiscover_on=ibnetdiscover_on,
         ibnetdiscover_command=DEFAULT_IBNETDISCOVER,
         ibnetdiscover_timeout=ibnetdiscover_timeout,

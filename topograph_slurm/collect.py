@@ -7,14 +7,21 @@ committed snapshot without touching the cluster.
 
 Transport choices, and why:
 
-* ``srun``: **one srun per node** (``--nodes=1 --ntasks=1 --nodelist=<node>``), at most
-  ``fanout`` at a time from a thread pool. A single multi-node ``srun -w <hostlist> --label``
-  would be one Slurm job, but it has one exit code for the whole step, it cannot start at all
-  when one listed node is down or drained, and one hung node holds every other node's output
-  hostage until the step times out. Per-node sruns give a real exit code and a real timeout per
-  node and let the healthy 99 % finish. Inside an allocation (``SLURM_JOB_ID`` set) they are
-  steps with ``--overlap``; outside, small jobs with a ``--time`` limit so Slurm reaps them
-  even if this process dies.
+* ``srun``, mode ``batch`` (default): **one** ``srun --nodes=N --ntasks-per-node=1 --label``
+  over all nodes — one job (or one step inside an allocation) instead of N, which is what
+  slurmctld can take at thousands of nodes. Per-node results still come out exact: the node
+  script names its node in a header line and frames every command with its own exit code,
+  ``--label`` separates the tasks' streams, and ``timeout`` on the node bounds every command.
+  A batch cannot start when one listed node is down or drained (srun refuses the whole
+  allocation; ``--immediate`` stops it from queueing), so every node that did not report is
+  then tried with its own srun — which gives that node its own exit code and error. After a
+  batch timeout, nodes without output are recorded as timed out (not retried: a hung node
+  costs one timeout, not two).
+* ``srun``, mode ``per-node``: one srun per node (``--nodes=1 --nodelist=<node>``), at most
+  ``fanout`` at a time from a thread pool; each node gets its own local timeout and exit code
+  from the start. Costs one Slurm job per node. Inside an allocation (``SLURM_JOB_ID`` set)
+  all sruns are steps with ``--overlap``; outside, jobs with a ``--time`` limit so Slurm reaps
+  them even if this process dies.
 * ``clush``: ClusterShell's ssh fan-out (``Task.shell`` with ``fanout`` and a per-node
   ``timeout``), for clusters where admins prefer ssh or Slurm itself is what is broken.
 
@@ -140,6 +147,7 @@ class CollectPlan:
     fanout: int = 32
     partition: str | None = None
     srun_args: list[str] = field(default_factory=list)
+    srun_mode: str = "batch"  # "batch": one multi-node srun, per-node retry; "per-node"
     ibnetdiscover_on: str | None = None
     ibnetdiscover_command: tuple[str, ...] = DEFAULT_IBNETDISCOVER
     ibnetdiscover_timeout: float = 300.0
@@ -207,6 +215,7 @@ def node_script(commands: Mapping[str, Sequence[str]], timeout: float, marker: s
     lines = [
         "T=; command -v timeout >/dev/null 2>&1 && T='timeout -k 5 " + str(secs) + "'",
         'D=$(mktemp -d 2>/dev/null || echo "/tmp/topograph.$$"); mkdir -p "$D"',
+        f'echo "{marker} node ${{SLURMD_NODENAME:-$(hostname)}}"',
         "run() {",
         "  k=$1; shift; s=$(date +%s.%N 2>/dev/null)",
         '  $T "$@" >"$D/o" 2>"$D/e"; rc=$?',
@@ -347,9 +356,8 @@ def terminate_live() -> None:
         _signal_group(proc, signal.SIGTERM)
 
 
-def run_srun_node(plan: CollectPlan, node: str, script: str, timeout: float) -> NodeRun:
-    """One node through its own srun, with a hard local timeout."""
-    argv = srun_argv(plan, node, script, timeout)
+def _run(argv: list[str], timeout: float, grace: float) -> NodeRun:
+    """Run one srun with a hard local timeout; ``node`` is filled in by the caller."""
     stamp, start = now_iso(), time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -360,20 +368,20 @@ def run_srun_node(plan: CollectPlan, node: str, script: str, timeout: float) -> 
             start_new_session=True,
         )
     except OSError as exc:
-        return NodeRun(node, "", "", None, False, 0.0, stamp, f"cannot run srun: {exc.strerror}")
+        return NodeRun("", "", "", None, False, 0.0, stamp, f"cannot run srun: {exc.strerror}")
     timed_out = False
     with _LIVE_LOCK:
         _LIVE.add(proc)
     try:
-        out, err = proc.communicate(timeout=timeout + plan.grace)
+        out, err = proc.communicate(timeout=timeout + grace)
     except subprocess.TimeoutExpired:
         timed_out = True
-        out, err = _terminate(proc, plan.grace)
+        out, err = _terminate(proc, grace)
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)
     return NodeRun(
-        node,
+        "",
         out.decode("utf-8", errors="replace"),
         err.decode("utf-8", errors="replace"),
         None if timed_out else proc.returncode,
@@ -383,7 +391,14 @@ def run_srun_node(plan: CollectPlan, node: str, script: str, timeout: float) -> 
     )
 
 
-def fan_out_srun(
+def run_srun_node(plan: CollectPlan, node: str, script: str, timeout: float) -> NodeRun:
+    """One node through its own srun, with a hard local timeout."""
+    run = _run(srun_argv(plan, node, script, timeout), timeout, plan.grace)
+    run.node = node
+    return run
+
+
+def _srun_per_node(
     plan: CollectPlan,
     nodes: Sequence[str],
     script: str,
@@ -405,6 +420,95 @@ def fan_out_srun(
             pool.shutdown(wait=False, cancel_futures=True)
             terminate_live()
             raise
+
+
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+_NODE_HEADER = re.compile(r"^@@topograph-[0-9a-f]+ node (\S+)\s*$")
+
+
+def split_labelled(stdout: str) -> dict[str, str]:
+    """Per-node output of a ``srun --label`` run: lines grouped by task id, each task's node
+    named by the script's header line (task ids are not node names)."""
+    tasks: dict[int, list[str]] = {}
+    for line in stdout.splitlines():
+        match = _LABEL.match(line)
+        if match:
+            tasks.setdefault(int(match.group(1)), []).append(match.group(2))
+    out: dict[str, str] = {}
+    for lines in tasks.values():
+        node = next((m.group(1) for m in map(_NODE_HEADER.match, lines) if m), None)
+        if node is not None:
+            out[node] = "\n".join(lines) + "\n"
+    return out
+
+
+def srun_batch_argv(
+    plan: CollectPlan, nodes: Sequence[str], script: str, timeout: float
+) -> list[str]:
+    """One srun over all *nodes*, one task each, output labelled by task."""
+    argv = srun_argv(plan, nodes[0], script, timeout)
+    count = len(nodes)
+    head = [
+        "srun",
+        f"--nodes={count}",
+        f"--ntasks={count}",
+        "--ntasks-per-node=1",
+        f"--nodelist={NodeSet.fromlist(nodes)}",
+        "--label",
+        "--kill-on-bad-exit=0",
+    ]
+    if not os.environ.get("SLURM_JOB_ID"):
+        head.append(f"--immediate={max(1, min(30, int(timeout)))}")
+    return head + argv[4:]
+
+
+def _srun_batch(
+    plan: CollectPlan,
+    nodes: Sequence[str],
+    script: str,
+    timeout: float,
+    done: Callable[[str], None],
+) -> list[NodeRun]:
+    """All nodes in one srun (one job or step: cheap for slurmctld, one launch tree), then a
+    per-node srun for every node that did not report — which gives that node its own exit
+    code and error. After a timeout, nodes without output are recorded as timed out rather
+    than tried again, so a hung node costs one timeout, not two."""
+    batch = _run(srun_batch_argv(plan, nodes, script, timeout), timeout, plan.grace)
+    per_node = split_labelled(batch.stdout)
+    runs: list[NodeRun] = []
+    missing: list[str] = []
+    for node in nodes:
+        if node in per_node:
+            runs.append(
+                NodeRun(node, per_node[node], "", 0, False, batch.duration, batch.timestamp)
+            )
+            done(node)
+        elif batch.timed_out:
+            runs.append(
+                NodeRun(node, "", batch.stderr, None, True, batch.duration, batch.timestamp)
+            )
+            done(node)
+        else:
+            missing.append(node)
+    if missing:
+        runs += _srun_per_node(plan, missing, script, timeout, done)
+    order = {node: i for i, node in enumerate(nodes)}
+    return sorted(runs, key=lambda run: order[run.node])
+
+
+def fan_out_srun(
+    plan: CollectPlan,
+    nodes: Sequence[str],
+    script: str,
+    timeout: float,
+    done: Callable[[str], None],
+) -> list[NodeRun]:
+    """srun transport: ``batch`` (default) or ``per-node`` (see the module doc)."""
+    if plan.srun_mode == "per-node" or len(nodes) < 2:
+        return _srun_per_node(plan, nodes, script, timeout, done)
+    if plan.srun_mode != "batch":
+        raise CollectError(f"unknown srun mode {plan.srun_mode!r}: use batch or per-node")
+    return _srun_batch(plan, nodes, script, timeout, done)
 
 
 def fan_out_clush(

@@ -29,29 +29,47 @@ from topograph_slurm.topology.clique import DomainKind
 RACK = "5f8e1c2a-7b3d-4e9f-a1c6-0d2e4b6a8c10"
 IB_DUMP = 'Switch 36 "S-0002c903007e5f60" # "MF0;leaf1:MQM9700/U1" lid 1\n'
 
-# Behaves like srun for our argv (long --opt=value forms): the node comes from --nodelist,
-# "down*" nodes fail to allocate, "hang*" nodes never answer. Start/end lines feed the
+# Behaves like srun for our argv (long --opt=value forms): --nodelist may name several nodes
+# (one task each, output streamed as it comes, prefixed "<task>: " with --label); any "down*"
+# node fails the allocation at once, "hang*" nodes never answer. Start/end lines feed the
 # concurrency check.
-FAKE_SRUN = """#!/bin/sh
-node=
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --nodelist=*) node=${1#--nodelist=};;
-    --*) ;;
-    *) break;;
-  esac
-  shift
-done
-echo "start $node $(date +%s.%N)" >>"$FAKE_ROOT/srun.log"
-case "$node" in
-  down*) echo "srun: error: Unable to allocate resources: Invalid node name specified" >&2
-         exit 1;;
-  hang*) sleep 60;;
-esac
-SLURMD_NODENAME=$node sh -c "$3"
-rc=$?
-echo "end $node $(date +%s.%N)" >>"$FAKE_ROOT/srun.log"
-exit $rc
+FAKE_SRUN = f"""#!{sys.executable}
+import os, subprocess, sys, threading, time
+from ClusterShell.NodeSet import NodeSet
+
+args = sys.argv[1:]
+opts = {{}}
+while args and args[0].startswith("--"):
+    key, _, value = args.pop(0)[2:].partition("=")
+    opts[key] = value
+nodes = list(NodeSet(opts["nodelist"]))
+log = os.path.join(os.environ["FAKE_ROOT"], "srun.log")
+with open(log, "a") as handle:
+    handle.write(f"start {{opts['nodelist']}} {{time.time()}}\\n")
+if any(n.startswith("down") for n in nodes):
+    sys.stderr.write("srun: error: Unable to allocate resources: Invalid node name specified\\n")
+    sys.exit(1)
+lock = threading.Lock()
+
+def task(rank, node):
+    if node.startswith("hang"):
+        time.sleep(60)
+    env = dict(os.environ, SLURMD_NODENAME=node)
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE)
+    for line in proc.stdout:
+        with lock:
+            prefix = f"{{rank}}: ".encode() if "label" in opts else b""
+            sys.stdout.buffer.write(prefix + line)
+            sys.stdout.buffer.flush()
+    return proc.wait()
+
+threads = [threading.Thread(target=task, args=(i, n)) for i, n in enumerate(nodes)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+with open(log, "a") as handle:
+    handle.write(f"end {{opts['nodelist']}} {{time.time()}}\\n")
 """
 
 # Stands in for ssh as ClusterShell calls it: -o options, the node, one command string.
@@ -102,6 +120,11 @@ class FakeCluster:
 
     def script(self, node: str, body: str) -> None:
         _exe(self.root / "nodes" / node / "nvidia-smi", "#!/bin/sh\n" + body)
+
+    def srun_calls(self) -> list[str]:
+        """The --nodelist of every srun started, in order."""
+        lines = (self.root / "srun.log").read_text().splitlines()
+        return [line.split()[1] for line in lines if line.startswith("start")]
 
     def concurrency(self) -> int:
         """Most sruns running at once, from the fake srun's start/end log."""
@@ -192,7 +215,8 @@ def test_failing_timing_out_and_unreachable_nodes_are_recorded_not_fatal(
     fake.script("slow1", "sleep 60\n")
     snap = tmp_path / "snap"
     start = time.monotonic()
-    outcome = c.collect(plan(["gb1", "slow1", "down1", "hang1"]), snap, progress=False)
+    nodes = ["gb1", "slow1", "down1", "hang1"]
+    outcome = c.collect(plan(nodes, grace=2.0), snap, progress=False)
     elapsed = time.monotonic() - start
     assert elapsed < 15, elapsed  # timeouts are per node and in parallel, never serial
     assert outcome.ok_nodes == ["gb1"]
@@ -216,14 +240,60 @@ def test_fanout_limits_concurrency_and_runs_in_parallel(fake: FakeCluster, tmp_p
     for node in nodes:
         fake.script(node, "sleep 0.3\necho 0, 1, x, 1, Completed, Success\n")
     c.collect(
-        plan(nodes, fanout=2, commands={"q": ("nvidia-smi",)}), tmp_path / "a", progress=False
+        plan(nodes, fanout=2, srun_mode="per-node", commands={"q": ("nvidia-smi",)}),
+        tmp_path / "a",
+        progress=False,
     )
     assert fake.concurrency() <= 2
     (fake.root / "srun.log").unlink()
     c.collect(
-        plan(nodes, fanout=6, commands={"q": ("nvidia-smi",)}), tmp_path / "b", progress=False
+        plan(nodes, fanout=6, srun_mode="per-node", commands={"q": ("nvidia-smi",)}),
+        tmp_path / "b",
+        progress=False,
     )
     assert fake.concurrency() > 2
+
+
+def test_batch_mode_collects_all_nodes_in_one_srun(fake: FakeCluster, tmp_path: Path) -> None:
+    for i in range(1, 5):
+        fake.healthy(f"gb{i}", i)
+    outcome = c.collect(plan(["gb1", "gb2", "gb3", "gb4"]), tmp_path / "s", progress=False)
+    assert outcome.ok_nodes == ["gb1", "gb2", "gb3", "gb4"]
+    assert fake.srun_calls() == ["gb[1-4]"]
+    for node, texts in fake.outputs.items():
+        assert (tmp_path / "s/nodes" / node / "nvidia-smi-topo.txt").read_text() == texts["topo"]
+
+
+def test_batch_failure_falls_back_to_one_srun_per_node(fake: FakeCluster, tmp_path: Path) -> None:
+    fake.healthy("gb1", 1)
+    fake.healthy("gb2", 2)
+    outcome = c.collect(plan(["gb1", "gb2", "down1"]), tmp_path / "s", progress=False)
+    assert outcome.ok_nodes == ["gb1", "gb2"] and outcome.failed_nodes == ["down1"]
+    calls = fake.srun_calls()
+    assert calls[0] == "down1,gb[1-2]" and sorted(calls[1:]) == ["down1", "gb1", "gb2"]
+
+
+def test_batch_with_a_hung_node_keeps_the_others_and_does_not_retry(
+    fake: FakeCluster, tmp_path: Path
+) -> None:
+    fake.healthy("gb1", 1)
+    fake.healthy("gb2", 2)
+    outcome = c.collect(plan(["gb1", "gb2", "hang1"]), tmp_path / "s", progress=False)
+    assert outcome.ok_nodes == ["gb1", "gb2"] and outcome.failed_nodes == ["hang1"]
+    assert len(fake.srun_calls()) == 1
+    hang = by_key(tmp_path / "s")[("hang1", "nvidia-smi-q")]
+    assert hang["timed_out"] and hang["exit_code"] is None
+
+
+def test_split_labelled_output_by_node_header() -> None:
+    text = (
+        " 0: @@topograph-ab12 node gb7\n 1: @@topograph-ab12 node gb3\n"
+        " 0: payload-a\n 1: payload-b\nsrun: warning on stdout\n 2: no header\n"
+    )
+    assert c.split_labelled(text) == {
+        "gb7": "@@topograph-ab12 node gb7\npayload-a\n",
+        "gb3": "@@topograph-ab12 node gb3\npayload-b\n",
+    }
 
 
 def test_ibnetdiscover_on_one_node(fake: FakeCluster, tmp_path: Path) -> None:
@@ -475,9 +545,21 @@ def test_srun_argv_outside_and_inside_an_allocation(monkeypatch: pytest.MonkeyPa
     assert "--time=3" in argv and "--overlap" not in argv
     assert "--partition=gpu" in argv and "--reservation=maint" in argv
     assert argv[-3:] == ["sh", "-c", "true"]
+    batch = c.srun_batch_argv(p, ["gb1", "gb2", "gb3"], "true", 60)
+    assert batch[:7] == [
+        "srun",
+        "--nodes=3",
+        "--ntasks=3",
+        "--ntasks-per-node=1",
+        "--nodelist=gb[1-3]",
+        "--label",
+        "--kill-on-bad-exit=0",
+    ]
+    assert "--immediate=30" in batch and "--partition=gpu" in batch
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     argv = c.srun_argv(p, "gb1", "true", 60)
     assert "--overlap" in argv and not any(a.startswith("--time") for a in argv)
+    assert not any(a.startswith("--immediate") for a in c.srun_batch_argv(p, ["a", "b"], "x", 9))
 
 
 # --------------------------------------------------------------------------- CLI
