@@ -1,0 +1,153 @@
+"""Scale benchmark: parse simulated rail-optimised fabrics, against a bare read+split scan.
+
+    python benchmarks/bench_parse.py                      # 2,048 and 16,384 nodes x 8 rails
+    python benchmarks/bench_parse.py --nodes 2048 --repeat 5
+
+Every stage runs in its own child process (so peak RSS is that stage's alone, read from
+``ru_maxrss``), interleaved with the bare scan, ``--repeat`` times; the table shows the best
+time of each (shared CI machines are noisy) and the ratio of best to best in the same run.
+The target from the project issue: the whole ``generate`` within 3x the bare scan and
+500 MB peak RSS on the 16,384-node fabric.
+
+To measure another stage, add a function ``f(path) -> None`` to ``STAGES``; it is timed from
+the start of reading the file to the end (imports happen before the clock starts, in
+``prepare``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def bare_scan(path: str) -> None:
+    """The yardstick: read the text and split every line into words."""
+    text = Path(path).read_text()
+    for line in text.splitlines():
+        line.split()
+
+
+def parse(path: str) -> None:
+    """Read and parse into a Fabric (what every ``generate`` run does first)."""
+    from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
+
+    fabric = parse_ibnetdiscover(Path(path).read_text(), path)
+    assert fabric.links
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    run: Callable[[str], None]
+    prepare: Callable[[], None] = lambda: None
+
+
+def _import_parser() -> None:
+    import topograph_slurm.sources.ibnetdiscover  # noqa: F401
+
+
+STAGES: dict[str, Stage] = {
+    "bare-scan": Stage("bare-scan", bare_scan),
+    "parse": Stage("parse", parse, _import_parser),
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    seconds: float
+    peak_rss_mb: float
+
+
+def _child(stage_name: str, path: str) -> None:
+    """Entry point inside the child process: prints one JSON sample."""
+    stage = STAGES[stage_name]
+    stage.prepare()
+    start = time.perf_counter()
+    stage.run(path)
+    seconds = time.perf_counter() - start
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    print(json.dumps({"seconds": seconds, "peak_rss_mb": rss_kb / 1024}))
+
+
+def run_stage(stage_name: str, path: Path) -> Sample:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", stage_name, str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    return Sample(data["seconds"], data["peak_rss_mb"])
+
+
+def write_fabric(nodes: int, rails: int, directory: Path) -> tuple[Path, float]:
+    """The simulated dump as a file; returns its path and the generation time."""
+    from topograph_slurm.sources.sim import parse_sim_spec, write_ibnetdiscover
+
+    spec = parse_sim_spec(f"nodes={nodes},rails={rails},su=32,tiers=3")
+    path = directory / f"sim-{nodes}x{rails}.ibnetdiscover"
+    start = time.perf_counter()
+    with path.open("w") as fp:
+        write_ibnetdiscover(spec, fp)
+    return path, time.perf_counter() - start
+
+
+def measure(path: Path, stages: list[str], repeat: int) -> dict[str, Sample]:
+    """Best time and highest peak RSS per stage over *repeat* interleaved rounds."""
+    samples: dict[str, list[Sample]] = {name: [] for name in stages}
+    for _ in range(repeat):
+        for name in stages:
+            samples[name].append(run_stage(name, path))
+    return {
+        name: Sample(min(s.seconds for s in got), max(s.peak_rss_mb for s in got))
+        for name, got in samples.items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[2048, 16384])
+    parser.add_argument("--rails", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
+    parser.add_argument("--child", nargs=2, metavar=("STAGE", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(*args.child)
+        return 0
+    stages = ["bare-scan", *[s for s in args.stages if s != "bare-scan"]]
+    print(
+        f"{'nodes':>6} {'rails':>5} {'MB':>7} {'stage':<12} {'best s':>8} {'x bare':>7} "
+        f"{'peak RSS MB':>12}"
+    )
+    with tempfile.TemporaryDirectory(prefix="topograph-bench-") as tmp:
+        for nodes in args.nodes:
+            path, gen_seconds = write_fabric(nodes, args.rails, Path(tmp))
+            size_mb = path.stat().st_size / 1e6
+            result = measure(path, stages, args.repeat)
+            bare = result["bare-scan"].seconds
+            for name in stages:
+                s = result[name]
+                print(
+                    f"{nodes:>6} {args.rails:>5} {size_mb:>7.1f} {name:<12} {s.seconds:>8.2f} "
+                    f"{s.seconds / bare:>7.2f} {s.peak_rss_mb:>12.0f}"
+                )
+            print(f"{'':>6} {'':>5} {'':>7} {'(sim write)':<12} {gen_seconds:>8.2f}")
+            path.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
