@@ -6,11 +6,13 @@ carries every exclusion and finding so that the report can show what was left ou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from topograph_slurm.model import Exclusion, Fabric, Finding
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology import health
+from topograph_slurm.topology.adjacency import adjacency
 from topograph_slurm.topology.block import BlockTopology, blocks_from_tree, plan_blocks
 from topograph_slurm.topology.leaf import group_leaves
 from topograph_slurm.topology.naming import (
@@ -43,30 +45,28 @@ class Analysis:
         return len(self.hosts.rails)
 
 
-def _service_switches(fabric: Fabric, hosts: HostAttachments) -> set[str]:
+def _service_switches(hosts: HostAttachments, ca_leaves: Mapping[str, list[str]]) -> set[str]:
     """Switches cabled to CAs that are not Slurm nodes (service, storage, unnamed hosts).
 
     SHARP aggregation nodes sit inside every Quantum switch, spines included, so they do not
     make a switch a leaf.
     """
-    others = {ex.guid for ex in hosts.exclusions if ex.reason != REASON_SHARP}
-    switches = set()
-    for link in fabric.links:
-        if link.a_guid in others and link.b_guid in fabric.switches:
-            switches.add(link.b_guid)
-        elif link.b_guid in others and link.a_guid in fabric.switches:
-            switches.add(link.a_guid)
-    return switches
+    return {
+        leaf
+        for ex in hosts.exclusions
+        if ex.reason != REASON_SHARP
+        for leaf in ca_leaves.get(ex.guid, ())
+    }
 
 
 def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) -> Analysis:
     """Name hosts and switches, fold rails into logical leaves, build the tree, find problems."""
     switch_names = name_switches(fabric)
-    hosts = attach_hosts(fabric, policy, switch_names)
+    links = adjacency(fabric)
+    hosts = attach_hosts(fabric, policy, switch_names, links.ca_leaves)
     groups, findings = group_leaves(hosts.rails, switch_names)
-    tree = build_tree(
-        fabric, groups, switch_names, _service_switches(fabric, hosts), max_tiers=max_tiers
-    )
+    service = _service_switches(hosts, links.ca_leaves)
+    tree = build_tree(links.neighbours, groups, switch_names, service, max_tiers=max_tiers)
     findings += health.missing_rails(groups, hosts.rails)
     findings += health.degraded_links(fabric, switch_names)
     missing = sorted(policy.slurm_nodes - hosts.rails.keys()) if policy.slurm_nodes else []

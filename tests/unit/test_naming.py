@@ -8,8 +8,14 @@ from hypothesis import strategies as st
 
 from tests.unit.fabric_builder import FabricBuilder
 from topograph_slurm.errors import ConfigError, InputError
+from topograph_slurm.model import Fabric
 from topograph_slurm.topology import naming
-from topograph_slurm.topology.naming import NamingPolicy, attach_hosts, name_switches
+from topograph_slurm.topology.adjacency import adjacency
+from topograph_slurm.topology.naming import HostAttachments, NamingPolicy, name_switches
+
+
+def attach_hosts(fabric: Fabric, policy: NamingPolicy, names: dict[str, str]) -> HostAttachments:
+    return naming.attach_hosts(fabric, policy, names, adjacency(fabric).ca_leaves)
 
 
 def _fabric_with_oddities() -> FabricBuilder:

@@ -36,19 +36,26 @@ def _label(fabric: Fabric, names: Mapping[str, str], guid: str, port: int) -> st
 
 
 def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Finding]:
-    """Links narrower or slower than the fabric's most common width and speed."""
-    rated = [link for link in fabric.links if link.speed in SPEED_RANK and _lanes(link.width)]
+    """Links narrower or slower than the fabric's most common width and speed.
+
+    Rates are judged once per distinct (width, speed) pair, not per link: a 16k-node fabric has
+    a million links but a handful of rates.
+    """
+    rates = Counter((link.width, link.speed) for link in fabric.links)
+    rated = {rate: n for rate, n in rates.items() if rate[1] in SPEED_RANK and _lanes(rate[0])}
     if not rated:
         return []
-    norms = Counter((link.width, link.speed) for link in rated)
-    norm_width, norm_speed = norms.most_common(1)[0][0]
-    findings = []
-    for link in rated:
-        if (
-            _lanes(link.width) < _lanes(norm_width)
-            or SPEED_RANK[link.speed] < SPEED_RANK[norm_speed]
-        ):
-            findings.append(_degraded(fabric, switch_names, link, norm_width + norm_speed))
+    norm_width, norm_speed = max(rated, key=lambda rate: (rated[rate], rate))
+    slow = {
+        (width, speed)
+        for width, speed in rated
+        if _lanes(width) < _lanes(norm_width) or SPEED_RANK[speed] < SPEED_RANK[norm_speed]
+    }
+    findings = [
+        _degraded(fabric, switch_names, link, norm_width + norm_speed)
+        for link in fabric.links
+        if (link.width, link.speed) in slow
+    ]
     return sorted(findings, key=lambda finding: finding.subject)
 
 

@@ -138,40 +138,40 @@ def host_of(description: str, policy: NamingPolicy) -> tuple[str | None, str]:
     return host, ""
 
 
-def _ca_leaves(fabric: Fabric) -> dict[str, list[str]]:
-    """For every CA, the switches its ports are cabled to, in port order."""
-    leaves: dict[str, list[tuple[int, str]]] = {}
-    for link in fabric.links:
-        for guid, port, peer in (
-            (link.a_guid, link.a_port, link.b_guid),
-            (link.b_guid, link.b_port, link.a_guid),
-        ):
-            if guid in fabric.cas and peer in fabric.switches:
-                leaves.setdefault(guid, []).append((port, peer))
-    return {guid: [sw for _, sw in sorted(ports)] for guid, ports in leaves.items()}
-
-
 def attach_hosts(
-    fabric: Fabric, policy: NamingPolicy, switch_names: Mapping[str, str]
+    fabric: Fabric,
+    policy: NamingPolicy,
+    switch_names: Mapping[str, str],
+    ca_leaves: Mapping[str, list[str]],
 ) -> HostAttachments:
-    """Decide for every CA whether it is a rail of a Slurm node; exclude the rest with reasons."""
+    """Decide for every CA whether it is a rail of a Slurm node; exclude the rest with reasons.
+
+    *ca_leaves* maps each CA to the switches it is cabled to (see :mod:`.adjacency`). Output
+    order does not depend on the source's order: exclusions and each node's rails are sorted
+    by GUID, so a UFM and an ibnetdiscover view of one fabric give the same result.
+    """
     result = HostAttachments()
-    leaves = _ca_leaves(fabric)
-    for guid in sorted(fabric.cas):
-        ca = fabric.cas[guid]
-        ca_leaves = leaves.get(guid, [])
-        leaf_name = switch_names.get(ca_leaves[0], ca_leaves[0]) if ca_leaves else ""
-        mapped = policy.node_name_map.get(guid)
-        host, reason = host_of(mapped if mapped is not None else ca.description, policy)
-        if host is not None and policy.slurm_nodes is not None and host not in policy.slurm_nodes:
+    rails, exclusions = result.rails, result.exclusions
+    mapping, allowed = policy.node_name_map, policy.slurm_nodes
+    for guid, ca in fabric.cas.items():
+        leaves = ca_leaves.get(guid, ())
+        mapped = mapping.get(guid) if mapping else None
+        host, reason = host_of(ca.description if mapped is None else mapped, policy)
+        if host is not None and allowed is not None and host not in allowed:
             host, reason = None, REASON_OUTSIDE
-        if host is not None and not ca_leaves:
+        if host is not None and not leaves:
             host, reason = None, REASON_NO_LINK
         if host is None:
-            result.exclusions.append(Exclusion(guid, ca.description, leaf_name, reason))
+            leaf = switch_names.get(leaves[0], leaves[0]) if leaves else ""
+            exclusions.append(Exclusion(guid, ca.description, leaf, reason))
             continue
-        rails = result.rails.setdefault(host, [])
-        rails.extend((guid, leaf) for leaf in ca_leaves)
+        node_rails = rails.get(host)
+        if node_rails is None:
+            rails[host] = node_rails = []
+        node_rails.extend([(guid, leaf) for leaf in leaves])
+    exclusions.sort(key=lambda ex: ex.guid)
+    for node_rails in rails.values():
+        node_rails.sort()
     return result
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from topograph_slurm.model import Fabric
 from topograph_slurm.topology.leaf import LeafGroup
 
 
@@ -40,17 +39,6 @@ class Tree:
     def depth(self) -> int:
         """Number of switch levels, leaves included."""
         return 1 + max((switch.level for switch in self.uppers), default=0)
-
-
-def switch_neighbours(fabric: Fabric) -> dict[str, set[str]]:
-    """Switch-to-switch adjacency, without self-loops."""
-    neighbours: dict[str, set[str]] = {guid: set() for guid in fabric.switches}
-    for link in fabric.links:
-        if link.is_loop or link.a_guid not in neighbours or link.b_guid not in neighbours:
-            continue
-        neighbours[link.a_guid].add(link.b_guid)
-        neighbours[link.b_guid].add(link.a_guid)
-    return neighbours
 
 
 class _Components:
@@ -105,18 +93,17 @@ def _first_name(members: list[str], switch_names: Mapping[str, str]) -> str:
 
 
 def build_tree(
-    fabric: Fabric,
+    neighbours: Mapping[str, set[str]],
     leaves: list[LeafGroup],
     switch_names: Mapping[str, str],
     host_switches: set[str],
     max_tiers: int | None = None,
 ) -> Tree:
-    """Build the switch tree above *leaves*.
+    """Build the switch tree above *leaves* from the switch-to-switch *neighbours*.
 
     *host_switches* are switches that carry hosts outside Slurm (service and storage leaves):
     they are never parents. *max_tiers* caps the number of levels, leaves included.
     """
-    neighbours = switch_neighbours(fabric)
     excluded = set(host_switches)
     level_members = [group.switches for group in leaves]
     level_names = [group.name for group in leaves]
@@ -141,7 +128,7 @@ def build_tree(
         depth += 1
     tree = Tree(leaves, uppers, [])
     _trim_unary_tops(tree, has_parent)
-    _join_islands(tree, fabric, neighbours, max_tiers)
+    _join_islands(tree, neighbours, max_tiers)
     tree.uppers.sort(key=lambda switch: (switch.level, switch.name))
     return tree
 
@@ -160,9 +147,7 @@ def _trim_unary_tops(tree: Tree, has_parent: set[str]) -> None:
     tree.tops = sorted(name for name in names if name not in has_parent)
 
 
-def _join_islands(
-    tree: Tree, fabric: Fabric, neighbours: Mapping[str, set[str]], max_tiers: int | None
-) -> None:
+def _join_islands(tree: Tree, neighbours: Mapping[str, set[str]], max_tiers: int | None) -> None:
     """Give every cabled-together set of top switches a synthetic common parent."""
     if max_tiers is not None and tree.depth >= max_tiers:
         return
