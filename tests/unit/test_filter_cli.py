@@ -1,0 +1,194 @@
+"""``generate --filter-dir`` and ``spank build`` through the CLI (click's CliRunner).
+
+The Lua and C themselves are tested in test_filter_lua.py and on real Slurm in
+tests/integration/test_tp_filter.py; here: what the sysadmin's cron job and CI see — which
+files appear, that unchanged files are left alone, ``--check``, and one-line errors with the
+documented exit codes that write nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from topograph_slurm.cli import main
+from topograph_slurm.errors import Exit
+from topograph_slurm.filter import FILTER_TEMPLATES
+
+SIM = "nodes=16,rails=1,su=4"  # four leaves of 4 nodes: measured base block 4
+FILES = sorted(FILTER_TEMPLATES)
+
+
+def config(tmp_path: Path, **partition: object) -> Path:
+    """A config whose filter section has one block partition (base_block left to the fabric)."""
+    spec = {"topology": "block", "gpus_per_node": 4, **partition}
+    facts = {"partitions": {"gpu": spec}, "default_partition": "gpu", "switch_wait": 300}
+    facts["spank_path"] = "/usr/lib/topograph/tpsize.so"
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"filter": facts}))
+    return path
+
+
+def generate(cfg: Path | str, out: Path, *extra: str, sim: str = SIM) -> Result:
+    args = ["--config", str(cfg), "generate", "--sim", sim, "--format", "block"]
+    args += ["--slurm-version", "26.05", "--filter-dir", str(out), *extra]
+    return CliRunner().invoke(main, args)
+
+
+def snapshot(directory: Path) -> dict[str, tuple[int, int]]:
+    """File name -> (inode, mtime_ns) of the visible files."""
+    return {
+        p.name: (p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in directory.iterdir()
+        if not p.name.startswith(".")
+    }
+
+
+def assert_one_line_error(result: Result, code: int, *fragments: str) -> None:
+    assert result.exit_code == code, result.output
+    assert result.stderr.startswith("topograph-slurm: error: "), result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in result.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# generate --filter-dir
+# --------------------------------------------------------------------------------------------
+
+
+def test_filter_dir_gets_every_file(tmp_path: Path) -> None:
+    out = tmp_path / "filters"
+    result = generate(config(tmp_path), out)
+    assert result.exit_code == 0, result.output
+    assert sorted(snapshot(out)) == FILES
+    assert "5 of 5 filter files written" in result.stderr
+    job_submit = (out / "job_submit.lua").read_text()
+    assert "base_block = 4," in job_submit  # measured on the fabric, not in the config
+    assert "can_set_segment_size = true," in job_submit  # 26.05 >= 25.11.2
+    assert (out / "plugstack.conf").read_text().endswith("optional /usr/lib/topograph/tpsize.so\n")
+    assert "SPANK_PLUGIN(tpsize, 1);" in (out / "tpsize.c").read_text()
+
+
+def test_measured_block_size_follows_the_fabric_unless_configured(tmp_path: Path) -> None:
+    wide = tmp_path / "wide"
+    assert generate(config(tmp_path), wide, sim="nodes=32,rails=1,su=8").exit_code == 0
+    assert "base_block = 8," in (wide / "topograph_tp.lua").read_text()
+    fixed = tmp_path / "fixed"
+    cfg = config(tmp_path, base_block=2)
+    assert generate(cfg, fixed, sim="nodes=32,rails=1,su=8").exit_code == 0
+    assert "base_block = 2," in (fixed / "topograph_tp.lua").read_text()
+
+
+def test_only_on_change_and_check(tmp_path: Path) -> None:
+    cfg, out = config(tmp_path), tmp_path / "filters"
+    topo = ("-o", str(tmp_path / "topology.conf"))  # --check needs -o (cron keeps both current)
+    assert generate(cfg, out, *topo).exit_code == 0
+    before = snapshot(out)
+    again = generate(cfg, out, *topo)
+    assert again.exit_code == 0 and "0 of 5 filter files written" in again.stderr
+    assert snapshot(out) == before  # same inode and mtime: slurmctld sees no change
+    assert generate(cfg, out, *topo, "--check").exit_code == Exit.OK
+
+    stale = (out / "job_submit.lua").read_text().replace("base_block = 4,", "base_block = 8,")
+    (out / "job_submit.lua").write_text(stale)
+    check = generate(cfg, out, *topo, "--check")
+    assert check.exit_code == Exit.DIFFERS
+    assert "-      base_block = 8," in check.stdout and "+      base_block = 4," in check.stdout
+    assert "1 of 5 filter files out of date" in check.stderr
+    assert (out / "job_submit.lua").read_text() == stale  # --check never writes
+
+    fixed = generate(cfg, out, *topo)
+    assert fixed.exit_code == 0 and "1 of 5 filter files written" in fixed.stderr
+    assert "base_block = 4," in (out / "job_submit.lua").read_text()
+
+
+def test_missing_filter_section_is_a_config_error_and_writes_nothing(tmp_path: Path) -> None:
+    out, topo = tmp_path / "filters", tmp_path / "topology.conf"
+    result = generate(os.devnull, out, "-o", str(topo))
+    assert_one_line_error(result, Exit.CONFIG, "'filter' section")
+    assert not out.exists() and not topo.exists()
+
+
+@pytest.mark.parametrize(
+    ("partition", "fragment"),
+    [
+        ({"topology": "ring", "gpus_per_node": 4}, "topology must be one of"),
+        ({"topology": "block", "gpus_per_node": 0}, "gpus_per_node must be a positive integer"),
+        ({"topology": "block", "gpus_per_node": 4, "colour": "red"}, "unknown keys: colour"),
+    ],
+)
+def test_bad_filter_facts_write_nothing(
+    tmp_path: Path, partition: dict[str, object], fragment: str
+) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"filter": {"partitions": {"gpu": partition}}}))
+    out = tmp_path / "filters"
+    out.mkdir()
+    (out / "job_submit.lua").write_text("-- the site's working filter\n")
+    result = generate(cfg, out)
+    assert_one_line_error(result, Exit.CONFIG, fragment)
+    assert (out / "job_submit.lua").read_text() == "-- the site's working filter\n"
+    assert sorted(snapshot(out)) == ["job_submit.lua"]
+
+
+# --------------------------------------------------------------------------------------------
+# spank build
+# --------------------------------------------------------------------------------------------
+
+
+def spank_build(*args: str) -> Result:
+    return CliRunner().invoke(main, ["--config", os.devnull, "spank", "build", *args])
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    out = tmp_path / "filters"
+    assert generate(config(tmp_path), out).exit_code == 0
+    return out / "tpsize.c"
+
+
+def test_missing_compiler_is_one_line(source: Path, tmp_path: Path) -> None:
+    result = spank_build("--source", str(source), "-o", str(tmp_path / "so"), "--cc", "no-such-cc")
+    assert_one_line_error(result, Exit.COLLECT, "C compiler 'no-such-cc' not found")
+    assert not (tmp_path / "so").exists()
+
+
+def test_missing_source_or_header_is_one_line(source: Path, tmp_path: Path) -> None:
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    missing = spank_build("--source", str(tmp_path / "absent.c"), "-o", str(tmp_path))
+    assert_one_line_error(missing, Exit.COLLECT, "run generate --filter-dir first")
+    empty = tmp_path / "include"
+    empty.mkdir()
+    no_header = spank_build(
+        "--source", str(source), "-o", str(tmp_path / "so"), "--include-dir", str(empty)
+    )
+    assert_one_line_error(no_header, Exit.COLLECT, "slurm/spank.h not found")
+    assert not list(tmp_path.rglob("*.so"))
+
+
+def test_builds_a_loadable_plugin(source: Path, tmp_path: Path) -> None:
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    if not Path("/usr/include/slurm/spank.h").is_file():
+        pytest.skip("slurm/spank.h absent (Debian/Ubuntu package libslurm-dev)")
+    outdir = tmp_path / "so"
+    result = spank_build("--source", str(source), "-o", str(outdir))
+    assert result.exit_code == 0, result.output
+    plugin = outdir / "tpsize.so"
+    assert result.stdout == f"optional {plugin.resolve()}\n"  # the plugstack.conf line
+    assert sorted(p.name for p in outdir.iterdir()) == ["tpsize.so"]  # no temp file left
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", str(plugin)], capture_output=True, text=True, check=False
+    )
+    if symbols.returncode == 0:  # nm comes with binutils, which gcc pulls in
+        for name in ("slurm_spank_init", "plugin_name", "plugin_type", "plugin_version"):
+            assert f" {name}\n" in symbols.stdout, symbols.stdout
