@@ -195,7 +195,7 @@ _FAST_SWITCH_PORT_RE = re.compile(
 )
 # a CA's port line towards a switch: checked against the switch's line for the same cable
 _FAST_CA_PORT_RE = re.compile(
-    r'\n\[(\d+)\]\([0-9a-f]+\)[ \t]*"S-([0-9a-f]{16})"\[(\d+)\][ \t]*#'
+    r'\n\[\d+\]\([0-9a-f]+\)[ \t]*"S-[0-9a-f]{16}"\[\d+\][ \t]*#'
     r'[^\n]*" lid \d+ (\d+x\S+)(?=\r?\n|\Z)'
 )
 _FAST_SWITCH_REST_RE = re.compile(r"[ \t]+(?:enhanced|base)[ \t]+port 0 lid (\d+) lmc \d+\r?")
@@ -219,9 +219,11 @@ class _Fast:
     ws: list[str] = field(default_factory=list)
     ws_forward: Counter[str] = field(default_factory=Counter)  # switch-to-switch lines...
     ws_backward: Counter[str] = field(default_factory=Counter)  # ...from either end
-    # (CA, CA port, switch, switch port, width+speed) as each side lists the cable
-    to_ca: Counter[tuple[str, ...]] = field(default_factory=Counter)
-    ca_side: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    # switch lines towards each CA / port lines in each CA's block, and their widths+speeds
+    to_ca: Counter[str] = field(default_factory=Counter)
+    to_ca_ws: Counter[str] = field(default_factory=Counter)
+    ca_lines: dict[str, int] = field(default_factory=dict)
+    ca_ws: Counter[str] = field(default_factory=Counter)
     portless: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     tail: str = ""  # text after the last header: ids there mean the dump stops mid-block
@@ -261,9 +263,8 @@ def _fast_chunk(chunk: str, acc: _Fast) -> bool:
         compress(counts, is_switch)
     ):
         return False
-    if ca_side:
-        ca_own = chain.from_iterable(map(repeat, compress(guids, is_ca), compress(counts, is_ca)))
-        acc.ca_side.update(map(tuple.__add__, zip(ca_own), ca_side))
+    acc.ca_lines.update(zip(compress(guids, is_ca), compress(counts, is_ca), strict=True))
+    acc.ca_ws.update(ca_side)
     if not _fast_devices(acc.fabric, is_switch, nports, guids, descs, rests):
         return False
     acc.portless.extend(compress(guids, map(not_, counts)))
@@ -300,16 +301,8 @@ def _fast_cables(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> bo
     acc.ws_forward.update(compress(ws, map(and_, forward, to_switch)))
     acc.ws_backward.update(compress(ws, map(gt, to_switch, forward)))
     to_ca = list(map(not_, to_switch))
-    acc.to_ca.update(
-        zip(
-            compress(peer, to_ca),
-            compress(peer_port, to_ca),
-            compress(own, to_ca),
-            compress(port, to_ca),
-            compress(ws, to_ca),
-            strict=True,
-        )
-    )
+    acc.to_ca.update(compress(peer, to_ca))
+    acc.to_ca_ws.update(compress(ws, to_ca))
     return not any(map(eq, own, peer)) or _fast_loops(acc, own, ports)
 
 
@@ -386,8 +379,14 @@ def _fast_finish(text: str, acc: _Fast) -> Fabric | None:
         return None
     # A cable seen from one end only (a peer without a block, a truncated block) or whose
     # ends disagree on width/speed unbalances these counts; the slow path then explains.
+    for guid in acc.portless:
+        acc.ca_lines.pop(guid, None)
     # dict.__eq__: Counter's own == loops in Python (all counts here are positive)
-    if not dict.__eq__(acc.to_ca, acc.ca_side) or not dict.__eq__(acc.ws_forward, acc.ws_backward):
+    if not (
+        dict.__eq__(acc.to_ca, acc.ca_lines)
+        and dict.__eq__(acc.to_ca_ws, acc.ca_ws)
+        and dict.__eq__(acc.ws_forward, acc.ws_backward)
+    ):
         return None
     if "vendid=" in acc.tail:
         return None
