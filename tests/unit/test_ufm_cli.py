@@ -8,6 +8,7 @@ has the options, so they switch on by themselves when the flags are wired.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,9 +78,11 @@ def creds(tmp_path: Path) -> Path:
 
 
 def _run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    base_env = {"TOPOGRAPH_SLURM_CONFIG": "/nonexistent/config.yaml"}
+    base_env = {"UFM_USERNAME": "", "UFM_PASSWORD": "", "UFM_TOKEN": ""}
     base_env.update(env or {})
-    result = CliRunner().invoke(main, args, env=base_env, catch_exceptions=False)
+    result = CliRunner().invoke(
+        main, ["--config", os.devnull, *args], env=base_env, catch_exceptions=False
+    )
     return result.exit_code, result.stdout, result.stderr
 
 
