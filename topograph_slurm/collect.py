@@ -807,6 +807,7 @@ def _manifest(
         "created": started,
         "duration": round(duration, 3),
         "via": plan.via,
+        "srun_mode": plan.srun_mode if plan.via == "srun" else None,
         "nodes": list(plan.nodes),
         "commands": {key: shlex.join(argv) for key, argv in plan.commands.items()},
         "timeout": plan.timeout,

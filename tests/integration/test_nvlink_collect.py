@@ -98,7 +98,7 @@ def install_fakes(cluster: Cluster) -> None:
 def srun_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:
     """Environment whose ``srun`` is the controller container's real srun."""
     bindir = tmp_path / "bin"
-    bindir.mkdir()
+    bindir.mkdir(exist_ok=True)
     shim = bindir / "srun"
     shim.write_text(f'#!/bin/sh\nexec docker exec -i {cluster.controller.name} srun "$@"\n')
     shim.chmod(0o755)
@@ -109,8 +109,8 @@ def srun_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:
     return env
 
 
-def run_collect(tmp_path: Path, cluster: Cluster) -> Path:
-    snap = tmp_path / "snapshot"
+def run_collect(tmp_path: Path, cluster: Cluster, mode: str = "batch") -> Path:
+    snap = tmp_path / f"snapshot-{mode}"
     argv = [
         sys.executable,
         "-m",
@@ -125,6 +125,8 @@ def run_collect(tmp_path: Path, cluster: Cluster) -> Path:
         str(snap),
         "--timeout",
         "60",
+        "--srun-mode",
+        mode,
     ]
     proc = subprocess.run(
         argv, env=srun_shim(tmp_path, cluster), capture_output=True, text=True, timeout=300
@@ -161,6 +163,13 @@ def test_collect_blocks_and_yaml_on_real_slurm(
     snap = run_collect(tmp_path, cluster)
     manifest = json.loads((snap / "manifest.json").read_text())
     assert manifest["via"] == "srun" and manifest["nodes"] == NODES
+    assert manifest["srun_mode"] == "batch"
+    # the per-node mode reads exactly the same from every node
+    other = run_collect(tmp_path, cluster, "per-node")
+    for node in NODES:
+        for key in ("nvidia-smi-query", "nvidia-smi-q", "nvidia-smi-topo"):
+            rel = f"nodes/{node}/{key}.txt"
+            assert (snap / rel).read_bytes() == (other / rel).read_bytes(), rel
     assert all(r["exit_code"] == 0 for r in manifest["results"]), manifest["results"]
     assert len(manifest["results"]) == 3 * len(NODES)
     snapshot = load_snapshot(snap)
