@@ -7,6 +7,7 @@ own exit code (see :mod:`topograph_slurm.errors`); ``-v`` adds the traceback.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from topograph_slurm.output import write_topology, write_tree
 from topograph_slurm.render import environment, render
 from topograph_slurm.report import render_report
 from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.sources import ibnetdiscover, sim
+from topograph_slurm.sources import ibnetdiscover, sim, ufm
 from topograph_slurm.sources.slurm import scontrol_nodes
 from topograph_slurm.topology.block import BlockTopology, typical_size
 from topograph_slurm.topology.naming import (
@@ -104,10 +105,33 @@ def _read_text(path: str) -> str:
         raise InputError(f"cannot read {path}: {err.strerror}") from None
 
 
+def _warn(message: str) -> None:
+    click.echo(f"topograph-slurm: warning: {message}", err=True)
+
+
+def fetch_ufm(settings: Settings) -> ufm.UfmResponses:
+    """Ask UFM for the fabric (credentials from a file or the environment, never argv)."""
+    assert settings.ufm is not None
+    return ufm.collect_ufm(
+        settings.ufm,
+        Path(settings.ufm_credentials) if settings.ufm_credentials else None,
+        env=os.environ,
+        ca_bundle=Path(settings.ufm_ca_bundle) if settings.ufm_ca_bundle else None,
+        insecure=settings.ufm_insecure,
+        timeout=settings.ufm_timeout,
+        warn=_warn,
+    )
+
+
 def load_fabric(settings: Settings) -> Fabric:
-    """The fabric from exactly one source: a dump, a simulation, or the live ibnetdiscover."""
-    if settings.ibnetdiscover and settings.sim:
-        raise click.UsageError("give one fabric source: --ibnetdiscover or --sim")
+    """The fabric from exactly one source: a dump, UFM, a simulation, or the live ibnetdiscover."""
+    given = [flag for flag in ("ibnetdiscover", "sim", "ufm") if getattr(settings, flag)]
+    if len(given) > 1:
+        raise click.UsageError(
+            f"give one fabric source, not {' and '.join('--' + g for g in given)}"
+        )
+    if settings.ufm:
+        return ufm.fabric_from_ufm(fetch_ufm(settings))
     if settings.sim:
         spec = DEMO_SIM if settings.sim == "demo" else settings.sim
         text = sim.generate_ibnetdiscover(sim.parse_sim_spec(spec))
@@ -200,6 +224,23 @@ def _write(
     help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo'.",
 )
 @click.option(
+    "--ufm", metavar="URL", help="Ask NVIDIA UFM's REST API for the fabric (https://host)."
+)
+@click.option(
+    "--ufm-credentials",
+    metavar="FILE",
+    help="UFM credentials (username/password, token, or client_cert/client_key), mode 0600; "
+    "else UFM_USERNAME/UFM_PASSWORD, UFM_TOKEN or UFM_CLIENT_CERT/UFM_CLIENT_KEY.",
+)
+@click.option("--ufm-ca-bundle", metavar="FILE", help="CA bundle to verify UFM's certificate.")
+@click.option(
+    "--ufm-insecure",
+    is_flag=True,
+    default=None,
+    help="Do not verify UFM's certificate (warns; for lab use).",
+)
+@click.option("--ufm-timeout", type=float, metavar="S", help="Per-request timeout (default 30).")
+@click.option(
     "--node-name-map", metavar="FILE", help='OpenSM node-name map: 0x<guid> "<name>" per line.'
 )
 @click.option(
@@ -268,6 +309,11 @@ def generate(
     ctx: click.Context,
     ibnetdiscover: str | None,
     sim: str | None,
+    ufm: str | None,
+    ufm_credentials: str | None,
+    ufm_ca_bundle: str | None,
+    ufm_insecure: bool | None,
+    ufm_timeout: float | None,
     node_name_map: str | None,
     rewrites: Sequence[str],
     slurm_nodes: str | None,
@@ -297,6 +343,11 @@ def generate(
         load_settings(ctx.obj["config_file"]),
         ibnetdiscover=ibnetdiscover,
         sim=sim,
+        ufm=ufm,
+        ufm_credentials=ufm_credentials,
+        ufm_ca_bundle=ufm_ca_bundle,
+        ufm_insecure=ufm_insecure,
+        ufm_timeout=ufm_timeout,
         node_name_map=node_name_map,
         rewrites=[_parse_rewrite(value) for value in rewrites],
         slurm_nodes=slurm_nodes,

@@ -49,6 +49,11 @@ class Settings:
     ibnetdiscover: str | None = None
     ibnetdiscover_command: IbnetdiscoverCommand = field(default_factory=IbnetdiscoverCommand)
     sim: str | None = None
+    ufm: str | None = None
+    ufm_credentials: str | None = None
+    ufm_ca_bundle: str | None = None
+    ufm_insecure: bool = False
+    ufm_timeout: float = 30.0
     node_name_map: str | None = None
     rewrites: list[RewriteRule] = field(default_factory=list)
     slurm_nodes: str | None = None
