@@ -619,22 +619,28 @@ def sweep_leftovers(client: docker.DockerClient | None = None, everything: bool 
     def stale(labels: Mapping[str, str] | None) -> bool:
         return everything or _stale(labels)
 
-    for c in client.containers.list(all=True, filters=flt):
-        if stale(c.labels):
-            with contextlib.suppress(docker.errors.NotFound):
-                c.remove(force=True, v=True)
-                removed += 1
-    for net in client.networks.list(filters=flt):
-        if stale(net.attrs.get("Labels")):
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                net.remove()
-                removed += 1
-    for vol in client.volumes.list(filters=flt):
-        if stale(vol.attrs.get("Labels")):
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                vol.remove(force=True)
-                removed += 1
+    # The low-level list calls: the high-level ones inspect every container after listing and
+    # fail when a concurrent run removes one in between.
+    api = client.api
+    for c in api.containers(all=True, filters=flt):
+        if stale(c.get("Labels")) and _quietly(api.remove_container, c["Id"], force=True, v=True):
+            removed += 1
+    for net in api.networks(filters=flt):
+        if stale(net.get("Labels")) and _quietly(api.remove_network, net["Id"]):
+            removed += 1
+    for vol in api.volumes(filters=flt).get("Volumes") or []:
+        if stale(vol.get("Labels")) and _quietly(api.remove_volume, vol["Name"], force=True):
+            removed += 1
     return removed
+
+
+def _quietly(call: Any, *args: Any, **kwargs: Any) -> bool:
+    """Run a docker removal; an object already gone (or busy) is not an error here."""
+    try:
+        call(*args, **kwargs)
+    except (docker.errors.NotFound, docker.errors.APIError):
+        return False
+    return True
 
 
 def _tar(files: Mapping[str, str | bytes], mode: int = 0o644) -> bytes:
@@ -679,7 +685,7 @@ class Cluster:
         version: str | None = None,
         controller_only: bool = False,
         client: docker.DockerClient | None = None,
-        start_workers: int = 4,
+        start_workers: int = 8,
     ) -> None:
         self.spec = spec
         self.image = image
@@ -819,19 +825,25 @@ class Cluster:
         if self._torn_down:
             return
         self._torn_down = True
-        containers = [c for c in [self.controller, *self.nodes.values()] if c is not None]
-        for c in containers:
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                c.remove(force=True, v=True)
+        api, flt = self.client.api, {"label": f"{LABEL}={self.run_id}"}
+        known = [c.id for c in [self.controller, *self.nodes.values()] if c is not None]
+        self._remove_all(known)
         # Anything created but not yet registered (interrupted mid-create) carries our label.
-        for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}={self.run_id}"}):
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                c.remove(force=True, v=True)
-        for net in self.client.networks.list(filters={"label": f"{LABEL}={self.run_id}"}):
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                net.remove()
+        self._remove_all([c["Id"] for c in api.containers(all=True, filters=flt)])
+        for net in api.networks(filters=flt):
+            _quietly(api.remove_network, net["Id"])
         with _LIVE_LOCK:
             _LIVE.discard(self)
+
+    def _remove_all(self, container_ids: Sequence[str | None]) -> None:
+        """Remove containers in parallel (one at a time, 36 nodes take ~15 s)."""
+
+        def remove(container_id: str | None) -> None:
+            if container_id:
+                _quietly(self.client.api.remove_container, container_id, force=True, v=True)
+
+        with ThreadPoolExecutor(max_workers=self._workers) as pool:
+            list(pool.map(remove, container_ids))
 
     # -- commands -----------------------------------------------------------------------------
 
