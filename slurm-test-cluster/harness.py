@@ -656,16 +656,21 @@ def _tar(files: Mapping[str, str | bytes], mode: int = 0o644) -> bytes:
     return buf.getvalue()
 
 
-def _read_file(container: Container, path: str) -> str:
-    """A file from a container, running or stopped; empty if it does not exist."""
+def _read_bytes(container: Container, path: str) -> bytes | None:
+    """A file from a container, running or stopped; None if it does not exist."""
     try:
         stream, _ = container.get_archive(path)
     except docker.errors.NotFound:
-        return ""
+        return None
     with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
         member = tar.next()
         handle = tar.extractfile(member) if member else None
-        return handle.read().decode(errors="replace") if handle else ""
+        return handle.read() if handle else None
+
+
+def _read_file(container: Container, path: str) -> str:
+    data = _read_bytes(container, path)
+    return data.decode(errors="replace") if data else ""
 
 
 class Cluster:
@@ -1000,6 +1005,13 @@ class Cluster:
             return bytes(container.logs(tail=200)).decode(errors="replace")
         except docker.errors.DockerException as exc:
             return f"(no output: {exc})"
+
+    def read_file(self, path: str, node: str | None = None) -> bytes:
+        """A file (binary-safe) from the controller or ``node``; HarnessError if missing."""
+        data = _read_bytes(self._container(node), path)
+        if data is None:
+            raise HarnessError(f"{path} not found in {node or CONTROLLER}")
+        return data
 
     def write_files(self, files: Mapping[str, str | bytes], path: str = CONF_DIR) -> None:
         """Copy files into every container (config must be the same everywhere)."""

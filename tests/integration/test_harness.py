@@ -30,6 +30,9 @@ def test_exec_reconfigure_and_logs(
     assert res.rc == 0, res
     assert sorted(res.stdout.split("\n")[:2]) == ["node01 0,1", "node02 0,1"]
     assert cluster.exec("ls /dev/nvidia1", node="node02").rc == 0
+    blob = bytes(range(256))
+    cluster.write_files({"blob.bin": blob}, path="/tmp")
+    assert cluster.read_file("/tmp/blob.bin", node="node01") == blob
 
     tree = "SwitchName=leaf Nodes=node[01-02]\n"
     spec.topology_plugin, spec.topology_conf = "topology/tree", tree
