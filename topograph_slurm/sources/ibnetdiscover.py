@@ -26,7 +26,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field, fields
 from itertools import chain, compress, repeat
-from operator import and_, eq, gt, lt, not_, or_
+from operator import and_, eq, itemgetter, lt, not_, or_
 from pathlib import Path
 from types import MemberDescriptorType
 from typing import Any, TypeVar
@@ -181,8 +181,9 @@ def _robust_parse(text: str, source: str) -> Fabric:
 # --------------------------------------------------------------------------------------------
 # Fast path for well-formed dumps: whole-chunk regex passes and C-level map/zip/compress, no
 # Python code per line. It reads cables from the switch side only (a CA's port line repeats
-# its switch's line) and checks by counting that the dump is regular: every CA-side line is
-# well formed and points at a switch, every switch-to-switch cable is listed from both ends.
+# its switch's line) and checks by counting that the dump is regular: each CA's block lists as
+# many well-formed lines, with the same widths and speeds, as switches list towards it, and
+# every switch-to-switch cable is listed from both ends.
 # Anything irregular returns None and the line-by-line parser decides and explains.
 
 _FAST_HEADER_RE = re.compile(
@@ -217,8 +218,9 @@ class _Fast:
     b: list[str] = field(default_factory=list)
     b_port: list[str] = field(default_factory=list)
     ws: list[str] = field(default_factory=list)
-    ws_forward: Counter[str] = field(default_factory=Counter)  # switch-to-switch lines...
-    ws_backward: Counter[str] = field(default_factory=Counter)  # ...from either end
+    switch_lines: int = 0  # switch port lines towards a switch...
+    forward_switch_lines: int = 0  # ...from the end with the smaller GUID
+    loop_lines: int = 0  # ...from a switch to itself
     # switch lines towards each CA / port lines in each CA's block, and their widths+speeds
     to_ca: Counter[str] = field(default_factory=Counter)
     to_ca_ws: Counter[str] = field(default_factory=Counter)
@@ -283,7 +285,7 @@ def _fast_cables(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> bo
     """Keep each cable once, its smaller GUID first: switch-to-switch cables from the end
     with the smaller GUID, switch-to-CA cables from the switch (swapped when the CA's GUID
     is smaller). Cables from a switch to itself go through Python (there are a handful)."""
-    port, kind, peer, peer_port, ws = zip(*ports, strict=True)
+    port, kind, peer, peer_port, ws = (list(map(itemgetter(i), ports)) for i in range(5))
     to_switch = list(map(eq, kind, repeat("S")))
     forward = list(map(lt, own, peer))
     back_to_ca = list(map(not_, map(or_, forward, to_switch)))
@@ -296,10 +298,9 @@ def _fast_cables(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> bo
     ):
         column.extend(compress(fwd_src, forward))
         column.extend(compress(back_src, back_to_ca))
-    # every switch-to-switch cable is listed from both ends: the width+speed multisets of
-    # the forward and the backward lines must be equal (checked in _fast_finish)
-    acc.ws_forward.update(compress(ws, map(and_, forward, to_switch)))
-    acc.ws_backward.update(compress(ws, map(gt, to_switch, forward)))
+    # every switch-to-switch cable is listed from both ends (checked in _fast_finish)
+    acc.switch_lines += sum(to_switch)
+    acc.forward_switch_lines += sum(map(and_, forward, to_switch))
     to_ca = list(map(not_, to_switch))
     acc.to_ca.update(compress(peer, to_ca))
     acc.to_ca_ws.update(compress(ws, to_ca))
@@ -313,7 +314,7 @@ def _fast_loops(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> boo
     for guid, port, _, _, peer_port, ws in lines:
         if (guid, peer_port, "S", guid, port, ws) not in lines:
             return False
-        acc.ws_forward[ws] += 1  # both lines of a loop count as backward: balance them
+        acc.loop_lines += 1
         if int(port) <= int(peer_port):
             acc.a.append(guid)
             acc.a_port.append(port)
@@ -377,15 +378,17 @@ def _fast_finish(text: str, acc: _Fast) -> Fabric | None:
     fab = acc.fabric
     if not fab.switches and not fab.cas:
         return None
-    # A cable seen from one end only (a peer without a block, a truncated block) or whose
-    # ends disagree on width/speed unbalances these counts; the slow path then explains.
+    # A cable seen from one end only (a peer without a block, a truncated block) or a CA
+    # cable whose ends disagree on width/speed unbalances these counts; the slow path then
+    # explains. (The two ends of a switch-to-switch cable are only counted, not compared:
+    # they report one negotiated link, so ibnetdiscover cannot print them differently.)
     for guid in acc.portless:
         acc.ca_lines.pop(guid, None)
     # dict.__eq__: Counter's own == loops in Python (all counts here are positive)
     if not (
         dict.__eq__(acc.to_ca, acc.ca_lines)
         and dict.__eq__(acc.to_ca_ws, acc.ca_ws)
-        and dict.__eq__(acc.ws_forward, acc.ws_backward)
+        and acc.switch_lines == 2 * acc.forward_switch_lines + acc.loop_lines
     ):
         return None
     if "vendid=" in acc.tail:
