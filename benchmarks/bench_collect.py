@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +51,15 @@ def _time_collect(
     return elapsed
 
 
+def _time_srun_true(nodes: list[str]) -> float:
+    """The floor: a bare ``srun … true`` over the same nodes through the same shim."""
+    argv = ["srun", f"--nodes={len(nodes)}", "--ntasks-per-node=1"]
+    argv += [f"--nodelist={c.NodeSet.fromlist(nodes)}", "--quiet", "true"]
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)
+    return time.perf_counter() - start
+
+
 def run(version: str, count: int, rounds: int, fanout: int) -> dict[str, object]:
     nodes = _nodes(count)
     scenario.NODES[:] = nodes  # the scenario's fake nvidia-smi knows the node list
@@ -69,6 +79,8 @@ def run(version: str, count: int, rounds: int, fanout: int) -> dict[str, object]
         many = [_time_collect(nodes, fanout, work, r) for r in range(rounds)]
         per_node = [_time_collect(nodes, fanout, work, r, "per-node") for r in range(rounds)]
         serial = _time_collect(nodes, 1, work, 0, "per-node")
+        floor1 = statistics.median(_time_srun_true(nodes[:1]) for _ in range(rounds))
+        floorn = statistics.median(_time_srun_true(nodes) for _ in range(rounds))
     t1, tn = statistics.median(one), statistics.median(many)
     return {
         "slurm": version,
@@ -83,6 +95,8 @@ def run(version: str, count: int, rounds: int, fanout: int) -> dict[str, object]
         "per_node_mode_s": round(statistics.median(per_node), 3),
         "per_node_mode_ratio": round(statistics.median(per_node) / t1, 2),
         "serial_measured_s": round(serial, 2),
+        "bare_srun_true_1_s": round(floor1, 3),
+        "bare_srun_true_all_s": round(floorn, 3),
         "one_node_rounds_s": [round(x, 3) for x in one],
         "all_nodes_rounds_s": [round(x, 3) for x in many],
     }
@@ -109,7 +123,9 @@ def main() -> None:
         f"{result['nodes']}x)\n"
         f"  --srun-mode per-node, fanout {result['fanout']}: {result['per_node_mode_s']:.2f} s "
         f"(ratio {result['per_node_mode_ratio']}x); fanout 1 (serial): "
-        f"{result['serial_measured_s']:.2f} s"
+        f"{result['serial_measured_s']:.2f} s\n"
+        f"  floor, bare `srun true`: 1 node {result['bare_srun_true_1_s']:.2f} s, "
+        f"{result['nodes']} nodes {result['bare_srun_true_all_s']:.2f} s"
     )
 
 
