@@ -1,8 +1,10 @@
 """NVLink collection end to end on real Slurm (24.11 and 26.05).
 
-Twelve node containers, 4 fake GPUs each, one NVLink clique per 4-node rack; node06's GPUs
+Twelve node containers, 4 fake GPUs each, one NVLink clique per 4-node rack; gb0006's GPUs
 report fabric state ``In Progress``. Every node carries a fake ``nvidia-smi`` that prints that
-node's recorded-format output (``sim_gpu.fake_nvidia_smi_script``).
+node's recorded-format output (``sim_gpu.fake_nvidia_smi_script``); gb0001 also carries a fake
+``ibnetdiscover`` printing a simulated fabric (one IB leaf per rack under one spine,
+``sources/sim``), collected with ``--ibnetdiscover-on``.
 
 1. ``topograph-slurm collect --via srun`` gathers through the cluster's real ``srun`` (one
    srun per node). The test image has no Python, so topograph-slurm runs on the host and a
@@ -10,7 +12,7 @@ node's recorded-format output (``sim_gpu.fake_nvidia_smi_script``).
 2. Blocks are built from that snapshot (``load_snapshot`` → ``nvlink_blocks``) and rendered with
    ``topology.conf.block.j2``; a slurmctld of the same release accepts it with the expected
    blocks: 24.11 leaves the 3-node rack out (undersized), 26.05 keeps it.
-3. The report lists node06 with the reason.
+3. The report lists gb0006 with the reason.
 4. On 26.05, a topology.yaml with a tree, the NVLink blocks and a flat topology, plus the
    generated partition lines, is accepted, and jobs in every partition start.
 """
@@ -32,10 +34,11 @@ from harness import Cluster, ClusterSpec, NodeSpec, ValidationResult
 
 from topograph_slurm.analysis import analyse
 from topograph_slurm.collect import load_snapshot
-from topograph_slurm.model import Fabric
 from topograph_slurm.render import environment, render
 from topograph_slurm.report import render_report
 from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
+from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
 from topograph_slurm.sources.sim_gpu import (
     fake_nvidia_smi_script,
     gb200_tray_topology,
@@ -45,10 +48,9 @@ from topograph_slurm.sources.sim_gpu import (
     render_topo_matrix,
 )
 from topograph_slurm.topology.clique import FindingKind
-from topograph_slurm.topology.leaf import LeafGroup
 from topograph_slurm.topology.naming import NamingPolicy
 from topograph_slurm.topology.nvlink import KIND_RACK_MISSING, nvlink_blocks, parse_layout
-from topograph_slurm.topology.tree import Tree, TreeSwitch
+from topograph_slurm.topology.tree import Tree
 from topograph_slurm.topology_yaml import (
     NamedTopology,
     default_partitions,
@@ -59,8 +61,9 @@ from topograph_slurm.topology_yaml import (
 pytestmark = pytest.mark.integration
 
 RACKS, PER_RACK, GPUS = 3, 4, 4
-NODES = [f"node{i:02d}" for i in range(1, RACKS * PER_RACK + 1)]
-UNHEALTHY = "node06"
+SIM = SimSpec(nodes=RACKS * PER_RACK, gpus=GPUS, rails=1, su=PER_RACK, tiers=2, prefix="gb")
+NODES = [SIM.node_name(i) for i in range(SIM.nodes)]
+UNHEALTHY = "gb0006"
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -83,16 +86,25 @@ def fake_nvidia_smi(node: str) -> str:
     )
 
 
-def install_fakes(cluster: Cluster) -> None:
-    """Put each node's fake nvidia-smi at /usr/local/bin (docker put_archive per node)."""
+def _put_executable(cluster: Cluster, node: str, name: str, text: str) -> None:
+    data = text.encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(data), 0o755
+        tar.addfile(info, io.BytesIO(data))
+    assert cluster.nodes[node].put_archive("/usr/local/bin", buf.getvalue())
+
+
+def install_fakes(cluster: Cluster, ibnetdiscover_on: str | None = None) -> None:
+    """Each node's fake nvidia-smi (and a fake ibnetdiscover on one node) in /usr/local/bin,
+    copied with docker put_archive per node."""
     for node in NODES:
-        data = fake_nvidia_smi(node).encode()
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            info = tarfile.TarInfo("nvidia-smi")
-            info.size, info.mode = len(data), 0o755
-            tar.addfile(info, io.BytesIO(data))
-        assert cluster.nodes[node].put_archive("/usr/local/bin", buf.getvalue())
+        _put_executable(cluster, node, "nvidia-smi", fake_nvidia_smi(node))
+    if ibnetdiscover_on:
+        dump = generate_ibnetdiscover(SIM)
+        script = f"#!/bin/sh\ncat <<'EOF_IBNET'\n{dump}EOF_IBNET\n"
+        _put_executable(cluster, ibnetdiscover_on, "ibnetdiscover", script)
 
 
 def srun_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:
@@ -120,7 +132,9 @@ def run_collect(tmp_path: Path, cluster: Cluster, mode: str = "batch") -> Path:
         "--via",
         "srun",
         "--nodes",
-        f"node[01-{len(NODES):02d}]",
+        f"gb[0001-{len(NODES):04d}]",
+        "--ibnetdiscover-on",
+        NODES[0],
         "--snapshot",
         str(snap),
         "--timeout",
@@ -133,13 +147,6 @@ def run_collect(tmp_path: Path, cluster: Cluster, mode: str = "batch") -> Path:
     )
     assert proc.returncode == 0, proc.stderr
     return snap
-
-
-def ib_tree() -> Tree:
-    """A leaf switch per rack under one spine, to put a tree topology in the same YAML."""
-    leaves = [LeafGroup(f"leaf{r + 1}", [f"g{r}"], rack(r)) for r in range(RACKS)]
-    children = [leaf.name for leaf in leaves]
-    return Tree(leaves, [TreeSwitch("spine1", 1, ["s"], children)], ["spine1"])
 
 
 def noise_free(result: ValidationResult) -> list[str]:
@@ -157,7 +164,7 @@ def test_collect_blocks_and_yaml_on_real_slurm(
     version = SlurmVersion.parse(slurm_version)
     spec = ClusterSpec(nodes=[NodeSpec(n, cpus=4, gpus=GPUS) for n in NODES])
     cluster = make_cluster(spec)
-    install_fakes(cluster)
+    install_fakes(cluster, ibnetdiscover_on=NODES[0])
 
     # 1. collect through the real srun
     snap = run_collect(tmp_path, cluster)
@@ -172,21 +179,27 @@ def test_collect_blocks_and_yaml_on_real_slurm(
             assert (snap / rel).read_bytes() == (other / rel).read_bytes(), rel
     assert all(r["exit_code"] == 0 for r in manifest["results"]), manifest["results"]
     assert len(manifest["results"]) == 3 * len(NODES)
+    assert manifest["fabric"]["node"] == NODES[0] and manifest["fabric"]["exit_code"] == 0
     snapshot = load_snapshot(snap)
     assert snapshot.findings == []
     assert all(len(n.gpus or []) == GPUS for n in snapshot.nodes.values())
+    assert snapshot.ibnetdiscover == generate_ibnetdiscover(SIM)
+    analysis = analyse(parse_ibnetdiscover(snapshot.ibnetdiscover, "snapshot"), NamingPolicy())
+    assert [leaf.nodes for leaf in analysis.tree.leaves] == [rack(r) for r in range(RACKS)]
 
-    # 2. blocks from the snapshot, accepted by slurmctld
-    topo = nvlink_blocks(snapshot.domain_results(), version, findings=snapshot.findings)
+    # 2. blocks from the snapshot (ordered by the IB tree), accepted by slurmctld
+    topo = nvlink_blocks(
+        snapshot.domain_results(), version, tree=analysis.tree, findings=snapshot.findings
+    )
     env = environment()
     nodes = sum(len(b.nodes) for b in topo.blocks)
     conf = render(env, "topology.conf.block.j2", blocks=topo, node_count=nodes)
     (tmp_path / "topology.conf").write_text(conf)
     healthy_rack2 = [n for n in rack(1) if n != UNHEALTHY]
     if version.allows_small_blocks:
-        expected = {"nvl-node01": rack(0), "nvl-node05": healthy_rack2, "nvl-node09": rack(2)}
+        expected = {"nvl-gb0001": rack(0), "nvl-gb0005": healthy_rack2, "nvl-gb0009": rack(2)}
     else:
-        expected = {"nvl-node01": rack(0), "nvl-node09": rack(2)}
+        expected = {"nvl-gb0001": rack(0), "nvl-gb0009": rack(2)}
     assert {b.name: b.nodes for b in topo.blocks} == expected
     assert topo.block_sizes[0] == PER_RACK
     result = validate(NODES, topology_conf=conf)
@@ -200,37 +213,37 @@ def test_collect_blocks_and_yaml_on_real_slurm(
     gone = {n: r for n, r in snapshot.domain_results().items() if n not in rack(0)}
     again = nvlink_blocks(gone, version, layout=parse_layout(conf))
     missing = [f for f in again.findings if f.kind == KIND_RACK_MISSING]
-    assert [f.subject for f in missing] == ["nvl-node01"]
+    assert [f.subject for f in missing] == ["nvl-gb0001"]
     conf2 = render(env, "topology.conf.block.j2", blocks=again, node_count=nodes)
     result2 = validate(NODES, topology_conf=conf2)
     assert result2.started and not noise_free(result2), result2.log_text
     shown2 = [(b.name, b.nodes) for b in result2.topology.base_blocks]
     if version.allows_small_blocks:
-        assert "BlockName=nvl-node01\n" in conf2
+        assert "BlockName=nvl-gb0001\n" in conf2
         assert shown2 == [
-            ("nvl-node01", []),
+            ("nvl-gb0001", []),
             *((n, m) for n, m in expected.items() if m != rack(0)),
         ]
     else:
-        assert shown2 == [("nvl-node09", rack(2))]
+        assert shown2 == [("nvl-gb0009", rack(2))]
 
     # 3. the report names the unhealthy node and why
-    report = render_report(env, analyse(Fabric(), NamingPolicy()), topo, "text")
+    report = render_report(env, analysis, topo, "text")
     (tmp_path / "report.txt").write_text(report)
     line = next(line for line in report.splitlines() if UNHEALTHY in line)
     assert FindingKind.NOT_COMPLETED in line and "In Progress" in line
     if not version.allows_small_blocks:
-        assert "nvl-node05" in report and "undersized" in report
+        assert "nvl-gb0005" in report and "undersized" in report
 
     # 4. 25.05+: topology.yaml with tree + blocks + flat, partitions using each start jobs
     if version.has_topology_yaml:
-        check_topology_yaml(cluster, topo, tmp_path)
+        check_topology_yaml(cluster, analysis.tree, topo, tmp_path)
 
 
-def check_topology_yaml(cluster: Cluster, topo: Any, tmp_path: Path) -> None:
+def check_topology_yaml(cluster: Cluster, tree: Tree, topo: Any, tmp_path: Path) -> None:
     env = environment()
     topologies = [
-        NamedTopology("ib", tree=ib_tree()),
+        NamedTopology("ib", tree=tree),
         NamedTopology("nvl", blocks=topo),
         NamedTopology("flat"),
     ]
@@ -241,7 +254,7 @@ def check_topology_yaml(cluster: Cluster, topo: Any, tmp_path: Path) -> None:
     spec = ClusterSpec(nodes=cluster.spec.nodes, topology_yaml=text, slurm_conf_extra=lines)
     cluster.reconfigure(spec)
     cluster.wait_idle(timeout=120)
-    assert "SwitchName=spine1" in cluster.show_topology("ib")
+    assert f"SwitchName={tree.tops[0]}" in cluster.show_topology("ib")
     nvl_shown = cluster.show_topology("nvl")
     for block in topo.blocks:
         assert f"BlockName={block.name} " in nvl_shown, nvl_shown
