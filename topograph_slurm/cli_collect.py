@@ -6,8 +6,10 @@ by the ``main`` group.
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,7 +22,9 @@ from topograph_slurm.collect import (
     progress_wanted,
 )
 from topograph_slurm.collect import collect as run_collect
+from topograph_slurm.config import Settings, load_settings, override
 from topograph_slurm.errors import CollectError, Exit
+from topograph_slurm.sources import ufm as ufm_source
 from topograph_slurm.sources.slurm import scontrol_nodes
 
 _COMMAND_HELP = "\n      ".join(
@@ -37,8 +41,30 @@ def _nodes(hostlist: str | None) -> list[str]:
     return expand_nodes(",".join(sorted(nodes)))
 
 
+def _warn(message: str) -> None:
+    click.echo(f"topograph-slurm: warning: {message}", err=True)
+
+
+def _ufm_snapshot(settings: Settings) -> tuple[dict[str, str], dict[str, Any]]:
+    """UFM's answers as snapshot files plus a manifest entry (URL without credentials)."""
+    assert settings.ufm is not None
+    responses = ufm_source.collect_ufm(
+        settings.ufm,
+        Path(settings.ufm_credentials) if settings.ufm_credentials else None,
+        env=os.environ,
+        ca_bundle=Path(settings.ufm_ca_bundle) if settings.ufm_ca_bundle else None,
+        insecure=settings.ufm_insecure,
+        timeout=settings.ufm_timeout,
+        warn=_warn,
+    )
+    files = ufm_source.snapshot_files(responses)
+    return files, {"ufm": {"url": responses.url, "files": sorted(files)}}
+
+
 def _summary(outcome: CollectOutcome) -> str:
     ok, failed = outcome.ok_nodes, outcome.failed_nodes
+    if not outcome.results and outcome.fabric is None:
+        return f"{outcome.path}: written ({outcome.duration:.1f}s)"
     lines = [
         f"{outcome.path}: {len(ok)} nodes ok, {len(failed)} with failures ({outcome.duration:.1f}s)"
     ]
@@ -128,6 +154,28 @@ def _summary(outcome: CollectOutcome) -> str:
     help="Extra srun argument, repeatable, e.g. --srun-arg=--reservation=maint.",
 )
 @click.option(
+    "--ufm",
+    metavar="URL",
+    help="Also store NVIDIA UFM's REST answers (ufm/*.json) in the snapshot; without --nodes, "
+    "only UFM is collected. Fetched first: a refused login writes nothing.",
+)
+@click.option(
+    "--ufm-credentials",
+    metavar="FILE",
+    help="UFM credentials file, mode 0600 (else UFM_USERNAME/UFM_PASSWORD, UFM_TOKEN or "
+    "UFM_CLIENT_CERT/UFM_CLIENT_KEY from the environment; never argv).",
+)
+@click.option("--ufm-ca-bundle", metavar="FILE", help="CA bundle to verify UFM's certificate.")
+@click.option(
+    "--ufm-insecure",
+    is_flag=True,
+    default=None,
+    help="Do not verify UFM's certificate (warns; for lab use).",
+)
+@click.option(
+    "--ufm-timeout", type=float, metavar="S", help="Per-request UFM timeout (default 30)."
+)
+@click.option(
     "--strict",
     is_flag=True,
     help="Exit 4 when any node failed (the snapshot is still written).",
@@ -146,6 +194,11 @@ def collect(
     srun_mode: str,
     partition: str | None,
     srun_args: tuple[str, ...],
+    ufm: str | None,
+    ufm_credentials: str | None,
+    ufm_ca_bundle: str | None,
+    ufm_insecure: bool | None,
+    ufm_timeout: float | None,
     strict: bool,
     no_progress: bool,
 ) -> None:
@@ -168,8 +221,18 @@ def collect(
           --ibnetdiscover-on gb001 --snapshot snap
     """
     obj = ctx.obj or {}
+    settings = override(
+        load_settings(obj.get("config_file")),
+        ufm=ufm,
+        ufm_credentials=ufm_credentials,
+        ufm_ca_bundle=ufm_ca_bundle,
+        ufm_insecure=ufm_insecure,
+        ufm_timeout=ufm_timeout,
+    )
+    extra_files, extra_manifest = _ufm_snapshot(settings) if settings.ufm else ({}, {})
+    only_ufm = settings.ufm is not None and hostlist is None and ibnetdiscover_on is None
     plan = CollectPlan(
-        nodes=_nodes(hostlist),
+        nodes=[] if only_ufm else _nodes(hostlist),
         via=via,
         timeout=timeout,
         fanout=fanout,
@@ -182,7 +245,13 @@ def collect(
     )
     quiet = bool(obj.get("quiet"))
     show = False if no_progress else progress_wanted(quiet)
-    outcome = run_collect(plan, Path(snapshot), progress=show)
+    outcome = run_collect(
+        plan,
+        Path(snapshot),
+        progress=show,
+        extra_files=extra_files,
+        extra_manifest=extra_manifest,
+    )
     if not quiet or outcome.failed_nodes:
         click.echo(_summary(outcome), err=True)
     if strict and outcome.failed_nodes:

@@ -323,8 +323,8 @@ def srun_argv(plan: CollectPlan, node: str, script: str, timeout: float) -> list
     ]
     if os.environ.get("SLURM_JOB_ID"):
         argv.append("--overlap")
-    else:
-        argv.append(f"--time={minutes}")
+    else:  # a job: limit its life, and fail with Slurm's reason rather than queue when busy
+        argv += [f"--time={minutes}", f"--immediate={max(1, int(timeout))}"]
     if plan.partition:
         argv.append(f"--partition={plan.partition}")
     argv += list(plan.srun_args)
@@ -460,9 +460,10 @@ def srun_batch_argv(
         "--label",
         "--kill-on-bad-exit=0",
     ]
+    rest = [arg for arg in argv[4:] if not arg.startswith("--immediate=")]
     if not os.environ.get("SLURM_JOB_ID"):
         head.append(f"--immediate={max(1, min(30, int(timeout)))}")
-    return head + argv[4:]
+    return head + rest
 
 
 def _srun_batch(
@@ -820,23 +821,17 @@ def _manifest(
     }
 
 
-def collect(plan: CollectPlan, dest: Path, *, progress: bool | None = None) -> CollectOutcome:
-    """Run the plan and write the snapshot to *dest* atomically; see the module doc.
-
-    ``progress=None`` shows a bar only when stderr is a terminal. Raises CollectError when not
-    a single node answered (the old snapshot stays), OutputError when *dest* cannot be written.
-    """
+def _fan_out(plan: CollectPlan, show: bool) -> tuple[list[CommandResult], CommandResult | None]:
+    """Node commands, then ibnetdiscover on its node; running sruns stop on any error."""
+    if not plan.nodes and not plan.ibnetdiscover_on:
+        return [], None
     _check_transport(plan.via)
-    for node in plan.nodes:
-        check_node_name(node)
-    if not plan.nodes:
-        raise CollectError("no nodes to collect from")
-    started, t0 = now_iso(), time.monotonic()
     total = len(plan.nodes) + (1 if plan.ibnetdiscover_on else 0)
-    show = progress_wanted() if progress is None else progress
     try:
         with _Progress(total, show) as bar:
-            results = _run_all(plan, plan.nodes, plan.commands, plan.timeout, bar)
+            results = (
+                _run_all(plan, plan.nodes, plan.commands, plan.timeout, bar) if plan.nodes else []
+            )
             fabric = None
             if plan.ibnetdiscover_on:
                 cmds = {IBNETDISCOVER_KEY: plan.ibnetdiscover_command}
@@ -845,7 +840,34 @@ def collect(plan: CollectPlan, dest: Path, *, progress: bool | None = None) -> C
     except BaseException:
         terminate_live()
         raise
-    files: dict[str, str] = {}
+    return results, fabric
+
+
+def collect(
+    plan: CollectPlan,
+    dest: Path,
+    *,
+    progress: bool | None = None,
+    extra_files: Mapping[str, str] | None = None,
+    extra_manifest: Mapping[str, Any] | None = None,
+) -> CollectOutcome:
+    """Run the plan and write the snapshot to *dest* atomically; see the module doc.
+
+    *extra_files* (snapshot-relative path → text) and *extra_manifest* keys go into the same
+    snapshot — e.g. UFM's REST responses (``sources.ufm.snapshot_files``), fetched by the
+    caller first so a refused login writes nothing. With extra files, *plan* may have no nodes.
+
+    ``progress=None`` shows a bar only when stderr is a terminal. Raises CollectError when not
+    a single node answered (the old snapshot stays), OutputError when *dest* cannot be written.
+    """
+    for node in plan.nodes:
+        check_node_name(node)
+    if not plan.nodes and not plan.ibnetdiscover_on and not extra_files:
+        raise CollectError("no nodes to collect from")
+    started, t0 = now_iso(), time.monotonic()
+    show = progress_wanted() if progress is None else progress
+    results, fabric = _fan_out(plan, show)
+    files: dict[str, str] = dict(extra_files or {})
     for result in results:
         if result.ok:
             result.file = _node_file(result.node, result.command)
@@ -854,13 +876,16 @@ def collect(plan: CollectPlan, dest: Path, *, progress: bool | None = None) -> C
         fabric.file = f"{FABRIC_DIR}/{IBNETDISCOVER_FILE}"
         files[fabric.file] = fabric.stdout
     duration = time.monotonic() - t0
-    if not any(r.ok for r in results) and not (fabric and fabric.ok):
-        first = next((r for r in results if r.error), None)
+    answered = any(r.ok for r in results) or bool(fabric and fabric.ok)
+    if (results or fabric) and not answered and not extra_files:
+        first = next((r for r in [*results, *([fabric] if fabric else [])] if r.error), None)
         why = f" (first: {first.node} {first.command}: {first.error})" if first else ""
         raise CollectError(
             f"no node answered any command{why}; the previous snapshot at {dest} is kept"
         )
-    write_snapshot(dest, _manifest(plan, results, fabric, started, duration), files)
+    manifest = _manifest(plan, results, fabric, started, duration)
+    manifest.update(extra_manifest or {})
+    write_snapshot(dest, manifest, files)
     return CollectOutcome(dest, results, fabric, duration)
 
 

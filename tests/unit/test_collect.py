@@ -542,7 +542,7 @@ def test_srun_argv_outside_and_inside_an_allocation(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     argv = c.srun_argv(p, "gb1", "true", 60)
     assert argv[:4] == ["srun", "--nodes=1", "--ntasks=1", "--nodelist=gb1"]
-    assert "--time=3" in argv and "--overlap" not in argv
+    assert "--time=3" in argv and "--immediate=60" in argv and "--overlap" not in argv
     assert "--partition=gpu" in argv and "--reservation=maint" in argv
     assert argv[-3:] == ["sh", "-c", "true"]
     batch = c.srun_batch_argv(p, ["gb1", "gb2", "gb3"], "true", 60)
@@ -556,9 +556,10 @@ def test_srun_argv_outside_and_inside_an_allocation(monkeypatch: pytest.MonkeyPa
         "--kill-on-bad-exit=0",
     ]
     assert "--immediate=30" in batch and "--partition=gpu" in batch
+    assert "--immediate=60" not in batch
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     argv = c.srun_argv(p, "gb1", "true", 60)
-    assert "--overlap" in argv and not any(a.startswith("--time") for a in argv)
+    assert "--overlap" in argv and not any(a.startswith(("--time", "--imm")) for a in argv)
     assert not any(a.startswith("--immediate") for a in c.srun_batch_argv(p, ["a", "b"], "x", 9))
 
 
@@ -599,3 +600,49 @@ def test_cli_collect_help_lists_commands_and_options() -> None:
         "--query-gpu=",
     ):
         assert word in result.output
+
+
+def test_extra_files_only_snapshot(tmp_path: Path) -> None:
+    """A UFM-only collect: no nodes, the caller's files and manifest keys, written atomically."""
+    files = {"ufm/systems.json": "[]", "ufm/url.txt": "https://ufm\n"}
+    outcome = c.collect(
+        c.CollectPlan(nodes=[]),
+        tmp_path / "s",
+        progress=False,
+        extra_files=files,
+        extra_manifest={"ufm": {"url": "https://ufm", "files": sorted(files)}},
+    )
+    assert outcome.results == [] and outcome.fabric is None
+    assert (tmp_path / "s/ufm/systems.json").read_text() == "[]"
+    data = manifest(tmp_path / "s")
+    assert data["ufm"] == {"url": "https://ufm", "files": sorted(files)}
+    assert c.load_snapshot(tmp_path / "s").nodes == {}
+
+
+def test_cli_collect_ufm_only_stores_responses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from topograph_slurm import cli_collect
+    from topograph_slurm.sources.ufm import UfmResponses
+
+    seen: dict[str, object] = {}
+
+    def fake_collect_ufm(url: str, creds: object, **kw: object) -> UfmResponses:
+        seen.update(url=url, creds=creds, **kw)
+        return UfmResponses("[1]", "[2]", "[3]", "[]", url="https://ufm.example")
+
+    monkeypatch.setattr(cli_collect.ufm_source, "collect_ufm", fake_collect_ufm)
+    snap = tmp_path / "snap"
+    args = ["--ufm", "ufm.example", "--ufm-timeout", "7", "--snapshot", str(snap)]
+    result = CliRunner().invoke(collect_command, args, obj={"config_file": "/dev/null"})
+    assert result.exit_code == 0, result.output
+    assert seen["url"] == "ufm.example" and seen["timeout"] == 7.0
+    assert sorted(p.name for p in (snap / "ufm").iterdir()) == [
+        "links.json",
+        "ports.json",
+        "systems.json",
+        "unhealthy_ports.json",
+        "url.txt",
+    ]
+    assert manifest(snap)["ufm"]["url"] == "https://ufm.example"  # type: ignore[index]
+    assert manifest(snap)["results"] == []
