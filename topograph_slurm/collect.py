@@ -31,6 +31,16 @@ code and the command's stdout and stderr **base64-encoded** between markers. So 
 survive any transport unchanged (ClusterShell re-splits lines, srun may interleave), and nothing
 a command prints can be mistaken for a marker. Each run uses a fresh random marker.
 
+Snapshot layout (``--snapshot DIR``)::
+
+    DIR/manifest.json                    format, version, created, via, srun_mode, nodes,
+                                         commands, and one result per node and command:
+                                         node, command, argv, exit_code, duration (the node's
+                                         run), timestamp, error, timed_out, stderr_tail, file
+    DIR/nodes/<node>/<command-key>.txt   raw stdout of each command that succeeded
+    DIR/fabric/ibnetdiscover.txt         with --ibnetdiscover-on NODE
+    DIR/ufm/*.json                       with --ufm URL (sources/ufm.py reads them)
+
 A node that fails (non-zero exit, timeout, unreachable, garbage) is recorded in the manifest
 with its exit code, error and stderr tail, and never stops the run. A run where *no* node
 answered is an error and the previous snapshot is kept, since replacing a good snapshot with
@@ -65,6 +75,7 @@ from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 from topograph_slurm.errors import CollectError, InputError, OutputError, ParseError
 from topograph_slurm.model import Finding
+from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources.nvidia_smi import (
     CSV_FIELDS,
     GpuFabric,
@@ -72,7 +83,10 @@ from topograph_slurm.sources.nvidia_smi import (
     parse_fabric_output,
     parse_topo_matrix,
 )
+from topograph_slurm.topology.block import Block, BlockTopology
 from topograph_slurm.topology.clique import DomainResult, natural_key, node_domain
+from topograph_slurm.topology.nvlink import NvlinkPolicy, nvlink_blocks
+from topograph_slurm.topology.tree import Tree
 
 SNAPSHOT_FORMAT = "topograph-slurm-snapshot"
 SNAPSHOT_VERSION = 1
@@ -924,6 +938,27 @@ class Snapshot:
             for name, node in self.nodes.items()
             if node.gpus is not None
         }
+
+    def nvlink_blocks(
+        self,
+        version: SlurmVersion,
+        *,
+        policy: NvlinkPolicy | None = None,
+        block_sizes: Sequence[int] | None = None,
+        tree: Tree | None = None,
+        layout: Sequence[Block] = (),
+    ) -> BlockTopology:
+        """Blocks from this snapshot's NVLink domains, with every collection and parse
+        finding carried along (see ``topology.nvlink.nvlink_blocks``)."""
+        return nvlink_blocks(
+            self.domain_results(),
+            version,
+            policy=policy,
+            block_sizes=block_sizes,
+            tree=tree,
+            layout=layout,
+            findings=self.findings,
+        )
 
     @property
     def unread_nodes(self) -> list[str]:

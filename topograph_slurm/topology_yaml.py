@@ -34,6 +34,9 @@ PARTITIONS_TEMPLATE = "slurm.conf.partitions.j2"
 KIND_TREE, KIND_BLOCK, KIND_FLAT = "tree", "block", "flat"
 MAX_SWITCH_NAME = 64
 
+#: Topology names ``generate --format yaml`` uses unless configured otherwise.
+DEFAULT_NAMES: dict[str, str] = {KIND_TREE: "ib", KIND_BLOCK: "nvl", KIND_FLAT: "flat"}
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 

@@ -345,7 +345,8 @@ def test_blocks_from_a_snapshot_carry_collection_findings(tmp_path: object) -> N
     data = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "results": entries}
     write_snapshot(root, data, files)
     snap = load_snapshot(root)
-    topo = nv.nvlink_blocks(snap.domain_results(), V2605, findings=snap.findings)
+    topo = snap.nvlink_blocks(V2605)
+    assert topo == nv.nvlink_blocks(snap.domain_results(), V2605, findings=snap.findings)
     assert [b.nodes for b in topo.blocks] == [rack_nodes(0), ["gb05", "gb07", "gb08"]]
     subjects = {(f.subject, f.kind) for f in topo.findings}
     assert ("gb06", FindingKind.NOT_COMPLETED) in subjects
