@@ -66,7 +66,8 @@ STAGES: dict[str, Stage] = {
 
 @dataclass(frozen=True)
 class Sample:
-    seconds: float
+    seconds: float  # wall clock
+    cpu_seconds: float  # user+system of the child: steadier than wall time on a busy machine
     peak_rss_mb: float
 
 
@@ -74,11 +75,14 @@ def _child(stage_name: str, path: str) -> None:
     """Entry point inside the child process: prints one JSON sample."""
     stage = STAGES[stage_name]
     stage.prepare()
+    before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     stage.run(path)
     seconds = time.perf_counter() - start
-    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    print(json.dumps({"seconds": seconds, "peak_rss_mb": rss_kb / 1024}))
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    rss_mb = after.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mb": rss_mb}))
 
 
 def run_stage(stage_name: str, path: Path) -> Sample:
@@ -89,7 +93,7 @@ def run_stage(stage_name: str, path: Path) -> Sample:
         text=True,
     )
     data = json.loads(out.stdout.strip().splitlines()[-1])
-    return Sample(data["seconds"], data["peak_rss_mb"])
+    return Sample(data["seconds"], data["cpu_seconds"], data["peak_rss_mb"])
 
 
 def write_fabric(nodes: int, rails: int, directory: Path) -> tuple[Path, float]:
@@ -111,7 +115,11 @@ def measure(path: Path, stages: list[str], repeat: int) -> dict[str, Sample]:
         for name in stages:
             samples[name].append(run_stage(name, path))
     return {
-        name: Sample(min(s.seconds for s in got), max(s.peak_rss_mb for s in got))
+        name: Sample(
+            min(s.seconds for s in got),
+            min(s.cpu_seconds for s in got),
+            max(s.peak_rss_mb for s in got),
+        )
         for name, got in samples.items()
     }
 
@@ -128,23 +136,22 @@ def main(argv: list[str] | None = None) -> int:
         _child(*args.child)
         return 0
     stages = ["bare-scan", *[s for s in args.stages if s != "bare-scan"]]
-    print(
-        f"{'nodes':>6} {'rails':>5} {'MB':>7} {'stage':<12} {'best s':>8} {'x bare':>7} "
-        f"{'peak RSS MB':>12}"
-    )
+    header = ("nodes", "rails", "MB", "stage", "wall s", "x bare", "cpu s", "x bare", "RSS MB")
+    print("{:>6} {:>5} {:>6} {:<11} {:>7} {:>6} {:>7} {:>6} {:>7}".format(*header))
     with tempfile.TemporaryDirectory(prefix="topograph-bench-") as tmp:
         for nodes in args.nodes:
             path, gen_seconds = write_fabric(nodes, args.rails, Path(tmp))
             size_mb = path.stat().st_size / 1e6
             result = measure(path, stages, args.repeat)
-            bare = result["bare-scan"].seconds
+            bare = result["bare-scan"]
             for name in stages:
                 s = result[name]
                 print(
-                    f"{nodes:>6} {args.rails:>5} {size_mb:>7.1f} {name:<12} {s.seconds:>8.2f} "
-                    f"{s.seconds / bare:>7.2f} {s.peak_rss_mb:>12.0f}"
+                    f"{nodes:>6} {args.rails:>5} {size_mb:>6.1f} {name:<11} {s.seconds:>7.2f} "
+                    f"{s.seconds / bare.seconds:>6.2f} {s.cpu_seconds:>7.2f} "
+                    f"{s.cpu_seconds / bare.cpu_seconds:>6.2f} {s.peak_rss_mb:>7.0f}"
                 )
-            print(f"{'':>6} {'':>5} {'':>7} {'(sim write)':<12} {gen_seconds:>8.2f}")
+            print(f"{'':>6} {'':>5} {'':>6} {'(sim write)':<11} {gen_seconds:>7.2f}")
             path.unlink()
     return 0
 
