@@ -18,9 +18,12 @@ What each path can do, as measured here:
   one whole block (TP groups stay intact, it only waits longer), and impossible requests are
   still rejected. ``scontrol show job`` on 24.11 prints no ``SegmentSize`` at all.
 
-Harness gap worked around here: ``ClusterSpec.extra_files`` and ``Cluster.write_files`` only
-take content known in advance; the plugin is built inside a node container, so the module
-copies the ``.so`` out (``get_archive``) and back into every container itself.
+Harness gaps worked around here (small helpers below, candidates for harness.py):
+``read_bytes`` (a binary file out of a container; the harness only reads text logs) so the
+``.so`` built in one node reaches every container through ``Cluster.write_files``;
+``client_configs`` (a second client config directory on the login node, derived from the live
+slurm.conf with lines dropped or files replaced, for ``SLURM_CONF=...`` bypass and probes);
+``wait_free`` (wait until N nodes are idle again after cancelling).
 """
 
 from __future__ import annotations
@@ -382,6 +385,7 @@ def test_verbose_prints_the_decision(tp: TpCluster) -> None:
         ("--tp-size=8 -N 3", "-N 3 is not a multiple of 2: use -N 2 or -N 4"),
         ("--tp-size=32 -N 8", "the largest --tp-size that fits one block is 16"),
     ],
+    ids=["tp-splits-a-node", "N-not-a-multiple", "group-over-a-block"],
 )
 def test_impossible_requests_are_rejected(
     tp: TpCluster, conf: str | None, args: str, message: str

@@ -522,6 +522,23 @@ def test_spank_env_index_zero_and_other_plugins(runtime: str) -> None:
     assert out.sets["segment_size"] == 2
 
 
+def test_job_without_hint_costs_one_look(runtime: str) -> None:
+    """Without a site default --tp-size, a hint-less job is left after reading spank_job_env."""
+    facts = FilterFacts(
+        (PartitionFacts("gpu", "block", 4, base_block=4),),
+        SlurmVersion.parse(NEW),
+        default_partition="gpu",
+    )
+    filt = LuaFilter(runtime, render_filters(facts)["job_submit.lua"])
+    job = {"partition": "gpu", "min_nodes": 6, "max_nodes": 6, "comment": "x"}
+    out = filt.job_submit(job, ["OTHER=1"], segment_supported=True)
+    assert (out.rc, out.sets, out.log) == (0, {}, [])
+    assert out.reads == {"spank_job_env", "spank_job_env_size"}
+    tp_job = filt.job_submit(job, ["OTHER=1", tp_env("16")], segment_supported=True)
+    assert tp_job.rc == INVALID_NODE_COUNT  # with the hint, the rules still apply
+    assert "partition" in tp_job.reads
+
+
 def test_admin_comment_merge_keeps_comment(runtime: str) -> None:
     out = submit(runtime, "8", 4, comment="mine", admin_comment="ticket 42")
     assert "comment" not in out.sets
