@@ -485,3 +485,26 @@ def test_fuzz_fast_path_agrees_with_line_parser(data: st.DataObject) -> None:
     slow = ibn._robust_parse(text, "")
     assert (fast.switches, fast.cas, fast.notes) == (slow.switches, slow.cas, slow.notes)
     assert Counter(fast.links) == Counter(slow.links)
+
+
+def test_guids_are_normalised() -> None:
+    """Upper-case or unpadded GUIDs (hand-edited files) key the same devices."""
+    text = GOOD.replace('"H-e09d7303007a4bd8"', '"H-E09D7303007A4BD8"').replace(
+        '"S-2c5eab0300b87b40"[1]', '"S-2C5EAB0300B87B40"[1]'
+    )
+    fab = parse_ibnetdiscover(text)
+    assert set(fab.cas) == {"e09d7303007a4bd8", "e09d7303007a4bd9"}
+    assert len(fab.links) == 2 and fab.notes == []
+
+
+def test_router_block_is_a_ca() -> None:
+    text = GOOD.replace(
+        SWITCH, SWITCH + '[3]\t"R-0000000000000abc"[1](abc) \t\t# "rtr" lid 9 4xHDR\n'
+    )
+    text += (
+        '\nvendid=0x2c9\nrtguid=0xabc\nRt\t1 "R-0000000000000abc"\t\t# "rtr"\n'
+        '[1](abc) \t"S-2c5eab0300b87b40"[3]\t\t# lid 9 lmc 0 "MF0;leaf1:MQM9790/U1" lid 7 4xHDR\n'
+    )
+    fab = parse_ibnetdiscover(text)
+    assert fab.cas["0000000000000abc"].description == "rtr"
+    assert len(fab.links) == 3 and fab.notes == []
