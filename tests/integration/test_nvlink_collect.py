@@ -235,9 +235,10 @@ def test_collect_blocks_and_yaml_on_real_slurm(
     if not version.allows_small_blocks:
         assert "nvl-gb0005" in report and "undersized" in report
 
-    # 4. 25.05+: topology.yaml with tree + blocks + flat, partitions using each start jobs
+    # 4. 25.05+: topology.yaml with tree + blocks (those of 2b, with the missing rack's empty
+    # placeholder) + flat; partitions using each start jobs
     if version.has_topology_yaml:
-        check_topology_yaml(cluster, analysis.tree, topo, tmp_path)
+        check_topology_yaml(cluster, analysis.tree, again, tmp_path)
 
 
 def check_topology_yaml(cluster: Cluster, tree: Tree, topo: Any, tmp_path: Path) -> None:
@@ -248,6 +249,7 @@ def check_topology_yaml(cluster: Cluster, tree: Tree, topo: Any, tmp_path: Path)
         NamedTopology("flat"),
     ]
     text = render_topology_yaml(env, topologies, "ib", SlurmVersion(26, 5))
+    assert any(not block.nodes for block in topo.blocks)  # an empty block goes to slurmctld
     lines = render_partition_lines(env, default_partitions(topologies), "ib")
     (tmp_path / "topology.yaml").write_text(text)
     (tmp_path / "partitions.conf").write_text(lines)
