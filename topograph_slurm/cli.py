@@ -7,7 +7,6 @@ own exit code (see :mod:`topograph_slurm.errors`); ``-v`` adds the traceback.
 from __future__ import annotations
 
 import gc
-import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -16,31 +15,13 @@ from typing import Any
 
 import click
 
-from topograph_slurm import __version__
-from topograph_slurm.analysis import Analysis, analyse, ib_blocks
+from topograph_slurm import __version__, pipeline
 from topograph_slurm.cli_collect import collect
 from topograph_slurm.config import RewriteRule, Settings, load_settings, override
-from topograph_slurm.errors import ConfigError, Exit, InputError, TopographError
-from topograph_slurm.filter import build_spank, filter_facts, render_filters
-from topograph_slurm.model import Fabric
+from topograph_slurm.errors import Exit, InputError, TopographError
+from topograph_slurm.filter import build_spank
 from topograph_slurm.output import write_topology, write_tree
-from topograph_slurm.render import environment, render
-from topograph_slurm.report import render_report
-from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.sources import ibnetdiscover, sim, ufm
-from topograph_slurm.sources.slurm import scontrol_nodes
-from topograph_slurm.topology.block import BlockTopology, typical_size
-from topograph_slurm.topology.naming import (
-    NamingPolicy,
-    compile_rewrites,
-    expand_hostlist,
-    load_node_name_map,
-)
-
-FORMATS = ("tree", "block")
-#: ``--sim demo``: a small DGX SuperPOD-like fabric (4 scalable units of 8 nodes, 8 rails).
-DEMO_SIM = "nodes=32,gpus=8,rails=8,su=8,tiers=2,sharp=1"
-TEMPLATES = {"tree": "topology.conf.tree.j2", "block": "topology.conf.block.j2"}
+from topograph_slurm.render import environment
 
 
 class Cli(click.Group):
@@ -95,67 +76,8 @@ def _log(ctx: click.Context, message: str) -> None:
         click.echo(message, err=True)
 
 
-def _read_text(path: str) -> str:
-    """A dump file, or stdin for ``-``, decoded leniently (dumps carry stray bytes)."""
-    if path == "-":
-        return sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    try:
-        return Path(path).read_bytes().decode("utf-8", errors="replace")
-    except OSError as err:
-        raise InputError(f"cannot read {path}: {err.strerror}") from None
-
-
 def _warn(message: str) -> None:
     click.echo(f"topograph-slurm: warning: {message}", err=True)
-
-
-def fetch_ufm(settings: Settings) -> ufm.UfmResponses:
-    """Ask UFM for the fabric (credentials from a file or the environment, never argv)."""
-    assert settings.ufm is not None
-    return ufm.collect_ufm(
-        settings.ufm,
-        Path(settings.ufm_credentials) if settings.ufm_credentials else None,
-        env=os.environ,
-        ca_bundle=Path(settings.ufm_ca_bundle) if settings.ufm_ca_bundle else None,
-        insecure=settings.ufm_insecure,
-        timeout=settings.ufm_timeout,
-        warn=_warn,
-    )
-
-
-def load_fabric(settings: Settings) -> Fabric:
-    """The fabric from exactly one source: a dump, UFM, a simulation, or the live ibnetdiscover."""
-    given = [flag for flag in ("ibnetdiscover", "sim", "ufm") if getattr(settings, flag)]
-    if len(given) > 1:
-        raise click.UsageError(
-            f"give one fabric source, not {' and '.join('--' + g for g in given)}"
-        )
-    if settings.ufm:
-        return ufm.fabric_from_ufm(fetch_ufm(settings))
-    if settings.sim:
-        spec = DEMO_SIM if settings.sim == "demo" else settings.sim
-        text = sim.generate_ibnetdiscover(sim.parse_sim_spec(spec))
-        return ibnetdiscover.parse_ibnetdiscover(text, f"sim:{spec}")
-    if settings.ibnetdiscover:
-        source = "<stdin>" if settings.ibnetdiscover == "-" else settings.ibnetdiscover
-        return ibnetdiscover.parse_ibnetdiscover(_read_text(settings.ibnetdiscover), source)
-    command = settings.ibnetdiscover_command
-    text = ibnetdiscover.run_ibnetdiscover(command.binary, command.args, command.timeout)
-    return ibnetdiscover.parse_ibnetdiscover(text, command.binary)
-
-
-def naming_policy(settings: Settings) -> NamingPolicy:
-    """Node-name map, rewrites and the Slurm node list from settings."""
-    policy = NamingPolicy(
-        rewrites=compile_rewrites((rule.pattern, rule.replace) for rule in settings.rewrites)
-    )
-    if settings.node_name_map:
-        policy.node_name_map = load_node_name_map(Path(settings.node_name_map))
-    if settings.slurm_nodes == "scontrol":
-        policy.slurm_nodes = scontrol_nodes()
-    elif settings.slurm_nodes:
-        policy.slurm_nodes = expand_hostlist(settings.slurm_nodes)
-    return policy
 
 
 def _parse_rewrite(value: str) -> RewriteRule:
@@ -174,7 +96,8 @@ def _parse_sizes(value: str | None) -> list[int] | None:
         raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
 
 
-def _emit_report(ctx: click.Context, settings: Settings, text: str) -> None:
+def _emit_report(settings: Settings, text: str) -> None:
+    """The report to a file, or to stdout (stderr when the topology itself goes to stdout)."""
     if settings.report == "-":
         click.echo(text, nl=False, err=settings.output is None)
     elif settings.report:
@@ -189,8 +112,6 @@ def _write(
 ) -> int:
     """Print or write the topology; returns the exit code."""
     if settings.output is None:
-        if check or diff:
-            raise click.UsageError("--check and --diff need -o PATH")
         click.echo(content, nl=False)
         return Exit.OK
     outcome = write_topology(
@@ -256,7 +177,11 @@ def _write(
     help="Only these hosts become nodes; 'scontrol' asks Slurm.",
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(FORMATS), help="topology.conf flavour (default tree)."
+    "--format",
+    "fmt",
+    type=click.Choice(pipeline.FORMATS),
+    help="tree or block topology.conf, or topology.yaml with several named topologies (25.05+); "
+    "default tree.",
 )
 @click.option(
     "-o", "--output", metavar="PATH", help="Write here (atomic, only on change) instead of stdout."
@@ -304,104 +229,86 @@ def _write(
     help="Also render the --tp-size filters (job_submit.lua, cli_filter.lua, SPANK source, "
     "plugstack line) into DIR from the config's 'filter' facts and this fabric.",
 )
+@click.option(
+    "--snapshot",
+    metavar="DIR",
+    help="Build from a `collect` snapshot: its UFM answers or ibnetdiscover output, and the "
+    "NVLink domains of its nvidia-smi outputs.",
+)
+@click.option(
+    "--block-source",
+    type=click.Choice(pipeline.BLOCK_SOURCES),
+    help="Blocks from NVLink domains (snapshot), IB scalable units, or auto (default: NVLink "
+    "when the snapshot has GPU fabric data).",
+)
+@click.option(
+    "--nvlink-unhealthy",
+    type=click.Choice(["exclude", "include"]),
+    help="Nodes whose NVLink fabric is not healthy: leave them out of blocks (default) or keep "
+    "them in their rack's block; either way they are findings.",
+)
+@click.option(
+    "--block-name-pattern",
+    metavar="PATTERN",
+    help="NVLink block names, e.g. 'nvl-{first}' (default) or 'rack{index:02d}'.",
+)
+@click.option(
+    "--layout",
+    metavar="FILE",
+    help="Previous topology.conf/topology.yaml (or racks list) whose NVLink block names and "
+    "positions stay stable; default: the -o file.",
+)
+@click.option(
+    "--yaml-default",
+    metavar="NAME",
+    help="--format yaml: the topology that is cluster_default (default: the first).",
+)
 @click.pass_context
 def generate(
     ctx: click.Context,
-    ibnetdiscover: str | None,
-    sim: str | None,
-    ufm: str | None,
-    ufm_credentials: str | None,
-    ufm_ca_bundle: str | None,
-    ufm_insecure: bool | None,
-    ufm_timeout: float | None,
-    node_name_map: str | None,
-    rewrites: Sequence[str],
-    slurm_nodes: str | None,
-    fmt: str | None,
-    output: str | None,
+    /,
     check: bool,
     diff: bool,
     force: bool,
-    shrink_limit: float | None,
-    report: str | None,
-    report_format: str | None,
-    max_tiers: int | None,
-    slurm_version: str | None,
+    rewrites: Sequence[str],
     block_sizes: str | None,
-    templates: str | None,
-    filter_dir: str | None,
+    fmt: str | None,
+    **flags: Any,
 ) -> None:
-    """Generate Slurm topology.conf from the fabric.
+    """Generate Slurm topology.conf (tree or block) or topology.yaml from the fabric.
 
     \b
     Examples:
       topograph-slurm generate --sim demo
       topograph-slurm generate --ibnetdiscover fabric.txt --format block -o /etc/slurm/topology.conf
+      topograph-slurm generate --snapshot /var/lib/topograph/snap --format block
+      topograph-slurm generate --ufm https://ufm --ufm-credentials /etc/topograph-slurm/ufm.cred
       topograph-slurm generate -o /etc/slurm/topology.conf --check   # in CI: exit 1 when stale
     """
     settings = override(
         load_settings(ctx.obj["config_file"]),
-        ibnetdiscover=ibnetdiscover,
-        sim=sim,
-        ufm=ufm,
-        ufm_credentials=ufm_credentials,
-        ufm_ca_bundle=ufm_ca_bundle,
-        ufm_insecure=ufm_insecure,
-        ufm_timeout=ufm_timeout,
-        node_name_map=node_name_map,
         rewrites=[_parse_rewrite(value) for value in rewrites],
-        slurm_nodes=slurm_nodes,
-        format=fmt,
-        output=output,
-        shrink_limit=shrink_limit,
-        report=report,
-        report_format=report_format,
-        max_tiers=max_tiers,
-        slurm_version=slurm_version,
         block_sizes=_parse_sizes(block_sizes),
-        templates=templates,
-        filter_dir=filter_dir,
+        format=fmt,
+        **flags,
     )
-    if settings.format not in FORMATS:
-        raise click.BadParameter(f"format must be one of {', '.join(FORMATS)}", param_hint="format")
-    version = SlurmVersion.parse(settings.slurm_version)
+    if (check or diff) and settings.output is None:
+        raise click.UsageError("--check and --diff need -o PATH")
     gc.disable()  # a one-shot batch run allocating ~1M objects: cyclic GC only slows it down
     env = environment(Path(settings.templates) if settings.templates else None)
-    analysis = analyse(load_fabric(settings), naming_policy(settings), settings.max_tiers)
-    if analysis.node_count == 0:
-        if settings.report:
-            _emit_report(ctx, settings, render_report(env, analysis, None, settings.report_format))
-        raise InputError("the fabric has no host that can become a Slurm node (see --report)")
-    blocks = (
-        ib_blocks(analysis, version, settings.block_sizes) if settings.format == "block" else None
-    )
-    content = _render_topology(env, settings.format, analysis, blocks)
-    filters = (
-        _render_filters(env, settings, analysis, blocks, version) if settings.filter_dir else {}
-    )
+    result = pipeline.generate(settings, env, _warn)
     if settings.report:
-        _emit_report(ctx, settings, render_report(env, analysis, blocks, settings.report_format))
-    code = _write(ctx, settings, content, check, diff, force)
+        _emit_report(settings, result.report)
+    if result.topology is None:
+        raise InputError("nothing could be placed: no host became a Slurm node (see --report)")
+    code = _write(ctx, settings, result.topology, check, diff, force)
+    if result.partition_lines:
+        _log(ctx, "Partitions for slurm.conf:\n" + result.partition_lines.rstrip())
     if settings.filter_dir:
-        code = max(code, _write_filters(ctx, Path(settings.filter_dir), filters, check, diff))
+        code = max(
+            code, _write_filters(ctx, Path(settings.filter_dir), result.filters, check, diff)
+        )
     ctx.exit(code)
-
-
-def _render_filters(
-    env: Any,
-    settings: Settings,
-    analysis: Analysis,
-    blocks: BlockTopology | None,
-    version: SlurmVersion,
-) -> dict[str, str]:
-    """The --tp-size filter files, with block and leaf sizes measured on this fabric."""
-    if not settings.filter:
-        raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
-    plan = blocks or ib_blocks(analysis, version, settings.block_sizes)
-    leaf_size = typical_size(len(leaf.nodes) for leaf in analysis.tree.leaves)
-    measured = {"block": plan.block_sizes[0], "tree": leaf_size}
-    facts = filter_facts(settings.filter, measured, settings.slurm_version)
-    return render_filters(facts, env)
 
 
 def _write_filters(
@@ -413,22 +320,9 @@ def _write_filters(
     for outcome in changed:
         if check or diff:
             click.echo(outcome.diff, nl=False)
-    _log(
-        ctx,
-        f"{directory}: {len(changed)} of {len(outcomes)} filter files "
-        f"{'out of date' if check else 'written'}",
-    )
+    state = "out of date" if check else "written"
+    _log(ctx, f"{directory}: {len(changed)} of {len(outcomes)} filter files {state}")
     return Exit.DIFFERS if check and changed else Exit.OK
-
-
-def _render_topology(env: Any, fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> str:
-    return render(
-        env,
-        TEMPLATES[fmt],
-        tree=analysis.tree,
-        blocks=blocks,
-        node_count=sum(len(b.nodes) for b in blocks.blocks) if blocks else analysis.node_count,
-    )
 
 
 @main.group()

@@ -50,6 +50,7 @@ class Settings:
     ibnetdiscover_command: IbnetdiscoverCommand = field(default_factory=IbnetdiscoverCommand)
     sim: str | None = None
     ufm: str | None = None
+    snapshot: str | None = None
     ufm_credentials: str | None = None
     ufm_ca_bundle: str | None = None
     ufm_insecure: bool = False
@@ -68,6 +69,17 @@ class Settings:
     lock_timeout: float = 30.0
     templates: str | None = None
     filter_dir: str | None = None
+    #: Where blocks come from: NVLink domains of a snapshot, IB scalable units, or auto.
+    block_source: str = "auto"
+    nvlink_unhealthy: str = "exclude"
+    block_name_pattern: str = "nvl-{first}"
+    #: Previous topology (or a racks list) whose block names/positions stay stable;
+    #: default: the output file.
+    layout: str | None = None
+    yaml_default: str | None = None
+    yaml_names: dict[str, str] | None = None
+    #: slurm.conf partitions for --format yaml: partition name -> topology name.
+    partitions: dict[str, str] | None = None
     #: Facts for the --tp-size filters (partitions, switch wait, SPANK plugin); block and leaf
     #: sizes a partition leaves out are taken from the fabric. See README "Job filters".
     filter: dict[str, Any] | None = None

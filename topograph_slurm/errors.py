@@ -32,6 +32,12 @@ class TopographError(Exception):
     exit_code: Exit = Exit.INPUT
 
 
+class UsageError(TopographError):
+    """Flags or option values that contradict each other."""
+
+    exit_code = Exit.USAGE
+
+
 class InputError(TopographError):
     """Input data (a dump, a snapshot, a JSON response) cannot be understood."""
 

@@ -32,6 +32,9 @@ def report_data(analysis: Analysis, blocks: BlockTopology | None = None) -> dict
         "tops": analysis.tree.tops,
         "blocks": [dataclasses.asdict(block) for block in blocks.blocks] if blocks else [],
         "block_sizes": blocks.block_sizes if blocks else [],
+        "block_nodes": len({node for block in blocks.blocks for node in block.nodes})
+        if blocks
+        else 0,
         "exclusions": [dataclasses.asdict(ex) for ex in analysis.exclusions],
         "missing": analysis.missing_nodes,
         "findings": [dataclasses.asdict(finding) for finding in findings],

@@ -1,0 +1,257 @@
+"""`generate` from settings to rendered files, without touching the output paths.
+
+The CLI parses flags into :class:`~topograph_slurm.config.Settings` and hands them here; this
+module reads the one fabric source (dump, UFM, snapshot, simulation or the live
+``ibnetdiscover``), runs the pure analysis, picks the blocks (NVLink domains from a snapshot, or
+InfiniBand scalable units) and renders every requested file. Writing is left to the CLI and
+:mod:`topograph_slurm.output`, so a ``--check`` run and a real run compute the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from topograph_slurm.analysis import Analysis, analyse, ib_blocks
+from topograph_slurm.collect import Snapshot, load_snapshot
+from topograph_slurm.config import Settings
+from topograph_slurm.errors import ConfigError, InputError, UsageError
+from topograph_slurm.filter import filter_facts, render_filters
+from topograph_slurm.model import Fabric
+from topograph_slurm.render import render
+from topograph_slurm.report import render_report
+from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.sources import ibnetdiscover, sim, ufm
+from topograph_slurm.sources.slurm import scontrol_nodes
+from topograph_slurm.topology.block import BlockTopology, typical_size
+from topograph_slurm.topology.naming import (
+    NamingPolicy,
+    compile_rewrites,
+    expand_hostlist,
+    load_node_name_map,
+)
+from topograph_slurm.topology.nvlink import NvlinkPolicy, blocks_node_count, load_layout
+from topograph_slurm.topology_yaml import (
+    DEFAULT_NAMES,
+    NamedTopology,
+    default_partitions,
+    partitions_from_map,
+    render_partition_lines,
+    render_topology_yaml,
+)
+
+Warn = Callable[[str], None]
+FORMATS = ("tree", "block", "yaml")
+BLOCK_SOURCES = ("auto", "nvlink", "ib")
+TEMPLATES = {"tree": "topology.conf.tree.j2", "block": "topology.conf.block.j2"}
+#: ``--sim demo``: a small DGX SuperPOD-like fabric (4 scalable units of 8 nodes, 8 rails).
+DEMO_SIM = "nodes=32,gpus=8,rails=8,su=8,tiers=2,sharp=1"
+
+
+@dataclass(slots=True)
+class Inputs:
+    """What the sources delivered: the IB fabric (possibly empty) and an optional snapshot."""
+
+    fabric: Fabric
+    snapshot: Snapshot | None = None
+
+
+@dataclass(slots=True)
+class Generated:
+    """Everything one ``generate`` run renders. ``topology`` is None when nothing could be
+    placed (the report then says why)."""
+
+    topology: str | None
+    report: str = ""
+    partition_lines: str = ""
+    filters: dict[str, str] = field(default_factory=dict)
+    node_count: int = 0
+
+
+def _read_text(path: str) -> str:
+    """A dump file, or stdin for ``-``, decoded leniently (dumps carry stray bytes)."""
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err.strerror}") from None
+    return data.decode("utf-8", errors="replace")
+
+
+def fetch_ufm(settings: Settings, warn: Warn) -> ufm.UfmResponses:
+    """Ask UFM for the fabric (credentials from a file or the environment, never argv)."""
+    assert settings.ufm is not None
+    return ufm.collect_ufm(
+        settings.ufm,
+        Path(settings.ufm_credentials) if settings.ufm_credentials else None,
+        env=os.environ,
+        ca_bundle=Path(settings.ufm_ca_bundle) if settings.ufm_ca_bundle else None,
+        insecure=settings.ufm_insecure,
+        timeout=settings.ufm_timeout,
+        warn=warn,
+    )
+
+
+def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Fabric:
+    """The IB fabric stored in a snapshot: UFM answers, else ibnetdiscover text, else none."""
+    if ufm.has_snapshot(path):
+        return ufm.fabric_from_ufm(ufm.load_responses(path), source=str(path))
+    if snapshot.ibnetdiscover is not None:
+        source = str(path / "fabric" / "ibnetdiscover.txt")
+        return ibnetdiscover.parse_ibnetdiscover(snapshot.ibnetdiscover, source)
+    return Fabric(source=str(path))
+
+
+def load_inputs(settings: Settings, warn: Warn) -> Inputs:
+    """Exactly one fabric source: dump, UFM, snapshot, simulation, or the live ibnetdiscover."""
+    given = [key for key in ("ibnetdiscover", "sim", "ufm", "snapshot") if getattr(settings, key)]
+    if len(given) > 1:
+        names = " and ".join("--" + key for key in given)
+        raise UsageError(f"give one fabric source, not {names}")
+    if settings.snapshot:
+        path = Path(settings.snapshot)
+        snapshot = load_snapshot(path)
+        return Inputs(_snapshot_fabric(path, snapshot), snapshot)
+    if settings.ufm:
+        return Inputs(ufm.fabric_from_ufm(fetch_ufm(settings, warn)))
+    if settings.sim:
+        spec = DEMO_SIM if settings.sim == "demo" else settings.sim
+        text = sim.generate_ibnetdiscover(sim.parse_sim_spec(spec))
+        return Inputs(ibnetdiscover.parse_ibnetdiscover(text, f"sim:{spec}"))
+    if settings.ibnetdiscover:
+        source = "<stdin>" if settings.ibnetdiscover == "-" else settings.ibnetdiscover
+        text = _read_text(settings.ibnetdiscover)
+        return Inputs(ibnetdiscover.parse_ibnetdiscover(text, source))
+    command = settings.ibnetdiscover_command
+    text = ibnetdiscover.run_ibnetdiscover(command.binary, command.args, command.timeout)
+    return Inputs(ibnetdiscover.parse_ibnetdiscover(text, command.binary))
+
+
+def naming_policy(settings: Settings) -> NamingPolicy:
+    """Node-name map, rewrites and the Slurm node list from settings."""
+    policy = NamingPolicy(
+        rewrites=compile_rewrites((rule.pattern, rule.replace) for rule in settings.rewrites)
+    )
+    if settings.node_name_map:
+        policy.node_name_map = load_node_name_map(Path(settings.node_name_map))
+    if settings.slurm_nodes == "scontrol":
+        policy.slurm_nodes = scontrol_nodes()
+    elif settings.slurm_nodes:
+        policy.slurm_nodes = expand_hostlist(settings.slurm_nodes)
+    return policy
+
+
+def _wants_nvlink(settings: Settings, snapshot: Snapshot | None) -> bool:
+    """Blocks from NVLink domains when asked, or (auto) when a snapshot has GPU fabric data."""
+    has_gpus = snapshot is not None and any(n.gpus for n in snapshot.nodes.values())
+    if settings.block_source == "nvlink" and not has_gpus:
+        raise InputError("--block-source nvlink needs a --snapshot with nvidia-smi output")
+    return settings.block_source == "nvlink" or (settings.block_source == "auto" and has_gpus)
+
+
+def choose_blocks(
+    settings: Settings, inputs: Inputs, analysis: Analysis, version: SlurmVersion
+) -> BlockTopology | None:
+    """NVLink-domain blocks (ordered by the IB tree when there is one), IB unit blocks, or
+    None when neither source places a node."""
+    if not _wants_nvlink(settings, inputs.snapshot):
+        return ib_blocks(analysis, version, settings.block_sizes) if analysis.node_count else None
+    assert inputs.snapshot is not None
+    layout_path = settings.layout or settings.output
+    return inputs.snapshot.nvlink_blocks(
+        version,
+        policy=NvlinkPolicy(settings.nvlink_unhealthy, settings.block_name_pattern),
+        block_sizes=settings.block_sizes,
+        tree=analysis.tree if analysis.node_count else None,
+        layout=load_layout(layout_path) if layout_path else (),
+    )
+
+
+def _topologies(
+    settings: Settings, analysis: Analysis, blocks: BlockTopology | None
+) -> list[NamedTopology]:
+    names = {**DEFAULT_NAMES, **(settings.yaml_names or {})}
+    topologies = []
+    if analysis.node_count:
+        topologies.append(NamedTopology(names["tree"], tree=analysis.tree))
+    if blocks is not None and blocks.blocks:
+        topologies.append(NamedTopology(names["block"], blocks=blocks))
+    topologies.append(NamedTopology(names["flat"]))
+    return topologies
+
+
+def _yaml(
+    env: jinja2.Environment,
+    settings: Settings,
+    analysis: Analysis,
+    blocks: BlockTopology | None,
+    version: SlurmVersion,
+) -> tuple[str, str]:
+    """topology.yaml and the slurm.conf partition lines that use its topologies."""
+    topologies = _topologies(settings, analysis, blocks)
+    default = settings.yaml_default or topologies[0].name
+    text = render_topology_yaml(env, topologies, default, version)
+    partitions = (
+        partitions_from_map(settings.partitions, topologies)
+        if settings.partitions
+        else default_partitions(topologies)
+    )
+    return text, render_partition_lines(env, partitions, default)
+
+
+def _filters(
+    env: jinja2.Environment,
+    settings: Settings,
+    analysis: Analysis,
+    blocks: BlockTopology | None,
+) -> dict[str, str]:
+    """The --tp-size filter files, with block and leaf sizes measured on this fabric."""
+    if not settings.filter:
+        raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
+    leaf_size = typical_size(len(leaf.nodes) for leaf in analysis.tree.leaves)
+    measured = {"block": blocks.block_sizes[0] if blocks else 0, "tree": leaf_size}
+    facts = filter_facts(settings.filter, measured, settings.slurm_version)
+    return render_filters(facts, env)
+
+
+def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
+    """How many nodes the requested format places."""
+    in_blocks = blocks_node_count(blocks) if blocks else 0
+    return {"tree": analysis.node_count, "block": in_blocks}.get(
+        fmt, max(analysis.node_count, in_blocks)
+    )
+
+
+def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generated:
+    """Read the source, analyse, and render everything *settings* asks for."""
+    if settings.format not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}")
+    if settings.block_source not in BLOCK_SOURCES:
+        raise ConfigError(f"block_source must be one of {', '.join(BLOCK_SOURCES)}")
+    version = SlurmVersion.parse(settings.slurm_version)
+    inputs = load_inputs(settings, warn)
+    analysis = analyse(inputs.fabric, naming_policy(settings), settings.max_tiers)
+    wants_blocks = settings.format != "tree" or settings.filter_dir
+    blocks = choose_blocks(settings, inputs, analysis, version) if wants_blocks else None
+    shown = blocks if settings.format != "tree" else None
+    out = Generated(None, render_report(env, analysis, shown, settings.report_format))
+    out.node_count = _placed(settings.format, analysis, blocks)
+    if out.node_count == 0:
+        return out
+    if settings.format == "yaml":
+        out.topology, out.partition_lines = _yaml(env, settings, analysis, blocks, version)
+    else:
+        out.topology = render(
+            env,
+            TEMPLATES[settings.format],
+            tree=analysis.tree,
+            blocks=blocks,
+            node_count=out.node_count,
+        )
+    if settings.filter_dir:
+        out.filters = _filters(env, settings, analysis, blocks)
+    return out
