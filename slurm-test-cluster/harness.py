@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import docker
 import docker.errors
@@ -357,8 +357,9 @@ def _has_image(client: docker.DockerClient, tag: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ExecResult:
+class ExecResult(NamedTuple):
+    """What a command inside a container returned; unpacks as ``rc, stdout, stderr``."""
+
     rc: int
     stdout: str
     stderr: str

@@ -29,7 +29,8 @@ def test_exec_reconfigure_and_logs(
     res = cluster.exec("srun -N 2 --gres=gpu:2 bash -c 'echo $(hostname) $CUDA_VISIBLE_DEVICES'")
     assert res.rc == 0, res
     assert sorted(res.stdout.split("\n")[:2]) == ["node01 0,1", "node02 0,1"]
-    assert cluster.exec("ls /dev/nvidia1", node="node02").rc == 0
+    rc, out, err = cluster.exec("ls /dev/nvidia1", node="node02")
+    assert (rc, out, err) == (0, "/dev/nvidia1\n", "")
     blob = bytes(range(256))
     cluster.write_files({"blob.bin": blob}, path="/tmp")
     assert cluster.read_file("/tmp/blob.bin", node="node01") == blob
