@@ -392,7 +392,7 @@ class TopoSwitch:
 
 @dataclass(frozen=True)
 class TopoBlock:
-    """One ``BlockName=`` (or 25.05+ ``AggregatedBlock=``) line.
+    """One ``BlockName=`` or ``AggregatedBlock=`` line (24.11 and 26.05 print both).
 
     ``size`` is Slurm's ``BlockSize``: the configured size of that level, which on 25.05+ may
     exceed ``len(nodes)`` for a block smaller than the base size.
@@ -421,8 +421,30 @@ class Topology:
 
     @property
     def base_blocks(self) -> list[TopoBlock]:
-        """The blocks of topology.conf / topology.yaml, without 25.05+ aggregates."""
+        """The blocks of topology.conf / topology.yaml, without the aggregates Slurm adds."""
         return [b for b in self.blocks if not b.aggregated]
+
+    def leaf_nodes(self) -> dict[str, list[str]]:
+        """Leaf switch -> its nodes (compare with the model's leaves)."""
+        return {s.name: s.nodes for s in self.leaves}
+
+    def block_nodes(self) -> dict[str, list[str]]:
+        """Base block -> its nodes, in Slurm's block order."""
+        return {b.name: b.nodes for b in self.base_blocks}
+
+    def parent_of(self) -> dict[str, str]:
+        """Switch -> the switch that lists it under ``Switches=`` (top switches are absent)."""
+        return {child: s.name for s in self.switches for child in s.switches}
+
+    def nodes_in_several(self) -> set[str]:
+        """Nodes under more than one leaf, or in more than one base block (must be empty)."""
+        twice: set[str] = set()
+        for groups in (self.leaf_nodes(), self.block_nodes()):
+            seen: set[str] = set()
+            for nodes in groups.values():
+                twice.update(n for n in nodes if n in seen)
+                seen.update(nodes)
+        return twice
 
     @property
     def leaves(self) -> list[TopoSwitch]:
@@ -478,7 +500,8 @@ def _switch(kv: dict[str, str]) -> TopoSwitch:
 
 
 def _block(kv: dict[str, str]) -> TopoBlock:
-    """A base block (``BlockName=``) or, on 25.05+, an aggregate (``AggregatedBlock=b[1-2]``)."""
+    """A base block (``BlockName=``) or an aggregate of one BlockSizes level
+    (``AggregatedBlock=b[1-2]``)."""
     nodes = expand(kv.get("Nodes", ""))
     aggregated = "BlockName" not in kv
     return TopoBlock(

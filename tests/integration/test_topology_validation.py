@@ -45,6 +45,14 @@ def test_tree_round_trip(validate: Validate) -> None:
         "leaf2": (0, gpus(5, 8)),
         "leaf3": (0, gpus(9, 12)),
     }
+    assert topo.parent_of() == {
+        "leaf1": "spine1",
+        "leaf2": "spine1",
+        "leaf3": "spine2",
+        "spine1": "core",
+        "spine2": "core",
+    }
+    assert topo.nodes_in_several() == set()
     assert sorted(topo.switch("spine1").switches) == ["leaf1", "leaf2"]
     assert topo.switch("spine2").switches == ["leaf3"]
     core = topo.switch("core")
@@ -61,9 +69,10 @@ def test_block_round_trip(validate: Validate) -> None:
         ("nvl2", 1, gpus(5, 8), 4),
         ("nvl3", 2, gpus(9, 12), 4),
     ]
-    # 25.05+ also lists the aggregates of the BlockSizes levels (in file order: 1+2).
-    for agg in (b for b in result.topology.blocks if b.aggregated):
-        assert (agg.nodes, agg.size) == (gpus(1, 8), 8)
+    # Both versions also list the aggregates of the BlockSizes levels, in file order: 1+2.
+    aggregates = [b for b in result.topology.blocks if b.aggregated]
+    assert [(b.name, b.nodes, b.size) for b in aggregates] == [("nvl[1-2]", gpus(1, 8), 8)]
+    assert result.topology.nodes_in_several() == set()
 
 
 @pytest.mark.parametrize(
@@ -170,4 +179,9 @@ def test_parse_tree_and_block_lines() -> None:
         ("b[1-2]", 8, True),
     ]
     assert topo.block("b[1-2]").nodes == ["n1", "n2", "n3", "n4"]
+    assert topo.leaf_nodes() == {"s1": ["n1", "n2"]}
+    assert topo.block_nodes() == {"b1": ["n1", "n2"]}
+    assert topo.nodes_in_several() == set()  # leaves and blocks are counted apart
+    two_leaves = parse_show_topology(text + "SwitchName=s2 Level=0 LinkSpeed=1 Nodes=n2\n")
+    assert two_leaves.nodes_in_several() == {"n2"}
     assert topo.other == []
