@@ -328,19 +328,27 @@ def _build(client: docker.DockerClient, version: str, tag: str) -> None:
 
 
 def check_image_version(client: docker.DockerClient, image: str, version: str) -> str:
-    """Run ``slurmctld -V`` in ``image``; raise unless it is Slurm ``version``."""
+    """Run ``slurmctld -V`` in ``image``; raise unless it is Slurm ``version``.
+
+    The container is created, started and removed step by step (``containers.run`` leaves a
+    container behind when the start itself fails, as it does in an image without Slurm).
+    """
+    labels = {LABEL: "version-check", LABEL_OWNER: _owner(), LABEL_CREATED: str(int(time.time()))}
+    container = None
     try:
-        out = client.containers.run(
-            image, ["slurmctld", "-V"], remove=True, entrypoint=[], network_disabled=True
+        container = client.containers.create(
+            image, ["slurmctld", "-V"], entrypoint=[], network_disabled=True, labels=labels
         )
-    except docker.errors.ContainerError as exc:
-        output = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
-        raise HarnessError(f"image {image} cannot run slurmctld -V: {exc}\n{output}") from exc
+        container.start()
+        status = container.wait(timeout=60).get("StatusCode", -1)
+        text = bytes(container.logs()).decode(errors="replace").strip()
     except docker.errors.DockerException as exc:
         raise HarnessError(f"image {image} cannot run slurmctld -V: {exc}") from exc
-    text = bytes(out).decode(errors="replace").strip()
-    if not re.search(rf"\b{re.escape(version)}\.\d+", text):
-        raise HarnessError(f"image {image} runs {text!r}, not Slurm {version}")
+    finally:
+        if container is not None:
+            _quietly(client.api.remove_container, container.id, force=True)
+    if status != 0 or not re.search(rf"\b{re.escape(version)}\.\d+", text):
+        raise HarnessError(f"image {image} runs {text!r} (exit {status}), not Slurm {version}")
     return text
 
 

@@ -77,12 +77,18 @@ def test_bad_controller_config_is_one_error_with_slurmctld_log(
 
 def test_image_without_slurm_is_refused(docker_client: Any, slurm_version: str) -> None:
     base = harness.ensure_base_image(slurm_version, docker_client)
+
+    def of_base() -> set[str]:
+        return {c["Id"] for c in docker_client.api.containers(all=True, filters={"ancestor": base})}
+
+    before = of_base()
     cluster = Cluster(ClusterSpec.simple(1), base, client=docker_client)
     with pytest.raises(HarnessError, match="not a slurm-test-cluster image"):
         cluster.start()
     with pytest.raises(HarnessError, match="cannot run slurmctld"):
         Cluster(ClusterSpec.simple(1), base, version=slurm_version, client=docker_client).start()
     assert leftovers(docker_client, cluster) == []
+    assert of_base() <= before  # the failed version probe left no container behind
 
 
 def test_image_of_other_version_is_refused(docker_client: Any, slurm_version: str) -> None:
