@@ -864,13 +864,17 @@ class Cluster:
         self._torn_down = True
         api, flt = self.client.api, {"label": f"{LABEL}={self.run_id}"}
         known = [c.id for c in [self.controller, *self.nodes.values()] if c is not None]
-        self._remove_all(known)
-        # Anything created but not yet registered (interrupted mid-create) carries our label.
-        self._remove_all([c["Id"] for c in api.containers(all=True, filters=flt)])
-        for net in api.networks(filters=flt):
-            _quietly(api.remove_network, net["Id"])
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
+        try:
+            self._remove_all(known)
+            # Anything created but not yet registered (interrupted mid-create) has our label.
+            self._remove_all([c["Id"] for c in api.containers(all=True, filters=flt)])
+            for net in api.networks(filters=flt):
+                _quietly(api.remove_network, net["Id"])
+        except Exception:  # daemon gone (the SDK raises requests' errors too): must not hide
+            pass  # the error that brought us here; the next sweep_leftovers() cleans up
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(self)
 
     def _remove_all(self, container_ids: Sequence[str | None]) -> None:
         """Remove containers in parallel (one at a time, 36 nodes take ~15 s)."""
