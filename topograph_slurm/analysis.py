@@ -67,6 +67,7 @@ def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) 
     groups, findings = group_leaves(hosts.rails, switch_names)
     service = _service_switches(hosts, links.ca_leaves)
     tree = build_tree(links.neighbours, groups, switch_names, service, max_tiers=max_tiers)
+    findings += health.islands(tree)
     findings += health.missing_rails(groups, hosts.rails)
     findings += health.degraded_links(fabric, switch_names)
     missing = sorted(policy.slurm_nodes - hosts.rails.keys()) if policy.slurm_nodes else []

@@ -47,6 +47,8 @@ from topograph_slurm.topology_yaml import (
 
 Warn = Callable[[str], None]
 FORMATS = ("tree", "block", "yaml")
+#: topology.yaml name of blocks made from IB scalable units (NVLink blocks are "nvl").
+IB_BLOCK_NAME = "su"
 BLOCK_SOURCES = ("auto", "nvlink", "ib")
 TEMPLATES = {"tree": "topology.conf.tree.j2", "block": "topology.conf.block.j2"}
 #: ``--sim demo``: a small DGX SuperPOD-like fabric (4 scalable units of 8 nodes, 8 rails).
@@ -172,9 +174,11 @@ def choose_blocks(
 
 
 def _topologies(
-    settings: Settings, analysis: Analysis, blocks: BlockTopology | None
+    settings: Settings, analysis: Analysis, blocks: BlockTopology | None, nvlink: bool
 ) -> list[NamedTopology]:
-    names = {**DEFAULT_NAMES, **(settings.yaml_names or {})}
+    """ib (tree), nvl (NVLink blocks) or su (IB scalable-unit blocks), and flat."""
+    defaults = {**DEFAULT_NAMES, "block": DEFAULT_NAMES["block"] if nvlink else IB_BLOCK_NAME}
+    names = {**defaults, **(settings.yaml_names or {})}
     topologies = []
     if analysis.node_count:
         topologies.append(NamedTopology(names["tree"], tree=analysis.tree))
@@ -187,12 +191,14 @@ def _topologies(
 def _yaml(
     env: jinja2.Environment,
     settings: Settings,
+    inputs: Inputs,
     analysis: Analysis,
     blocks: BlockTopology | None,
     version: SlurmVersion,
 ) -> tuple[str, str]:
     """topology.yaml and the slurm.conf partition lines that use its topologies."""
-    topologies = _topologies(settings, analysis, blocks)
+    nvlink = _wants_nvlink(settings, inputs.snapshot)
+    topologies = _topologies(settings, analysis, blocks, nvlink)
     default = settings.yaml_default or topologies[0].name
     text = render_topology_yaml(env, topologies, default, version)
     partitions = (
@@ -243,7 +249,7 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     if out.node_count == 0:
         return out
     if settings.format == "yaml":
-        out.topology, out.partition_lines = _yaml(env, settings, analysis, blocks, version)
+        out.topology, out.partition_lines = _yaml(env, settings, inputs, analysis, blocks, version)
     else:
         out.topology = render(
             env,

@@ -9,8 +9,9 @@ from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology.block import (
     Block,
     adjacency_order,
-    infer_base,
+    covering_base,
     infer_block_sizes,
+    typical_base,
     plan_blocks,
     validate_block_sizes,
 )
@@ -35,9 +36,13 @@ def test_adjacency_order_keeps_units_under_one_spine_together() -> None:
     assert adjacency_order(Tree(leaves, uppers, ["core"])) == ["a", "d", "b", "c"]
 
 
-def test_base_is_the_most_common_size_and_levels_double() -> None:
+def test_base_rules_and_levels_double() -> None:
     blocks = _blocks(32, 32, 32, 20)
-    assert infer_base(blocks) == 32
+    assert typical_base(blocks) == 32
+    assert covering_base(blocks) == 20  # 20 of 116 nodes (17 %) would be left out at 32
+    assert covering_base(_blocks(32, 32, 32, 32, 32, 20)) == 20  # 20 of 180 nodes (11 %)
+    assert covering_base(_blocks(*([32] * 9), 20)) == 32  # 20 of 308 nodes (6.5 %)
+    assert covering_base(_blocks(18, 17, 12, 10, 1)) == 10  # the 1-node leaf never rules
     assert infer_block_sizes(32, 4) == [32, 64, 128]
     assert infer_block_sizes(32, 3) == [32, 64]
     assert infer_block_sizes(4, 1) == [4]
@@ -59,12 +64,12 @@ def test_bad_block_sizes_are_refused(sizes: list[int], count: int, message: str)
 
 
 def test_undersized_blocks_left_out_on_2411_and_kept_on_2505() -> None:
-    old = plan_blocks(_blocks(4, 4, 2, 4), V2411)
+    old = plan_blocks(_blocks(4, 4, 2, 4), V2411, base_rule=typical_base)
     assert [b.name for b in old.blocks] == ["b0", "b1", "b3"]
     assert old.block_sizes == [4, 8]
     (finding,) = old.findings
     assert finding.subject == "b2" and "2 nodes < base block size 4" in finding.message
-    new = plan_blocks(_blocks(4, 4, 2, 4), V2505)
+    new = plan_blocks(_blocks(4, 4, 2, 4), V2505, base_rule=typical_base)
     assert [b.name for b in new.blocks] == ["b0", "b1", "b2", "b3"]
     assert new.block_sizes == [4, 8, 16] and new.findings == []
 

@@ -10,7 +10,7 @@ blocks are disjoint nor, in topology.yaml, that ``block_sizes`` are valid; we do
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from topograph_slurm.errors import ConfigError
@@ -59,6 +59,18 @@ def blocks_from_tree(tree: Tree) -> list[Block]:
     return [Block(name, list(nodes[name])) for name in adjacency_order(tree) if name in nodes]
 
 
+BaseRule = Callable[[Sequence[Block]], int]
+
+
+def typical_base(blocks: Sequence[Block]) -> int:
+    """The base block size for physical units of fixed size (NVLink racks): the most common
+    block size, so a rack with a dead tray is the exception, not the rule."""
+    base = typical_size(len(block.nodes) for block in blocks)
+    if not base:
+        raise ConfigError("no non-empty blocks: cannot infer BlockSizes")
+    return base
+
+
 def typical_size(sizes: Iterable[int]) -> int:
     """The most common non-zero size (larger on ties): a partial last unit should not shrink
     what every full unit can serve. Zero when there is none."""
@@ -66,11 +78,28 @@ def typical_size(sizes: Iterable[int]) -> int:
     return max(counts, key=lambda size: (counts[size], size)) if counts else 0
 
 
-def infer_base(blocks: Sequence[Block]) -> int:
-    """The base block size: the typical size of the non-empty blocks."""
-    base = typical_size(len(block.nodes) for block in blocks)
-    if not base:
+#: At most this share of nodes may sit in blocks smaller than the inferred base size.
+MAX_UNDERSIZED_SHARE = 0.10
+
+
+def covering_base(blocks: Sequence[Block], max_share: float = MAX_UNDERSIZED_SHARE) -> int:
+    """The base block size for InfiniBand units: the largest block size such that the blocks
+    smaller than it hold at most *max_share* of the nodes.
+
+    Real fabrics have uneven leaf groups (a half-filled leaf, a unit with a few nodes down). A
+    larger base lets segments be larger; a base above a block's size leaves that block out on
+    24.11 (it refuses undersized blocks) and wastes it on 25.05+. This keeps nearly every node
+    usable without letting one small service leaf shrink the base for all.
+    """
+    sizes = sorted({len(block.nodes) for block in blocks if block.nodes})
+    if not sizes:
         raise ConfigError("no non-empty blocks: cannot infer BlockSizes")
+    total = sum(len(block.nodes) for block in blocks)
+    base = sizes[0]
+    for size in sizes[1:]:
+        below = sum(len(block.nodes) for block in blocks if 0 < len(block.nodes) < size)
+        if below <= max_share * total:
+            base = size
     return base
 
 
@@ -110,6 +139,7 @@ def plan_blocks(
     blocks: list[Block],
     version: SlurmVersion,
     block_sizes: Sequence[int] | None = None,
+    base_rule: BaseRule = covering_base,
 ) -> BlockTopology:
     """Choose BlockSizes and apply the release's rule for blocks smaller than the base.
 
@@ -120,7 +150,7 @@ def plan_blocks(
     sizes = (
         validate_block_sizes(block_sizes, len(nonempty))
         if block_sizes
-        else infer_block_sizes(infer_base(nonempty), len(nonempty))
+        else infer_block_sizes(base_rule(nonempty), len(nonempty))
     )
     base = sizes[0]
     if version.allows_small_blocks:

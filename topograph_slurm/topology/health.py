@@ -12,9 +12,11 @@ from collections.abc import Mapping
 
 from topograph_slurm.model import Fabric, Finding, Link
 from topograph_slurm.topology.leaf import LeafGroup
+from topograph_slurm.topology.tree import Tree
 
 KIND_DEGRADED = "degraded-link"
 KIND_MISSING_RAIL = "missing-rail"
+KIND_ISLANDS = "islands"
 
 #: Signalling rates in increasing order, as ibnetdiscover and UFM name them.
 SPEED_RANK = {
@@ -88,3 +90,17 @@ def missing_rails(
                     )
                 )
     return findings
+
+
+def islands(tree: Tree) -> list[Finding]:
+    """Several top switches: parts of the fabric no cable joins, which Slurm never spans."""
+    if len(tree.tops) < 2:
+        return []
+    return [
+        Finding(
+            KIND_ISLANDS,
+            ",".join(tree.tops),
+            f"the fabric has {len(tree.tops)} islands with no cable between them; Slurm will "
+            "not place one job across them (and warns that no switch reaches all nodes)",
+        )
+    ]

@@ -49,7 +49,7 @@ from topograph_slurm.topology.block import (
     Block,
     BlockTopology,
     adjacency_order,
-    infer_base,
+    typical_base,
     infer_block_sizes,
     plan_blocks,
     validate_block_sizes,
@@ -431,10 +431,10 @@ def _plan(
     ``BlockSizes`` unchanged while a rack is away; 24.11 has no placeholders, so
     ``plan_blocks`` applies as it is."""
     if not version.allows_small_blocks:
-        return plan_blocks(blocks, version, block_sizes)
+        return plan_blocks(blocks, version, block_sizes, base_rule=typical_base)
     if block_sizes:
         return BlockTopology(blocks, validate_block_sizes(block_sizes, len(blocks)))
-    base = infer_base([block for block in blocks if block.nodes])
+    base = typical_base([block for block in blocks if block.nodes])
     return BlockTopology(blocks, infer_block_sizes(base, len(blocks)))
 
 
