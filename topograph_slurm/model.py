@@ -76,9 +76,7 @@ class Link:
     speed: str
 
     @staticmethod
-    def between(
-        a_guid: str, a_port: int, b_guid: str, b_port: int, width: str, speed: str
-    ) -> Link:
+    def between(a_guid: str, a_port: int, b_guid: str, b_port: int, width: str, speed: str) -> Link:
         """Build a link in canonical end order, so the same cable seen from both ends is equal."""
         if (b_guid, b_port) < (a_guid, a_port):
             a_guid, a_port, b_guid, b_port = b_guid, b_port, a_guid, a_port

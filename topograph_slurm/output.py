@@ -42,8 +42,6 @@ _CONF_KEY = re.compile(r"^\s*(?:switchname|blockname|blocksizes)\s*=", re.IGNORE
 _CONF_NODES = re.compile(r"(?:^|\s)nodes\s*=\s*(\"[^\"]*\"|\S+)", re.IGNORECASE)
 
 
-
-
 @dataclass
 class WriteOutcome:
     """What a write did; the CLI prints ``diff`` and picks the exit code from ``changed``.
