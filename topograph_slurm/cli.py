@@ -11,21 +11,45 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
 from topograph_slurm import __version__, pipeline
-from topograph_slurm.cli_collect import collect
 from topograph_slurm.config import RewriteRule, Settings, load_settings, override
 from topograph_slurm.errors import Exit, InputError, TopographError
-from topograph_slurm.filter import build_spank
-from topograph_slurm.output import write_topology, write_tree
 from topograph_slurm.render import environment
+
+# `collect` (UFM's HTTP stack, nvidia-smi parsing), the filters and the output module are
+# imported when a command needs them, so `generate` run from cron starts quickly.
+_LAZY_COMMANDS = {"collect": ("topograph_slurm.cli_collect", "collect")}
+
+
+class _LazyCommand:
+    """Stands in for a command in ``main.commands`` until something looks at it."""
+
+    def __init__(self, module: str, attr: str) -> None:
+        self._where = (module, attr)
+
+    def load(self) -> click.Command:
+        import importlib
+
+        module, attr = self._where
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.load(), item)
 
 
 class Cli(click.Group):
     """A click group that turns our errors into one line and a distinct exit code."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command: Any = self.commands.get(cmd_name)
+        if isinstance(command, _LazyCommand):
+            self.commands[cmd_name] = command = command.load()
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -114,6 +138,8 @@ def _write(
     if settings.output is None:
         click.echo(content, nl=False)
         return Exit.OK
+    from topograph_slurm.output import write_topology
+
     outcome = write_topology(
         Path(settings.output),
         content,
@@ -315,6 +341,8 @@ def _write_filters(
     ctx: click.Context, directory: Path, files: dict[str, str], check: bool, diff: bool
 ) -> int:
     """Write the filter files (atomic, only on change); 1 when --check finds them stale."""
+    from topograph_slurm.output import write_tree
+
     outcomes = write_tree(directory, files, check=check, show_diff=diff)
     changed = [o for o in outcomes if o.changed]
     for outcome in changed:
@@ -356,6 +384,8 @@ def spank_build(
     Rebuild it for every Slurm major release. Then add the printed line to plugstack.conf on
     login and compute nodes (and the controller).
     """
+    from topograph_slurm.filter import build_spank
+
     plugin = build_spank(
         Path(source), Path(outdir), cc=cc, include_dir=Path(include_dir) if include_dir else None
     )
@@ -363,4 +393,5 @@ def spank_build(
     click.echo(f"optional {plugin.resolve()}")
 
 
-main.add_command(collect)
+for _name, _where in _LAZY_COMMANDS.items():
+    main.commands[_name] = cast(click.Command, _LazyCommand(*_where))

@@ -14,20 +14,15 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from topograph_slurm.analysis import Analysis, analyse, ib_blocks
-from topograph_slurm.collect import Snapshot, load_snapshot
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import ConfigError, InputError, UsageError
-from topograph_slurm.filter import filter_facts, render_filters
 from topograph_slurm.model import Fabric
 from topograph_slurm.render import render
-from topograph_slurm.report import render_report
 from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.sources import ibnetdiscover, sim, ufm
-from topograph_slurm.sources.slurm import scontrol_nodes
+from topograph_slurm.sources import ibnetdiscover
 from topograph_slurm.topology.block import BlockTopology, typical_size
 from topograph_slurm.topology.naming import (
     NamingPolicy,
@@ -35,15 +30,15 @@ from topograph_slurm.topology.naming import (
     expand_hostlist,
     load_node_name_map,
 )
-from topograph_slurm.topology.nvlink import NvlinkPolicy, blocks_node_count, load_layout
-from topograph_slurm.topology_yaml import (
-    DEFAULT_NAMES,
-    NamedTopology,
-    default_partitions,
-    partitions_from_map,
-    render_partition_lines,
-    render_topology_yaml,
-)
+
+# Sources and outputs a run does not ask for (UFM's HTTP stack, snapshots, NVLink, YAML,
+# filters, the report) are imported where they are used: `generate` from cron stays cheap.
+if TYPE_CHECKING:
+    import jinja2
+
+    from topograph_slurm.collect import Snapshot
+    from topograph_slurm.sources import ufm
+    from topograph_slurm.topology_yaml import NamedTopology
 
 Warn = Callable[[str], None]
 FORMATS = ("tree", "block", "yaml")
@@ -86,6 +81,8 @@ def _read_text(path: str) -> str:
 
 def fetch_ufm(settings: Settings, warn: Warn) -> ufm.UfmResponses:
     """Ask UFM for the fabric (credentials from a file or the environment, never argv)."""
+    from topograph_slurm.sources import ufm
+
     assert settings.ufm is not None
     return ufm.collect_ufm(
         settings.ufm,
@@ -100,6 +97,8 @@ def fetch_ufm(settings: Settings, warn: Warn) -> ufm.UfmResponses:
 
 def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Fabric:
     """The IB fabric stored in a snapshot: UFM answers, else ibnetdiscover text, else none."""
+    from topograph_slurm.sources import ufm
+
     if ufm.has_snapshot(path):
         return ufm.fabric_from_ufm(ufm.load_responses(path), source=str(path))
     if snapshot.ibnetdiscover is not None:
@@ -115,12 +114,18 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
         names = " and ".join("--" + key for key in given)
         raise UsageError(f"give one fabric source, not {names}")
     if settings.snapshot:
+        from topograph_slurm.collect import load_snapshot
+
         path = Path(settings.snapshot)
         snapshot = load_snapshot(path)
         return Inputs(_snapshot_fabric(path, snapshot), snapshot)
     if settings.ufm:
+        from topograph_slurm.sources import ufm
+
         return Inputs(ufm.fabric_from_ufm(fetch_ufm(settings, warn)))
     if settings.sim:
+        from topograph_slurm.sources import sim
+
         spec = DEMO_SIM if settings.sim == "demo" else settings.sim
         text = sim.generate_ibnetdiscover(sim.parse_sim_spec(spec))
         return Inputs(ibnetdiscover.parse_ibnetdiscover(text, f"sim:{spec}"))
@@ -141,6 +146,8 @@ def naming_policy(settings: Settings) -> NamingPolicy:
     if settings.node_name_map:
         policy.node_name_map = load_node_name_map(Path(settings.node_name_map))
     if settings.slurm_nodes == "scontrol":
+        from topograph_slurm.sources.slurm import scontrol_nodes
+
         policy.slurm_nodes = scontrol_nodes()
     elif settings.slurm_nodes:
         policy.slurm_nodes = expand_hostlist(settings.slurm_nodes)
@@ -162,6 +169,8 @@ def choose_blocks(
     None when neither source places a node."""
     if not _wants_nvlink(settings, inputs.snapshot):
         return ib_blocks(analysis, version, settings.block_sizes) if analysis.node_count else None
+    from topograph_slurm.topology.nvlink import NvlinkPolicy, load_layout
+
     assert inputs.snapshot is not None
     layout_path = settings.layout or settings.output
     return inputs.snapshot.nvlink_blocks(
@@ -177,6 +186,8 @@ def _topologies(
     settings: Settings, analysis: Analysis, blocks: BlockTopology | None, nvlink: bool
 ) -> list[NamedTopology]:
     """ib (tree), nvl (NVLink blocks) or su (IB scalable-unit blocks), and flat."""
+    from topograph_slurm.topology_yaml import DEFAULT_NAMES, NamedTopology
+
     defaults = {**DEFAULT_NAMES, "block": DEFAULT_NAMES["block"] if nvlink else IB_BLOCK_NAME}
     names = {**defaults, **(settings.yaml_names or {})}
     topologies = []
@@ -197,6 +208,13 @@ def _yaml(
     version: SlurmVersion,
 ) -> tuple[str, str]:
     """topology.yaml and the slurm.conf partition lines that use its topologies."""
+    from topograph_slurm.topology_yaml import (
+        default_partitions,
+        partitions_from_map,
+        render_partition_lines,
+        render_topology_yaml,
+    )
+
     nvlink = _wants_nvlink(settings, inputs.snapshot)
     topologies = _topologies(settings, analysis, blocks, nvlink)
     default = settings.yaml_default or topologies[0].name
@@ -216,6 +234,8 @@ def _filters(
     blocks: BlockTopology | None,
 ) -> dict[str, str]:
     """The --tp-size filter files, with block and leaf sizes measured on this fabric."""
+    from topograph_slurm.filter import filter_facts, render_filters
+
     if not settings.filter:
         raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
     leaf_size = typical_size(len(leaf.nodes) for leaf in analysis.tree.leaves)
@@ -226,7 +246,12 @@ def _filters(
 
 def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
     """How many nodes the requested format places."""
-    in_blocks = blocks_node_count(blocks) if blocks else 0
+    if blocks:
+        from topograph_slurm.topology.nvlink import blocks_node_count
+
+        in_blocks = blocks_node_count(blocks)
+    else:
+        in_blocks = 0
     return {"tree": analysis.node_count, "block": in_blocks}.get(
         fmt, max(analysis.node_count, in_blocks)
     )
@@ -244,7 +269,13 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     wants_blocks = settings.format != "tree" or settings.filter_dir
     blocks = choose_blocks(settings, inputs, analysis, version) if wants_blocks else None
     shown = blocks if settings.format != "tree" else None
-    out = Generated(None, render_report(env, analysis, shown, settings.report_format))
+    # the report folds every leaf's hostlist again: render it only when someone reads it
+    report = ""
+    if settings.report:
+        from topograph_slurm.report import render_report
+
+        report = render_report(env, analysis, shown, settings.report_format)
+    out = Generated(None, report)
     out.node_count = _placed(settings.format, analysis, blocks)
     if out.node_count == 0:
         return out
