@@ -29,7 +29,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field, fields
 from itertools import chain, compress, repeat
-from operator import and_, eq, itemgetter, lt, not_, or_
+from operator import and_, eq, lt, not_, or_
 from pathlib import Path
 from types import MemberDescriptorType
 from typing import Any, TypeVar
@@ -235,6 +235,7 @@ class _Fast:
     portless: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     tail: str = ""  # text after the last header: ids there mean the dump stops mid-block
+    names: dict[str, str] = field(default_factory=dict)  # GUID -> its one shared string
 
 
 def _fast_parse(text: str, source: str) -> Fabric | None:
@@ -258,6 +259,9 @@ def _fast_chunk(chunk: str, acc: _Fast) -> bool:
     """Devices and cables of one chunk (it starts at a header or at the start of the text)."""
     parts = _FAST_HEADER_RE.split(chunk)
     words, nports, guids = parts[1::6], parts[2::6], parts[3::6]
+    # one string object per GUID across the whole dump: later dict lookups by the analysis
+    # then compare by identity with a cached hash, and 400k duplicate strings are never kept
+    guids = list(map(acc.names.setdefault, guids, guids))
     descs, rests, bodies = parts[4::6], parts[5::6], parts[6::6]
     if not _fast_other_lines([parts[0], *bodies], acc) or "\n[" in parts[0]:
         return False
@@ -292,7 +296,8 @@ def _fast_cables(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> bo
     """Keep each cable once, its smaller GUID first: switch-to-switch cables from the end
     with the smaller GUID, switch-to-CA cables from the switch (swapped when the CA's GUID
     is smaller). Cables from a switch to itself go through Python (there are a handful)."""
-    port, kind, peer, peer_port, ws = (list(map(itemgetter(i), ports)) for i in range(5))
+    port, kind, raw_peer, peer_port, ws = zip(*ports, strict=True)
+    peer = list(map(acc.names.setdefault, raw_peer, raw_peer))
     to_switch = list(map(eq, kind, repeat("S")))
     forward = list(map(lt, own, peer))
     back_to_ca = list(map(not_, map(or_, forward, to_switch)))

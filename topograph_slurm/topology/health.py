@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from operator import attrgetter
 
 from topograph_slurm.model import Fabric, Finding, Link
 from topograph_slurm.topology.leaf import LeafGroup
@@ -43,7 +44,7 @@ def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Find
     Rates are judged once per distinct (width, speed) pair, not per link: a 16k-node fabric has
     a million links but a handful of rates.
     """
-    rates = Counter((link.width, link.speed) for link in fabric.links)
+    rates = Counter(map(attrgetter("width", "speed"), fabric.links))
     rated = {rate: n for rate, n in rates.items() if rate[1] in SPEED_RANK and _lanes(rate[0])}
     if not rated:
         return []
@@ -53,6 +54,8 @@ def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Find
         for width, speed in rated
         if _lanes(width) < _lanes(norm_width) or SPEED_RANK[speed] < SPEED_RANK[norm_speed]
     }
+    if not slow:
+        return []
     findings = [
         _degraded(fabric, switch_names, link, norm_width + norm_speed)
         for link in fabric.links

@@ -11,9 +11,13 @@ A node-name map (OpenSM format) and regex rewrites rescue HCAs whose description
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import and_, attrgetter, eq, is_not, itemgetter, not_
 from pathlib import Path
+from typing import cast
 
 from ClusterShell.NodeSet import NodeSet
 
@@ -22,10 +26,13 @@ from topograph_slurm.model import Exclusion, Fabric, normalize_guid
 
 #: Slurm node and switch names: hostname-like, no hostlist syntax, no separators or quotes.
 SLURM_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+_SLURM_NAMES = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\n)*")  # newline-separated
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _MF0 = re.compile(r"^MF0;([^:]+):")
 _FIRMWARE_DEFAULT = re.compile(r"mellanox technologies|nvidia technologies", re.IGNORECASE)
 _AGGREGATION = re.compile(r"aggregation node", re.IGNORECASE)
+#: the literal words of _AGGREGATION and _FIRMWARE_DEFAULT, lower case
+_NO_HOST_WORDS = ("aggregation node", "mellanox technologies", "nvidia technologies")
 _LOCALHOSTS = frozenset({"localhost", "localhost.localdomain", "(none)", "ubuntu"})
 
 REASON_SHARP = "SHARP aggregation node"
@@ -152,27 +159,73 @@ def attach_hosts(
     """
     result = HostAttachments()
     rails, exclusions = result.rails, result.exclusions
-    mapping, allowed = policy.node_name_map, policy.slurm_nodes
-    for guid, ca in fabric.cas.items():
-        leaves = ca_leaves.get(guid, ())
-        mapped = mapping.get(guid) if mapping else None
-        host, reason = host_of(ca.description if mapped is None else mapped, policy)
+    allowed = policy.slurm_nodes
+    guids = list(fabric.cas)
+    cas = list(fabric.cas.values())
+    described = list(map(attrgetter("description"), cas))
+    if policy.node_name_map:
+        described = list(map(policy.node_name_map.get, guids, described))
+    hosts = _plain_hosts(described, policy)
+    if hosts is None:  # something to rewrite or exclude by name: decide CA by CA
+        named = [host_of(desc, policy) for desc in described]
+        hosts = list(map(itemgetter(0), named))
+        reasons = list(map(itemgetter(1), named))
+    else:
+        reasons = [""] * len(hosts)
+    leaves_of = list(map(ca_leaves.get, guids))
+    placed = list(map(and_, map(is_not, hosts, repeat(None)), map(bool, leaves_of)))
+    if allowed is not None:
+        placed = list(map(and_, placed, map(allowed.__contains__, hosts)))
+    for i in compress(range(len(guids)), map(not_, placed)):
+        host, reason, leaves = hosts[i], reasons[i], leaves_of[i] or ()
         if host is not None and allowed is not None and host not in allowed:
-            host, reason = None, REASON_OUTSIDE
-        if host is not None and not leaves:
-            host, reason = None, REASON_NO_LINK
-        if host is None:
-            leaf = switch_names.get(leaves[0], leaves[0]) if leaves else ""
-            exclusions.append(Exclusion(guid, ca.description, leaf, reason))
-            continue
-        node_rails = rails.get(host)
-        if node_rails is None:
-            rails[host] = node_rails = []
-        node_rails.extend([(guid, leaf) for leaf in leaves])
+            reason = REASON_OUTSIDE
+        elif host is not None:
+            reason = REASON_NO_LINK
+        leaf = switch_names.get(leaves[0], leaves[0]) if leaves else ""
+        exclusions.append(Exclusion(guids[i], cas[i].description, leaf, reason))
+    placed_hosts = cast(list[str], list(compress(hosts, placed)))
+    placed_leaves = cast(list[list[str]], list(compress(leaves_of, placed)))
+    # node order: first appearance among the CAs, as a loop over them would insert it
+    rails.update({host: [] for host in dict.fromkeys(placed_hosts)})
+    if all(map(eq, map(len, placed_leaves), repeat(1))):  # one cabled port per CA (the rule)
+        rail_pairs = zip(compress(guids, placed), map(itemgetter(0), placed_leaves), strict=True)
+        deque(map(list.append, map(rails.__getitem__, placed_hosts), rail_pairs), maxlen=0)
+    else:
+        for host, guid, cabled in zip(
+            placed_hosts, compress(guids, placed), placed_leaves, strict=True
+        ):
+            rails[host].extend([(guid, leaf) for leaf in cabled])
     exclusions.sort(key=lambda ex: ex.guid)
     for node_rails in rails.values():
         node_rails.sort()
     return result
+
+
+def _plain_hosts(descriptions: list[str], policy: NamingPolicy) -> list[str | None] | None:
+    """What :func:`host_of` returns for every description, judged on the whole list at once
+    when the answer is the common one: no rewrite rule, and every description names a valid
+    host. None when any description needs :func:`host_of`'s CA-by-CA judgement."""
+    if policy.rewrites:
+        return None
+    stripped = list(map(str.strip, descriptions))
+    if not all(stripped):
+        return None
+    # the patterns hold no newline, so a hit in the joined text is a hit in one description
+    joined = "\n".join(stripped)
+    if joined.isascii():  # ASCII: lower() and a substring search are what IGNORECASE does
+        low = joined.lower()
+        if any(map(low.__contains__, _NO_HOST_WORDS)):
+            return None
+    elif _AGGREGATION.search(joined) or _FIRMWARE_DEFAULT.search(joined):
+        return None
+    hosts: list[str] = list(map(itemgetter(0), map(str.split, stripped)))
+    # split() leaves no whitespace in a host, so "\n" cannot be part of one
+    if not _LOCALHOSTS.isdisjoint(map(str.lower, hosts)) or not _SLURM_NAMES.fullmatch(
+        "\n".join(hosts) + "\n"
+    ):
+        return None
+    return list[str | None](hosts)
 
 
 def sanitize(name: str) -> str:

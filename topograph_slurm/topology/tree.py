@@ -78,7 +78,9 @@ def _parents(
             if peer not in excluded and peer not in owner:
                 served.setdefault(peer, set()).add(index)
     components = _Components()
-    for children in served.values():
+    # many parents serve the very same children (the spines of one plane): union each
+    # distinct set once, in first-seen order, which leaves the same components and roots
+    for children in dict.fromkeys(map(frozenset, served.values())):
         components.union(children)
     grouped: dict[int, tuple[list[str], set[int]]] = {}
     for guid, children in served.items():
