@@ -80,8 +80,8 @@ def _parents(
     components = _Components()
     # many parents serve the very same children (the spines of one plane): union each
     # distinct set once, in first-seen order, which leaves the same components and roots
-    for children in dict.fromkeys(map(frozenset, served.values())):
-        components.union(children)
+    for distinct in dict.fromkeys(map(frozenset, served.values())):
+        components.union(distinct)
     grouped: dict[int, tuple[list[str], set[int]]] = {}
     for guid, children in served.items():
         members, all_children = grouped.setdefault(components.find(min(children)), ([], set()))
