@@ -16,6 +16,7 @@ from typing import Any, cast
 import click
 
 from topograph_slurm import __version__, pipeline
+from topograph_slurm.cli_options import ufm_options, warn
 from topograph_slurm.config import RewriteRule, Settings, load_settings, override
 from topograph_slurm.errors import Exit, InputError, TopographError
 from topograph_slurm.render import environment
@@ -100,10 +101,6 @@ def _log(ctx: click.Context, message: str) -> None:
         click.echo(message, err=True)
 
 
-def _warn(message: str) -> None:
-    click.echo(f"topograph-slurm: warning: {message}", err=True)
-
-
 def _parse_rewrite(value: str) -> RewriteRule:
     pattern, sep, replacement = value.partition("=>")
     if not sep:
@@ -170,23 +167,7 @@ def _write(
     metavar="SPEC",
     help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo'.",
 )
-@click.option(
-    "--ufm", metavar="URL", help="Ask NVIDIA UFM's REST API for the fabric (https://host)."
-)
-@click.option(
-    "--ufm-credentials",
-    metavar="FILE",
-    help="UFM credentials (username/password, token, or client_cert/client_key), mode 0600; "
-    "else UFM_USERNAME/UFM_PASSWORD, UFM_TOKEN or UFM_CLIENT_CERT/UFM_CLIENT_KEY.",
-)
-@click.option("--ufm-ca-bundle", metavar="FILE", help="CA bundle to verify UFM's certificate.")
-@click.option(
-    "--ufm-insecure",
-    is_flag=True,
-    default=None,
-    help="Do not verify UFM's certificate (warns; for lab use).",
-)
-@click.option("--ufm-timeout", type=float, metavar="S", help="Per-request timeout (default 30).")
+@ufm_options("Ask NVIDIA UFM's REST API for the fabric (https://host).")
 @click.option(
     "--node-name-map", metavar="FILE", help='OpenSM node-name map: 0x<guid> "<name>" per line.'
 )
@@ -322,7 +303,7 @@ def generate(
         raise click.UsageError("--check and --diff need -o PATH")
     gc.disable()  # a one-shot batch run allocating ~1M objects: cyclic GC only slows it down
     env = environment(Path(settings.templates) if settings.templates else None)
-    result = pipeline.generate(settings, env, _warn)
+    result = pipeline.generate(settings, env, warn)
     if settings.report:
         _emit_report(settings, result.report)
     if result.topology is None:

@@ -6,13 +6,13 @@ by the ``main`` group.
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 from typing import Any
 
 import click
 
+from topograph_slurm.cli_options import ufm_options, warn
 from topograph_slurm.collect import (
     DEFAULT_COMMANDS,
     DEFAULT_IBNETDISCOVER,
@@ -24,6 +24,7 @@ from topograph_slurm.collect import (
 from topograph_slurm.collect import collect as run_collect
 from topograph_slurm.config import Settings, load_settings, override
 from topograph_slurm.errors import CollectError, Exit
+from topograph_slurm.pipeline import fetch_ufm
 from topograph_slurm.sources import ufm as ufm_source
 from topograph_slurm.sources.slurm import scontrol_nodes
 
@@ -41,22 +42,9 @@ def _nodes(hostlist: str | None) -> list[str]:
     return expand_nodes(",".join(sorted(nodes)))
 
 
-def _warn(message: str) -> None:
-    click.echo(f"topograph-slurm: warning: {message}", err=True)
-
-
 def _ufm_snapshot(settings: Settings) -> tuple[dict[str, str], dict[str, Any]]:
     """UFM's answers as snapshot files plus a manifest entry (URL without credentials)."""
-    assert settings.ufm is not None
-    responses = ufm_source.collect_ufm(
-        settings.ufm,
-        Path(settings.ufm_credentials) if settings.ufm_credentials else None,
-        env=os.environ,
-        ca_bundle=Path(settings.ufm_ca_bundle) if settings.ufm_ca_bundle else None,
-        insecure=settings.ufm_insecure,
-        timeout=settings.ufm_timeout,
-        warn=_warn,
-    )
+    responses = fetch_ufm(settings, warn)
     files = ufm_source.snapshot_files(responses)
     return files, {"ufm": {"url": responses.url, "files": sorted(files)}}
 
@@ -153,27 +141,9 @@ def _summary(outcome: CollectOutcome) -> str:
     metavar="ARG",
     help="Extra srun argument, repeatable, e.g. --srun-arg=--reservation=maint.",
 )
-@click.option(
-    "--ufm",
-    metavar="URL",
-    help="Also store NVIDIA UFM's REST answers (ufm/*.json) in the snapshot; without --nodes, "
-    "only UFM is collected. Fetched first: a refused login writes nothing.",
-)
-@click.option(
-    "--ufm-credentials",
-    metavar="FILE",
-    help="UFM credentials file, mode 0600 (else UFM_USERNAME/UFM_PASSWORD, UFM_TOKEN or "
-    "UFM_CLIENT_CERT/UFM_CLIENT_KEY from the environment; never argv).",
-)
-@click.option("--ufm-ca-bundle", metavar="FILE", help="CA bundle to verify UFM's certificate.")
-@click.option(
-    "--ufm-insecure",
-    is_flag=True,
-    default=None,
-    help="Do not verify UFM's certificate (warns; for lab use).",
-)
-@click.option(
-    "--ufm-timeout", type=float, metavar="S", help="Per-request UFM timeout (default 30)."
+@ufm_options(
+    "Also store NVIDIA UFM's REST answers (ufm/*.json) in the snapshot; without --nodes, only "
+    "UFM is collected. Fetched first: a refused login writes nothing."
 )
 @click.option(
     "--strict",

@@ -1,0 +1,48 @@
+"""Click options and helpers shared by several commands, so their flags read the same."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr (``--ufm-insecure``, plain-http UFM, …)."""
+    click.echo(f"topograph-slurm: warning: {message}", err=True)
+
+
+def ufm_options(url_help: str) -> Callable[[F], F]:
+    """``--ufm URL`` and its credentials/TLS/timeout flags; secrets never come from argv."""
+    options = [
+        click.option("--ufm", metavar="URL", help=url_help),
+        click.option(
+            "--ufm-credentials",
+            metavar="FILE",
+            help="UFM credentials (username/password, token, or client_cert/client_key), mode "
+            "0600; else UFM_USERNAME/UFM_PASSWORD, UFM_TOKEN or UFM_CLIENT_CERT/UFM_CLIENT_KEY "
+            "from the environment (never argv).",
+        ),
+        click.option(
+            "--ufm-ca-bundle", metavar="FILE", help="CA bundle to verify UFM's certificate."
+        ),
+        click.option(
+            "--ufm-insecure",
+            is_flag=True,
+            default=None,
+            help="Do not verify UFM's certificate (warns; for lab use).",
+        ),
+        click.option(
+            "--ufm-timeout", type=float, metavar="S", help="Per-request UFM timeout (default 30)."
+        ),
+    ]
+
+    def apply(func: F) -> F:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return apply
