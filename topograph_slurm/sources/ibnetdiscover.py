@@ -646,18 +646,19 @@ def _links_from_columns(
     """Links from canonical columns; width+speed strings are split once per distinct value."""
     widths = {w: split_width_speed(w)[0] for w in set(ws)}
     speeds = {w: split_width_speed(w)[1] for w in widths}
-    columns = (
+    rows = zip(
         a,
         a_port,
         b,
         b_port,
-        list(map(widths.__getitem__, ws)),
-        list(map(speeds.__getitem__, ws)),
+        map(widths.__getitem__, ws),
+        map(speeds.__getitem__, ws),
+        strict=True,
     )
-    return _construct(Link, _LINK_FIELDS, columns)
+    # Link is a named tuple: tuple.__new__ builds each one in C (its __new__ is Python code)
+    return list(map(tuple.__new__, repeat(Link), rows))
 
 
-_LINK_FIELDS = ("a_guid", "a_port", "b_guid", "b_port", "width", "speed")
 _T = TypeVar("_T")
 
 
