@@ -235,7 +235,6 @@ class _Fast:
     portless: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     tail: str = ""  # text after the last header: ids there mean the dump stops mid-block
-    names: dict[str, str] = field(default_factory=dict)  # GUID -> its one shared string
 
 
 def _fast_parse(text: str, source: str) -> Fabric | None:
@@ -259,9 +258,6 @@ def _fast_chunk(chunk: str, acc: _Fast) -> bool:
     """Devices and cables of one chunk (it starts at a header or at the start of the text)."""
     parts = _FAST_HEADER_RE.split(chunk)
     words, nports, guids = parts[1::6], parts[2::6], parts[3::6]
-    # one string object per GUID across the whole dump: later dict lookups by the analysis
-    # then compare by identity with a cached hash, and 400k duplicate strings are never kept
-    guids = list(map(acc.names.setdefault, guids, guids))
     descs, rests, bodies = parts[4::6], parts[5::6], parts[6::6]
     if not _fast_other_lines([parts[0], *bodies], acc) or "\n[" in parts[0]:
         return False
@@ -296,8 +292,7 @@ def _fast_cables(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> bo
     """Keep each cable once, its smaller GUID first: switch-to-switch cables from the end
     with the smaller GUID, switch-to-CA cables from the switch (swapped when the CA's GUID
     is smaller). Cables from a switch to itself go through Python (there are a handful)."""
-    port, kind, raw_peer, peer_port, ws = zip(*ports, strict=True)
-    peer = list(map(acc.names.setdefault, raw_peer, raw_peer))
+    port, kind, peer, peer_port, ws = zip(*ports, strict=True)
     to_switch = list(map(eq, kind, repeat("S")))
     forward = list(map(lt, own, peer))
     back_to_ca = list(map(not_, map(or_, forward, to_switch)))
