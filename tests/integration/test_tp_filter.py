@@ -368,6 +368,8 @@ def test_tp_size_runs_two_plus_two(tp: TpCluster, how: str) -> None:
     assert fields["AdminComment"] == RECORD
     if tp.version != "24.11":  # 24.11's scontrol does not print the segment
         assert fields["SegmentSize"] == "2", fields
+    # the script never fell back to "keep the job as submitted" (e.g. a missing slurm.log_*)
+    assert "topograph job_submit: internal error" not in tp.cluster.slurmctld_log()
 
 
 def test_verbose_prints_the_decision(tp: TpCluster) -> None:
