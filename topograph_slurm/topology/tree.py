@@ -151,8 +151,8 @@ def _trim_unary_tops(tree: Tree, has_parent: set[str]) -> None:
 
 def _join_islands(tree: Tree, neighbours: Mapping[str, set[str]], max_tiers: int | None) -> None:
     """Give every cabled-together set of top switches a synthetic common parent."""
-    if max_tiers is not None and tree.depth >= max_tiers:
-        return
+    if len(tree.tops) < 2 or (max_tiers is not None and tree.depth >= max_tiers):
+        return  # one top switch: nothing to join (and no flood fill over every switch)
     members_of = {group.name: group.switches for group in tree.leaves}
     members_of.update({switch.name: switch.switches for switch in tree.uppers})
     level_of = {switch.name: switch.level for switch in tree.uppers}
