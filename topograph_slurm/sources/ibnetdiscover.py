@@ -414,7 +414,8 @@ def _fast_finish(text: str, acc: _Fast) -> Fabric | None:
         st.skipped = len(acc.skipped)
         st.first_skipped = text.count("\n", 0, text.find(acc.skipped[0])) + 1
     if acc.portless:
-        _note_portless(st, set(acc.a).union(acc.b))
+        # only the few portless GUIDs are looked up, not a set of every cable end built
+        _note_portless(st, set(acc.portless).intersection(chain(acc.a, acc.b)))
     _note_summaries(st)
     return fab
 
