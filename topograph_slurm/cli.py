@@ -133,7 +133,8 @@ def _write(
 ) -> int:
     """Print or write the topology; returns the exit code."""
     if settings.output is None:
-        click.echo(content, nl=False)
+        if not (check or diff):  # --check --filter-dir alone checks only the filters
+            click.echo(content, nl=False)
         return Exit.OK
     from topograph_slurm.output import write_topology
 
@@ -299,8 +300,8 @@ def generate(
         format=fmt,
         **flags,
     )
-    if (check or diff) and settings.output is None:
-        raise click.UsageError("--check and --diff need -o PATH")
+    if (check or diff) and settings.output is None and settings.filter_dir is None:
+        raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
     gc.disable()  # a one-shot batch run allocating ~1M objects: cyclic GC only slows it down
     env = environment(Path(settings.templates) if settings.templates else None)
     result = pipeline.generate(settings, env, warn)

@@ -210,3 +210,23 @@ def test_every_real_dump_generates_or_explains(name: str, tmp_path: Path) -> Non
         assert result.exit_code == 0, result.output
         assert_slurm_syntax(result.stdout)
         assert data["node_hcas"] + len(data["exclusions"]) == data["cas"]  # nothing dropped
+
+
+def test_check_filter_dir_without_output_checks_only_the_filters(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("filter:\n  partitions:\n    gpu: {topology: block, gpus_per_node: 4}\n")
+    args = [
+        "--config",
+        str(config),
+        "generate",
+        "--sim",
+        SIM_CASES["sim-2tier"],
+        "--filter-dir",
+        str(tmp_path / "f"),
+    ]
+    stale = CliRunner().invoke(main, [*args, "--check"])
+    assert stale.exit_code == Exit.DIFFERS and "SwitchName" not in stale.stdout
+    assert not (tmp_path / "f").exists()
+    assert CliRunner().invoke(main, args).exit_code == 0
+    fresh = CliRunner().invoke(main, [*args, "--check"])
+    assert fresh.exit_code == Exit.OK and fresh.stdout == ""
