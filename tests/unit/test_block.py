@@ -11,8 +11,8 @@ from topograph_slurm.topology.block import (
     adjacency_order,
     covering_base,
     infer_block_sizes,
-    typical_base,
     plan_blocks,
+    typical_base,
     validate_block_sizes,
 )
 from topograph_slurm.topology.leaf import LeafGroup

@@ -49,9 +49,9 @@ from topograph_slurm.topology.block import (
     Block,
     BlockTopology,
     adjacency_order,
-    typical_base,
     infer_block_sizes,
     plan_blocks,
+    typical_base,
     validate_block_sizes,
 )
 from topograph_slurm.topology.clique import DomainKind, DomainResult, group_domains, natural_key
