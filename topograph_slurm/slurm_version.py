@@ -44,6 +44,3 @@ class SlurmVersion:
     def has_topology_yaml(self) -> bool:
         """25.05+ reads topology.yaml with several named topologies."""
         return (self.major, self.minor) >= (25, 5)
-
-
-DEFAULT_SLURM_VERSION = SlurmVersion(24, 11)
