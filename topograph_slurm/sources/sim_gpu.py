@@ -12,6 +12,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
+from ClusterShell.RangeSet import RangeSet
+
 from topograph_slurm.sources.nvidia_smi import CSV_FIELDS, GpuFabric, GpuTopology
 
 #: nvidia-smi pads ``<indent><key>`` to this width before ``": "`` in ``-q`` output.
@@ -204,19 +206,8 @@ def render_query_q(
 
 
 def _ranges(nodes: Sequence[int]) -> str:
-    """(0, 2, 3, 4) → ``0,2-4``; () → ``N/A``."""
-    if not nodes:
-        return "N/A"
-    parts: list[str] = []
-    start = prev = nodes[0]
-    for n in [*nodes[1:], None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if n is not None:
-            start = prev = n
-    return ",".join(parts)
+    """(0, 2, 3, 4) → ``0,2-4`` (ClusterShell's RangeSet folding); () → ``N/A``."""
+    return str(RangeSet.fromlist([str(n) for n in nodes])) if nodes else "N/A"
 
 
 def _cell(topo: GpuTopology, row: str, col: str, gpu_of: dict[str, int]) -> str:

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from ClusterShell.RangeSet import RangeSet
+
 from topograph_slurm.model import Finding
 from topograph_slurm.sources.nvidia_smi import ZERO_UUID, GpuFabric
 
@@ -85,17 +87,7 @@ class DomainResult:
 
 def _gpus(indices: Iterable[int]) -> str:
     """``GPU 0-3,6`` — compact so a 72-GPU message stays one line."""
-    ordered = sorted(set(indices))
-    parts: list[str] = []
-    start = prev = ordered[0] if ordered else 0
-    for i in [*ordered[1:], None]:
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if i is not None:
-            start = prev = i
-    return "GPU " + ",".join(parts)
+    return "GPU " + str(RangeSet.fromlist([str(i) for i in sorted(set(indices))] or ["0"]))
 
 
 def _by_value(gpus: Iterable[GpuFabric], attr: str) -> dict[str | None, list[int]]:
