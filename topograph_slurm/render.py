@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections import deque
 from collections.abc import Iterable
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, ParsingEngine
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetBase
+from ClusterShell.RangeSet import RangeSet
 
 from topograph_slurm.errors import ConfigError
 
@@ -32,26 +31,43 @@ def builtin_templates() -> Path:
 
 
 _PLAIN_NAMES = re.compile(r"(?:[A-Za-z0-9_.-]+\n)*")  # newline-separated plain node names
-_SINGLE = ParsingEngine(RESOLVER_NOGROUP)
+_LAST_NUMBER = re.compile(r"(.*\D|)(\d+)(\D*)")  # a plain name around its last digit run
 
 
 def hostlist(names: Iterable[str]) -> str:
     """Fold node names into a Slurm hostlist (``gpu[001-064]``), ranges on the last number only,
     since Slurm's hostlist parser does not read ClusterShell's multi-axis ranges.
 
-    Plain names (no hostlist syntax: brackets, operators, ``@`` groups, wildcards, blanks) go
-    through ClusterShell's single-node parser, which is what ``NodeSet.fromlist`` ends up
-    calling for each of them after its operator and group scan (40% of the folding time of
-    16,384 names); anything else takes ``fromlist``.
+    Plain names (no hostlist syntax: brackets, operators, ``@`` groups, wildcards, blanks) are
+    handed to ClusterShell already grouped by what surrounds their last number, one
+    ``NodeSetBase(pattern, RangeSet)`` per group: ``NodeSet.fromlist`` would run its full
+    parser on each of 16,384 names (0.3 s, most of rendering a large tree). Anything else
+    takes ``fromlist``. ClusterShell still does all the folding and padding.
     """
-    ordered = sorted(names)
-    if _PLAIN_NAMES.fullmatch("\n".join(ordered) + "\n" if ordered else ""):
-        nodes = NodeSet(resolver=RESOLVER_NOGROUP)
-        deque(map(nodes.update, map(_SINGLE.parse_string_single, ordered, repeat(None))), 0)
-    else:
+    ordered = list(names)
+    if not _PLAIN_NAMES.fullmatch("\n".join(ordered) + "\n" if ordered else ""):
         nodes = NodeSet.fromlist(ordered)
+    else:
+        nodes = NodeSet(resolver=RESOLVER_NOGROUP)
+        for pattern, indexes in _by_pattern(ordered).items():
+            nodes.update(NodeSetBase(pattern, indexes))
     nodes.fold_axis = [-1]
     return str(nodes)
+
+
+def _by_pattern(names: list[str]) -> dict[str, RangeSet | None]:
+    """``gpu0001`` → ``{"gpu%s": RangeSet("0001")}``; names without a digit stand alone."""
+    patterns: dict[str, RangeSet | None] = {}
+    for name in names:
+        match = _LAST_NUMBER.fullmatch(name)
+        if match is None:
+            patterns[name] = None
+            continue
+        prefix, number, suffix = match.groups()
+        indexes = patterns.setdefault(f"{prefix}%s{suffix}", RangeSet())
+        assert indexes is not None  # a pattern holds "%s"; a plain name never does
+        indexes.add(number)
+    return patterns
 
 
 def lua_str(value: object) -> str:
