@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import real_fixture
+from topograph_slurm import fork
 from topograph_slurm.errors import CollectError, ParseError
 from topograph_slurm.model import Fabric, Link
 from topograph_slurm.sources import ibnetdiscover as ibn
@@ -26,6 +27,7 @@ from topograph_slurm.sources.ibnetdiscover import (
     run_ibnetdiscover,
     split_width_speed,
 )
+from topograph_slurm.sources.sim import generate_ibnetdiscover, parse_sim_spec
 
 D = "ibnetdiscover/"
 
@@ -462,6 +464,37 @@ def test_run_nonzero_exit_reports_stderr_tail() -> None:
 def test_run_timeout() -> None:
     with pytest.raises(CollectError, match=r"timed out after 0\.5s"):
         run_ibnetdiscover(sys.executable, ["-c", "import time; time.sleep(10)"], timeout=0.5)
+
+
+@pytest.mark.skipif(not fork.spare_cpu(), reason="needs a second CPU to fork onto")
+@pytest.mark.parametrize(
+    "source",
+    [*(e.file for e in FIXTURES if not e.file.startswith("ibnetdiscover-p-")), "sim"],
+)
+def test_fast_path_in_two_processes_equals_one(source: str) -> None:
+    """A large dump's second half is read by a forked child: same Fabric, same order."""
+    if source == "sim":
+        text = generate_ibnetdiscover(parse_sim_spec("nodes=512,rails=8,su=32,tiers=3"))
+    else:
+        text = _text(source)
+    one = ibn._fast_parse(text, "x", fork_at=1 << 40)
+    two = ibn._fast_parse(text, "x", fork_at=0)
+    if one is None:
+        assert two is None
+        return
+    assert two is not None
+    assert list(two.switches.items()) == list(one.switches.items())
+    assert list(two.cas.items()) == list(one.cas.items())
+    assert (two.links, two.notes) == (one.links, one.notes)
+
+
+def test_damage_in_the_forked_half_declines_the_fast_path() -> None:
+    """An irregular chunk read by the child sends the dump to the line parser, as in one pass."""
+    text = generate_ibnetdiscover(parse_sim_spec("nodes=512,rails=8,su=32,tiers=3"))
+    cut = text.rfind("\n[", 0, len(text) * 3 // 4)
+    damaged = text[:cut] + "\n[garbage" + text[cut:]
+    assert ibn._fast_parse(damaged, "x", fork_at=0) is None
+    assert ibn._fast_parse(text, "x", fork_at=0) is not None
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -25,15 +25,18 @@ from __future__ import annotations
 import gc
 import re
 import subprocess
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field, fields
-from itertools import chain, compress, repeat
-from operator import and_, eq, lt, not_, or_
+from functools import partial
+from itertools import chain, compress, pairwise, repeat
+from operator import and_, eq, lt, mul, not_, or_
 from pathlib import Path
 from types import MemberDescriptorType
 from typing import Any, TypeVar
 
+from topograph_slurm import fork
 from topograph_slurm.errors import CollectError, ParseError
 from topograph_slurm.model import Ca, Fabric, Link, Note, Switch, normalize_guid
 
@@ -214,11 +217,22 @@ _PORT_NUMBERS = {str(i): i for i in range(1024)}
 _FAST_CHUNK = 1 << 17
 
 
+# Dumps at least this large parse their second half in a forked child (see topograph_slurm.fork):
+# below it the fork and the pickled result cost more than the second core saves.
+_FORK_AT = 1 << 23
+
+
 @dataclass(slots=True)
 class _Fast:
-    """Accumulators of the fast path across chunks: cable columns in canonical end order."""
+    """Accumulators of the fast path across chunks: cable columns in canonical end order.
 
-    fabric: Fabric
+    Plain lists, tuples and counters only (devices become objects in :func:`_fast_finish`), so
+    the share a forked child parsed comes back through pickle at C speed."""
+
+    switches: list[tuple[str, str, str, str]] = field(default_factory=list)  # guid desc ports lid
+    ca_guids: list[str] = field(default_factory=list)
+    ca_descs: list[str] = field(default_factory=list)
+    ca_nports: list[str] = field(default_factory=list)
     a: list[str] = field(default_factory=list)
     a_port: list[str] = field(default_factory=list)
     b: list[str] = field(default_factory=list)
@@ -227,31 +241,106 @@ class _Fast:
     switch_lines: int = 0  # switch port lines towards a switch...
     forward_switch_lines: int = 0  # ...from the end with the smaller GUID
     loop_lines: int = 0  # ...from a switch to itself
-    # switch lines towards each CA / port lines in each CA's block, and their widths+speeds
-    to_ca: Counter[str] = field(default_factory=Counter)
+    # switch lines towards CAs and port lines in CA blocks, as multisets of the CA's GUID
+    # (summed hashes: equal multisets give equal sums, unequal ones differ but for odds of
+    # 2**-64) and of their widths+speeds
+    to_ca: int = 0
     to_ca_ws: Counter[str] = field(default_factory=Counter)
-    ca_lines: dict[str, int] = field(default_factory=dict)
+    ca_lines: int = 0
     ca_ws: Counter[str] = field(default_factory=Counter)
     portless: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     tail: str = ""  # text after the last header: ids there mean the dump stops mid-block
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle each column of strings as one newline-joined string (none holds a newline):
+        one by one, each memoised, the 1.5 M strings of a 16k-node dump took a second."""
+        state = {name: getattr(self, name) for name in self.__slots__}
+        for name in _FAST_STRINGS:
+            state[name] = (len(state[name]), "\n".join(state[name]))
+        return state
 
-def _fast_parse(text: str, source: str) -> Fabric | None:
-    """Parse a regular dump in bulk; None when the line-by-line parser must decide."""
-    acc = _Fast(Fabric(source=source))
-    first = text[: text.find("\n")] if "\n" in text else text
-    if "\x00" in text or not _fast_other_line(first, acc):
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name in _FAST_STRINGS:
+            count, joined = state[name]
+            state[name] = joined.split("\n") if count else []
+        for name, value in state.items():
+            setattr(self, name, value)
+
+    def merge(self, later: _Fast) -> None:
+        """Append what the chunks after ours found, as if one pass had read them all."""
+        for name in _FAST_COLUMNS:
+            getattr(self, name).extend(getattr(later, name))
+        for name in _FAST_COUNTERS:
+            getattr(self, name).update(getattr(later, name))
+        for name in _FAST_TOTALS:
+            setattr(self, name, getattr(self, name) + getattr(later, name))
+        self.tail = later.tail
+
+
+_FAST_STRINGS = (
+    *("ca_guids", "ca_descs", "ca_nports", "a", "a_port", "b", "b_port", "ws"),
+    *("portless", "skipped"),
+)
+_FAST_COLUMNS = ("switches", *_FAST_STRINGS)
+_FAST_COUNTERS = ("to_ca_ws", "ca_ws")
+_FAST_TOTALS = ("switch_lines", "forward_switch_lines", "loop_lines", "to_ca", "ca_lines")
+
+
+def _fast_parse(text: str, source: str, fork_at: int = _FORK_AT) -> Fabric | None:
+    """Parse a regular dump in bulk; None when the line-by-line parser must decide.
+
+    A dump of *fork_at* characters or more has its second half parsed by a forked child at
+    the same time (when a second CPU is free); the result is the same either way."""
+    first_line = text[: text.find("\n")] if "\n" in text else text
+    skipped: list[str] = []
+    if "\x00" in text or not _fast_other_line(first_line, skipped):
         return None
-    start, size = 0, len(text)
+    bounds = _chunk_bounds(text)
+    acc = _fast_chunks(text, bounds) if len(text) < fork_at else _fast_chunks_in_two(text, bounds)
+    if acc is None:
+        return None
+    acc.skipped[:0] = skipped
+    return _fast_finish(text, acc, source)
+
+
+def _fast_chunks_in_two(text: str, bounds: list[int]) -> _Fast | None:
+    """:func:`_fast_chunks`, the second half in a forked child while we read the first."""
+    half = bisect_left(bounds, len(text) // 2)
+    second = fork.in_background(partial(_fast_chunks, text, bounds[half - 1 :]))
+    try:
+        acc = _fast_chunks(text, bounds[:half])
+    except BaseException:
+        second.cancel()
+        raise
+    if acc is None:
+        second.cancel()
+        return None
+    rest = second.result()
+    if rest is None:
+        return None
+    acc.merge(rest)
+    return acc
+
+
+def _chunk_bounds(text: str) -> list[int]:
+    """Offsets where chunks start (each at a header line, but the first), and the text's end."""
+    bounds, start, size = [0], 0, len(text)
     while start < size:
         cut = start + _FAST_CHUNK
         m = _FAST_NEXT_HEADER_RE.search(text, cut) if cut < size else None
-        end = m.start() if m else size
+        start = m.start() if m else size
+        bounds.append(start)
+    return bounds
+
+
+def _fast_chunks(text: str, bounds: list[int]) -> _Fast | None:
+    """The fast path over the chunks between consecutive *bounds*; None if one is irregular."""
+    acc = _Fast()
+    for start, end in pairwise(bounds):
         if not _fast_chunk(text[start:end], acc):
             return None
-        start = end
-    return _fast_finish(text, acc)
+    return acc
 
 
 def _fast_chunk(chunk: str, acc: _Fast) -> bool:
@@ -259,7 +348,7 @@ def _fast_chunk(chunk: str, acc: _Fast) -> bool:
     parts = _FAST_HEADER_RE.split(chunk)
     words, nports, guids = parts[1::6], parts[2::6], parts[3::6]
     descs, rests, bodies = parts[4::6], parts[5::6], parts[6::6]
-    if not _fast_other_lines([parts[0], *bodies], acc) or "\n[" in parts[0]:
+    if not _fast_other_lines([parts[0], *bodies], acc.skipped) or "\n[" in parts[0]:
         return False
     is_switch = list(map(eq, words, repeat("Switch")))
     is_ca = list(map(not_, is_switch))
@@ -272,9 +361,9 @@ def _fast_chunk(chunk: str, acc: _Fast) -> bool:
         compress(counts, is_switch)
     ):
         return False
-    acc.ca_lines.update(zip(compress(guids, is_ca), compress(counts, is_ca), strict=True))
+    acc.ca_lines += sum(map(mul, map(hash, compress(guids, is_ca)), compress(counts, is_ca)))
     acc.ca_ws.update(ca_side)
-    if not _fast_devices(acc.fabric, is_switch, nports, guids, descs, rests):
+    if not _fast_devices(acc, is_switch, nports, guids, descs, rests):
         return False
     acc.portless.extend(compress(guids, map(not_, counts)))
     acc.tail = bodies[-1] if bodies else parts[0]
@@ -309,7 +398,7 @@ def _fast_cables(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> bo
     acc.switch_lines += sum(to_switch)
     acc.forward_switch_lines += sum(map(and_, forward, to_switch))
     to_ca = list(map(not_, to_switch))
-    acc.to_ca.update(compress(peer, to_ca))
+    acc.to_ca += sum(map(hash, compress(peer, to_ca)))
     acc.to_ca_ws.update(compress(ws, to_ca))
     return not any(map(eq, own, peer)) or _fast_loops(acc, own, ports)
 
@@ -331,35 +420,33 @@ def _fast_loops(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> boo
     return True
 
 
-def _fast_other_lines(texts: list[str], acc: _Fast) -> bool:
+def _fast_other_lines(texts: list[str], skipped: list[str]) -> bool:
     """Lines that are not topology, as the slow path judges them; False for anything the
     chunk regexes should have consumed (a header they could not read, binary data)."""
     for line in chain.from_iterable(map(_FAST_OTHER_RE.findall, texts)):
-        if not _fast_other_line(line[1:], acc):
+        if not _fast_other_line(line[1:], skipped):
             return False
     return True
 
 
-def _fast_other_line(line: str, acc: _Fast) -> bool:
+def _fast_other_line(line: str, skipped: list[str]) -> bool:
     stripped = line.strip()
     if _BINARY_RE.search(line) or stripped.startswith(("[", "Switch", "Ca", "Rt")):
         return False
     if stripped and not stripped.startswith(("#", *_ID_PREFIXES, *_SKIPPED)):
-        acc.skipped.append(line)
+        skipped.append(line)
     return True
 
 
 def _fast_devices(
-    fab: Fabric,
+    acc: _Fast,
     is_switch: list[bool],
     nports: list[str],
     guids: list[str],
     descs: list[str],
     rests: list[str],
 ) -> bool:
-    """Switch and Ca objects for one chunk's headers; False on any repeated GUID (counted:
-    the dicts grow by fewer entries than there were headers)."""
-    expected = len(fab.switches) + len(fab.cas) + len(guids)
+    """One chunk's headers into the device columns; False on a damaged header line."""
     for guid, desc, n, rest in zip(
         compress(guids, is_switch),
         compress(descs, is_switch),
@@ -370,30 +457,42 @@ def _fast_devices(
         m = _FAST_SWITCH_REST_RE.fullmatch(rest)
         if m is None:
             return False
-        fab.switches[guid] = Switch(guid, desc, int(n), _lid(m.group(1)))
+        acc.switches.append((guid, desc, n, m.group(1)))
     is_ca = list(map(not_, is_switch))
     if any(map(str.strip, compress(rests, is_ca))):
         return False  # text after a CA header's description: a damaged line
-    ca_guids = list(compress(guids, is_ca))
-    columns = (ca_guids, list(compress(descs, is_ca)), list(map(int, compress(nports, is_ca))))
-    cas = _construct(Ca, ("guid", "description", "nports"), columns)
-    fab.cas.update(zip(ca_guids, cas, strict=True))
-    return len(fab.switches) + len(fab.cas) == expected
+    acc.ca_guids.extend(compress(guids, is_ca))
+    acc.ca_descs.extend(compress(descs, is_ca))
+    acc.ca_nports.extend(compress(nports, is_ca))
+    return True
 
 
-def _fast_finish(text: str, acc: _Fast) -> Fabric | None:
-    fab = acc.fabric
-    if (not fab.switches and not fab.cas) or fab.switches.keys() & fab.cas.keys():
+def _fast_fabric(acc: _Fast, source: str) -> Fabric | None:
+    """Switch and Ca objects from the columns; None on any GUID with two blocks (counted: the
+    dicts hold fewer entries than there were headers), which the slow path explains."""
+    switches = {guid: Switch(guid, desc, int(n), _lid(lid)) for guid, desc, n, lid in acc.switches}
+    columns = (acc.ca_guids, acc.ca_descs, list(map(int, acc.ca_nports)))
+    cas = dict(
+        zip(acc.ca_guids, _construct(Ca, ("guid", "description", "nports"), columns), strict=True)
+    )
+    if len(switches) + len(cas) != len(acc.switches) + len(acc.ca_guids):
+        return None
+    if (not switches and not cas) or switches.keys() & cas.keys():
+        return None
+    return Fabric(switches, cas, source=source)
+
+
+def _fast_finish(text: str, acc: _Fast, source: str) -> Fabric | None:
+    fab = _fast_fabric(acc, source)
+    if fab is None:
         return None
     # A cable seen from one end only (a peer without a block, a truncated block) or a CA
     # cable whose ends disagree on width/speed unbalances these counts; the slow path then
     # explains. (The two ends of a switch-to-switch cable are only counted, not compared:
     # they report one negotiated link, so ibnetdiscover cannot print them differently.)
-    for guid in acc.portless:
-        acc.ca_lines.pop(guid, None)
     # dict.__eq__: Counter's own == loops in Python (all counts here are positive)
     if not (
-        dict.__eq__(acc.to_ca, acc.ca_lines)
+        acc.to_ca == acc.ca_lines
         and dict.__eq__(acc.to_ca_ws, acc.ca_ws)
         and acc.switch_lines == 2 * acc.forward_switch_lines + acc.loop_lines
     ):
