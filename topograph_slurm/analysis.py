@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 
 from topograph_slurm.model import Exclusion, Fabric, Finding
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology import health
-from topograph_slurm.topology.adjacency import adjacency
+from topograph_slurm.topology.adjacency import Adjacency, adjacency, components
 from topograph_slurm.topology.block import BlockTopology, blocks_from_tree, plan_blocks
 from topograph_slurm.topology.leaf import group_leaves
 from topograph_slurm.topology.naming import (
@@ -22,6 +23,7 @@ from topograph_slurm.topology.naming import (
     attach_hosts,
     name_switches,
 )
+from topograph_slurm.topology.subnet import keep_main_subnet
 from topograph_slurm.topology.tree import Tree, build_tree
 
 
@@ -59,12 +61,26 @@ def _service_switches(hosts: HostAttachments, ca_leaves: Mapping[str, list[str]]
     }
 
 
+def _one_subnet_per_node(
+    fabric: Fabric, hosts: HostAttachments, links: Adjacency, switch_names: Mapping[str, str]
+) -> tuple[HostAttachments, list[Finding]]:
+    """:func:`.subnet.keep_main_subnet` when HCAs sit on more than one subnet (checked in bulk:
+    nearly every fabric has one, and a 16k-node one has 131k HCAs)."""
+    component = components(links.neighbours)
+    leaves = chain.from_iterable(links.ca_leaves.values())
+    if len(set(map(component.__getitem__, leaves))) < 2:
+        return hosts, []
+    return keep_main_subnet(hosts, component, fabric, switch_names)
+
+
 def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) -> Analysis:
     """Name hosts and switches, fold rails into logical leaves, build the tree, find problems."""
     switch_names = name_switches(fabric)
     links = adjacency(fabric)
     hosts = attach_hosts(fabric, policy, switch_names, links.ca_leaves)
-    groups, findings = group_leaves(hosts.rails, switch_names)
+    hosts, findings = _one_subnet_per_node(fabric, hosts, links, switch_names)
+    groups, grouping = group_leaves(hosts.rails, switch_names)
+    findings += grouping
     service = _service_switches(hosts, links.ca_leaves)
     tree = build_tree(links.neighbours, groups, switch_names, service, max_tiers=max_tiers)
     findings += health.islands(tree)

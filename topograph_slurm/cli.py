@@ -180,6 +180,12 @@ def _write(
     help="Regex rewrite of HCA descriptions before the host is taken (repeatable).",
 )
 @click.option(
+    "--hcas",
+    metavar="REGEX",
+    help="HCA names that are compute rails, e.g. 'mlx5_[0-7]'; others (storage HCAs) are "
+    "excluded with a reason. Default: all.",
+)
+@click.option(
     "--slurm-nodes",
     metavar="HOSTLIST|scontrol",
     help="Only these hosts become nodes; 'scontrol' asks Slurm.",

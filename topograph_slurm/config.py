@@ -58,6 +58,7 @@ class Settings:
     node_name_map: str | None = None
     rewrites: list[RewriteRule] = field(default_factory=list)
     slurm_nodes: str | None = None
+    hcas: str | None = None
     format: str = "tree"
     output: str | None = None
     report: str | None = None

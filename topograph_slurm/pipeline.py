@@ -26,6 +26,7 @@ from topograph_slurm.sources import ibnetdiscover
 from topograph_slurm.topology.block import BlockTopology, typical_size
 from topograph_slurm.topology.naming import (
     NamingPolicy,
+    compile_hcas,
     compile_rewrites,
     expand_hostlist,
     load_node_name_map,
@@ -139,9 +140,10 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
 
 
 def naming_policy(settings: Settings) -> NamingPolicy:
-    """Node-name map, rewrites and the Slurm node list from settings."""
+    """Node-name map, rewrites, the HCA selection and the Slurm node list from settings."""
     policy = NamingPolicy(
-        rewrites=compile_rewrites((rule.pattern, rule.replace) for rule in settings.rewrites)
+        rewrites=compile_rewrites((rule.pattern, rule.replace) for rule in settings.rewrites),
+        hcas=compile_hcas(settings.hcas),
     )
     if settings.node_name_map:
         policy.node_name_map = load_node_name_map(Path(settings.node_name_map))

@@ -42,6 +42,7 @@ REASON_UNSAFE = "host name is not a valid Slurm node name"
 REASON_OUTSIDE = "host is not in the Slurm node list"
 REASON_NO_LINK = "no active link to a switch"
 REASON_EMPTY = "empty description"
+REASON_HCA = "HCA is not a compute rail (--hcas)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,10 @@ class NamingPolicy:
     node_name_map: dict[str, str] = field(default_factory=dict)
     rewrites: list[Rewrite] = field(default_factory=list)
     slurm_nodes: frozenset[str] | None = None
+    #: HCA names (``mlx5_0``, the description's second word) that are compute rails; None: all.
+    #: Storage HCAs in the same dump (a converged fabric, or two subnets in one file) would
+    #: otherwise become rails of their nodes.
+    hcas: re.Pattern[str] | None = None
 
 
 @dataclass(slots=True)
@@ -105,6 +110,16 @@ def load_node_name_map(path: Path) -> dict[str, str]:
     return parse_node_name_map(text, str(path))
 
 
+def compile_hcas(pattern: str | None) -> re.Pattern[str] | None:
+    """The ``--hcas`` regex (matched against the whole HCA name); a bad one is a config error."""
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise ConfigError(f"invalid --hcas pattern {pattern!r}: {err}") from None
+
+
 def compile_rewrites(rules: Iterable[tuple[str, str]]) -> list[Rewrite]:
     """Compile ``(pattern, replacement)`` pairs; a bad regex is a config error."""
     compiled = []
@@ -137,11 +152,13 @@ def host_of(description: str, policy: NamingPolicy) -> tuple[str | None, str]:
         return None, REASON_SHARP
     if _FIRMWARE_DEFAULT.search(desc):
         return None, REASON_DEFAULT
-    host = desc.split()[0]
+    host, *rest = desc.split()
     if host.lower() in _LOCALHOSTS:
         return None, REASON_LOCALHOST
     if not SLURM_NAME.match(host):
         return None, REASON_UNSAFE
+    if policy.hcas is not None and not policy.hcas.fullmatch(rest[0] if rest else ""):
+        return None, REASON_HCA
     return host, ""
 
 
@@ -206,7 +223,7 @@ def _plain_hosts(descriptions: list[str], policy: NamingPolicy) -> list[str | No
     """What :func:`host_of` returns for every description, judged on the whole list at once
     when the answer is the common one: no rewrite rule, and every description names a valid
     host. None when any description needs :func:`host_of`'s CA-by-CA judgement."""
-    if policy.rewrites:
+    if policy.rewrites or policy.hcas is not None:
         return None
     stripped = list(map(str.strip, descriptions))
     if not all(stripped):

@@ -1,0 +1,64 @@
+"""A node's rails live on one subnet: HCAs it has on another one are left out, with a reason.
+
+One dump can hold several subnets: ``ibnetdiscover`` run from a compute HCA and from a storage
+HCA written to one file, or a UFM that manages both fabrics. A DGX then shows eight HCAs on the
+compute fabric and two on the storage fabric, with no cable between the two. Slurm's topology is
+about the fabric jobs talk over, which is the one holding most of the node's HCAs; the HCAs on
+other subnets become exclusions (so the storage leaves never pose as compute leaves) and one
+finding says how many. ``--hcas`` chooses by HCA name instead, for storage HCAs that share the
+compute subnet (a converged fabric), which no cabling argument can tell apart.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from ClusterShell.NodeSet import NodeSet
+
+from topograph_slurm.model import Exclusion, Fabric, Finding
+from topograph_slurm.topology.naming import HostAttachments
+
+KIND_SPLIT = "split-subnets"
+REASON_OTHER_SUBNET = "on another subnet than most of its node's HCAs (storage fabric?)"
+
+
+def keep_main_subnet(
+    hosts: HostAttachments,
+    component: Mapping[str, int],
+    fabric: Fabric,
+    switch_names: Mapping[str, str],
+) -> tuple[HostAttachments, list[Finding]]:
+    """Each node keeps the HCAs on the subnet holding most of them (ties: the subnet with the
+    smallest switch GUID); the rest become exclusions, summed up in one finding."""
+    kept = HostAttachments(exclusions=list(hosts.exclusions))
+    split: list[str] = []
+    for node, rails in hosts.rails.items():
+        counts = Counter(component[leaf] for _, leaf in rails)
+        main = max(counts, key=lambda subnet: (counts[subnet], -subnet))
+        kept.rails[node] = [rail for rail in rails if component[rail[1]] == main]
+        if len(counts) == 1:
+            continue
+        split.append(node)
+        kept.exclusions += [
+            Exclusion(
+                guid,
+                fabric.cas[guid].description,
+                switch_names.get(leaf, leaf),
+                REASON_OTHER_SUBNET,
+            )
+            for guid, leaf in rails
+            if component[leaf] != main
+        ]
+    if not split:
+        return hosts, []
+    kept.exclusions.sort(key=lambda ex: ex.guid)
+    left_out = len(kept.exclusions) - len(hosts.exclusions)
+    finding = Finding(
+        KIND_SPLIT,
+        str(NodeSet.fromlist(split)),
+        f"{len(split)} node(s) have HCAs on subnets no cable joins; kept the subnet with most "
+        f"of each node's HCAs and left out {left_out} HCA(s) (see exclusions); "
+        "--hcas chooses by HCA name instead",
+    )
+    return kept, [finding]
