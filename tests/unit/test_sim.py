@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import time
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -175,8 +176,37 @@ def test_storage_fabric() -> None:
     assert sum(h.startswith("stor-") for h in hosts) == 4
     assert len(fab.cas) == 64 * 2 + 4
     assert _components(fab) == 1
-    compute = generate_ibnetdiscover(spec)
-    assert not set(parse_ibnetdiscover(compute).cas) & set(fab.cas)
+    compute = parse_ibnetdiscover(generate_ibnetdiscover(replace(spec, storage=False)))
+    compute_guids = compute.cas.keys() | compute.switches.keys()
+    assert not compute_guids & (fab.cas.keys() | fab.switches.keys())
+    switch_names = {sw.description.split(";")[1].split(":")[0] for sw in fab.switches.values()}
+    assert all(name.startswith("stor-") for name in switch_names)
+
+
+def test_storage_subnet_follows_the_compute_fabric_in_the_dump() -> None:
+    """``storage=1`` writes both subnets, as two ibnetdiscover runs into one file would."""
+    spec = parse_sim_spec("nodes=64,rails=8,storage=1")
+    both = generate_ibnetdiscover(spec)
+    compute = generate_ibnetdiscover(replace(spec, storage=False))
+    storage = generate_storage_ibnetdiscover(spec)
+    assert both.endswith(storage)
+    assert both[: -len(storage)].splitlines()[2:] == compute.splitlines()[2:]  # but the spec line
+    fab = parse_ibnetdiscover(both)
+    assert len(fab.cas) == 64 * 8 + 64 * 2 + 4
+    assert _components(fab) == 2
+    assert not fab.notes  # no GUID is shared between the subnets
+
+
+def test_three_tier_cores_are_all_cabled_within_their_radix() -> None:
+    """Spines spread their uplinks round-robin over every core of their group (at 16k nodes
+    half the cores used to be left unconnected)."""
+    fab = _fabric("nodes=2080,rails=8,su=8,tiers=3")
+    cabled = Counter(
+        guid for link in fab.links for guid in (link.a_guid, link.b_guid) if guid in fab.switches
+    )
+    assert set(cabled) == set(fab.switches)
+    assert all(cabled[guid] <= sw.nports for guid, sw in fab.switches.items())
+    assert _components(fab) == 1
 
 
 def test_hdr_hardware() -> None:

@@ -20,13 +20,13 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 from typing import TextIO
 
 from topograph_slurm.errors import ConfigError
 
 OUI = "0002c9"  # Mellanox; leading zeros exercise ibnetdiscover's unpadded "(portguid)"
+STORAGE_OUI = "b83fd2"  # another Mellanox OUI: the storage fabric's GUIDs never meet compute's
 
 # kind nibble of simulated GUIDs: <OUI:6><island:1><kind:1><index:8>
 _KIND_CA, _KIND_LEAF, _KIND_SPINE, _KIND_CORE = 0, 1, 2, 3
@@ -226,18 +226,22 @@ class _Device:
 class _Builder:
     """Devices and cables of one subnet, in emission order (switches, then CAs)."""
 
-    def __init__(self, island: int, hw: _Hardware, speed: str) -> None:
+    def __init__(
+        self, island: int, hw: _Hardware, speed: str, oui: str = OUI, prefix: str = ""
+    ) -> None:
         self.island = island
+        self.oui = oui
+        self.prefix = prefix  # of switch names: the storage fabric's are "stor-…"
         self.hw = hw
         self.width_speed = "4x" + speed
         self.devices: list[_Device] = []
 
     def guid(self, kind: int, index: int) -> str:
-        return f"{OUI}{self.island:x}{kind:x}{index:08x}"
+        return f"{self.oui}{self.island:x}{kind:x}{index:08x}"
 
     def switch(self, kind: int, index: int, name: str, nports: int) -> int:
         guid = self.guid(kind, index)
-        desc = f"MF0;{name}:{self.hw.switch_model}/U1"
+        desc = f"MF0;{self.prefix}{name}:{self.hw.switch_model}/U1"
         self.devices.append(_Device(True, guid, desc, nports, self.hw.switch_devid, guid, 0, {}))
         return len(self.devices) - 1
 
@@ -259,12 +263,6 @@ class _Builder:
         order = [d for d in self.devices if d.switch] + [d for d in self.devices if not d.switch]
         for lid, device in enumerate(order, start=1):
             device.lid = lid
-
-
-def _spread(count: int, buckets: int) -> Iterator[int]:
-    """Round-robin bucket numbers for *count* items."""
-    for i in range(count):
-        yield i % buckets
 
 
 def _build_upper_tiers(b: _Builder, leaves: list[int], spec: SimSpec, pod_leaves: int) -> None:
@@ -306,8 +304,10 @@ def _build_upper_tiers(b: _Builder, leaves: list[int], spec: SimSpec, pod_leaves
             spine = b.switch(_KIND_SPINE, p * uplinks + j, name, radix + 1)
             for n, leaf in enumerate(pod):
                 b.cable(leaf, spec.su + 1 + j, spine, n + 1)
-            for k, c in enumerate(_spread(half, cores_per_group)):
-                core = groups[j][c]
+            # round-robin over the group's cores across all pods, so no core gets more
+            # cables than its radix and none is left unconnected
+            for k in range(half):
+                core = groups[j][(p * half + k) % cores_per_group]
                 b.cable(spine, half + 1 + k, core, core_port[core])
                 core_port[core] += 1
 
@@ -380,7 +380,7 @@ def _build_compute_island(spec: SimSpec, island: int, nodes: range) -> _Builder:
 def _build_storage(spec: SimSpec) -> _Builder:
     """Storage fabric: two storage HCAs per node plus storage servers, leaves filled in order."""
     hw = _HARDWARE[spec.speed]
-    b = _Builder(0, hw, spec.speed)
+    b = _Builder(0, hw, spec.speed, STORAGE_OUI, prefix="stor-")
     ends: list[int] = []
     for node in range(spec.nodes):
         for r in (spec.rails, spec.rails + 1):
@@ -393,7 +393,7 @@ def _build_storage(spec: SimSpec) -> _Builder:
     leaves: list[int] = []
     for i in range(0, len(ends), per_leaf):
         leaf = b.switch(
-            _KIND_STORAGE_SWITCH, len(leaves), f"stor-leaf-{len(leaves) + 1:03d}", spec.radix + 1
+            _KIND_STORAGE_SWITCH, len(leaves), f"leaf-{len(leaves) + 1:03d}", spec.radix + 1
         )
         leaves.append(leaf)
         for slot, hca in enumerate(ends[i : i + per_leaf]):
@@ -462,7 +462,9 @@ def _preamble(spec: SimSpec, first: _Builder, what: str) -> str:
 
 
 def write_ibnetdiscover(spec: SimSpec, fp: TextIO) -> None:
-    """Stream the compute fabric of *spec* (all islands, one after the other) to *fp*."""
+    """Stream the compute fabric of *spec* (all islands, one after the other) to *fp*; with
+    ``storage``, the storage subnet follows, as two ``ibnetdiscover`` runs (one from a compute
+    HCA, one from a storage HCA) written to one file would."""
     first = True
     for island, nodes in enumerate(spec.island_nodes()):
         b = _build_compute_island(spec, island, nodes)
@@ -470,10 +472,12 @@ def write_ibnetdiscover(spec: SimSpec, fp: TextIO) -> None:
             fp.write(_preamble(spec, b, "compute"))
             first = False
         _emit(b, fp)
+    if spec.storage:
+        write_storage_ibnetdiscover(spec, fp)
 
 
 def generate_ibnetdiscover(spec: SimSpec) -> str:
-    """The compute fabric of *spec* as ibnetdiscover plain-format text."""
+    """The fabric of *spec* as ibnetdiscover plain-format text (see :func:`write_ibnetdiscover`)."""
     buf = io.StringIO()
     write_ibnetdiscover(spec, buf)
     return buf.getvalue()
