@@ -197,10 +197,18 @@ def test_storage_subnet_follows_the_compute_fabric_in_the_dump() -> None:
     assert not fab.notes  # no GUID is shared between the subnets
 
 
-def test_three_tier_cores_are_all_cabled_within_their_radix() -> None:
-    """Spines spread their uplinks round-robin over every core of their group (at 16k nodes
-    half the cores used to be left unconnected)."""
-    fab = _fabric("nodes=2080,rails=8,su=8,tiers=3")
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "nodes=2080,rails=8,su=8,tiers=3",  # more cores per group than spine uplinks
+        "nodes=512,rails=8,su=1,tiers=3",  # exactly twice as many: pods must still meet
+        "nodes=3000,rails=4,su=8,tiers=3",  # fewer, not a divisor of the uplinks
+    ],
+)
+def test_three_tier_cores_are_all_cabled_within_their_radix(spec: str) -> None:
+    """Spine uplinks are dealt evenly over every core of their group (at 16k nodes half the
+    cores used to be unconnected, and uneven groups put 94 cables on 64-port cores)."""
+    fab = _fabric(spec)
     cabled = Counter(
         guid for link in fab.links for guid in (link.a_guid, link.b_guid) if guid in fab.switches
     )

@@ -304,10 +304,12 @@ def _build_upper_tiers(b: _Builder, leaves: list[int], spec: SimSpec, pod_leaves
             spine = b.switch(_KIND_SPINE, p * uplinks + j, name, radix + 1)
             for n, leaf in enumerate(pod):
                 b.cable(leaf, spec.su + 1 + j, spine, n + 1)
-            # round-robin over the group's cores across all pods, so no core gets more
-            # cables than its radix and none is left unconnected
+            # uplinks are dealt round-robin over the group's cores, all pods in turn, one core
+            # further on each lap: every core gets as many cables (never more than its radix)
+            # and consecutive pods share cores, so the fabric stays one piece
             for k in range(half):
-                core = groups[j][(p * half + k) % cores_per_group]
+                dealt = p * half + k
+                core = groups[j][(dealt + dealt // cores_per_group) % cores_per_group]
                 b.cable(spine, half + 1 + k, core, core_port[core])
                 core_port[core] += 1
 
