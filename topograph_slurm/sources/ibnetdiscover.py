@@ -16,8 +16,9 @@ Speed matters: a 16,384-node rail-optimised fabric is ~85 MB of text and the who
 should stay near a bare ``split()`` of every line, far below what a Python loop over 1.6 M lines
 costs. Regular dumps therefore take a bulk path (regex ``split``/``findall`` over cache-sized
 chunks, then C-level ``map``/``compress`` over columns, cables read from the switch side and
-cross-checked by counts); anything irregular falls back to the line-by-line parser, which is
-the reference: both give the same Fabric (the tests fuzz that).
+cross-checked by counts), its second half read by a forked child on dumps of 8 MB or more;
+anything irregular falls back to the line-by-line parser, which is the reference: both give the
+same Fabric (the tests fuzz that).
 """
 
 from __future__ import annotations
