@@ -10,6 +10,9 @@ the files are read by a live ``slurmctld`` and rewritten from cron:
 - *Shrink guard*: a fabric read during an outage looks like a smaller cluster; replacing a good
   topology with one that lost many nodes would strand them, so that needs ``--force``.
 - *Lock*: two overlapping cron runs must not interleave their read-compare-write.
+
+A device or FIFO given as the target (``-o /dev/null``, ``-o /dev/stdout``) is simply written
+to: replacing it by rename would turn ``/dev/null`` into a regular file.
 """
 
 from __future__ import annotations
@@ -235,6 +238,8 @@ def write_topology(
     """
     if math.isnan(shrink_limit) or shrink_limit < 0:
         raise ValueError(f"shrink_limit must be a fraction >= 0, got {shrink_limit!r}")
+    if _is_device(path):
+        return _write_through(path, content, check)
     if check:
         return _plan(path, content, with_diff=True, count=count)
     if not path.parent.is_dir():
@@ -277,6 +282,28 @@ def write_tree(
                 plan = replace(plan, written=True)
             outcomes.append(plan)
         return outcomes
+
+
+def _is_device(path: Path) -> bool:
+    """Whether *path* is an existing device, FIFO or socket (``/dev/null``, ``/dev/stdout``):
+    renaming a temp file over it would replace ``/dev/null`` with a regular file for everyone."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _write_through(path: Path, content: str, check: bool) -> WriteOutcome:
+    """Write to a device or FIFO directly: there is no file to compare, guard or replace."""
+    if check:
+        raise OutputError(f"cannot check {path}: not a regular file")
+    try:
+        with path.open("w", encoding="utf-8") as handle:
+            handle.write(content)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {_reason(exc)}") from exc
+    return WriteOutcome(True, True, "", path)
 
 
 def _plan(

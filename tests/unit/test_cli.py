@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -230,3 +232,17 @@ def test_check_filter_dir_without_output_checks_only_the_filters(tmp_path: Path)
     assert CliRunner().invoke(main, args).exit_code == 0
     fresh = CliRunner().invoke(main, [*args, "--check"])
     assert fresh.exit_code == Exit.OK and fresh.stdout == ""
+
+
+def test_output_to_a_fifo_is_written_through(tmp_path: Path) -> None:
+    """As ``-o /dev/null`` would be: the topology goes in, the target stays what it was."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    result = run("generate", "--sim", "demo", "-o", str(fifo))
+    reader.join(10)
+    assert result.exit_code == 0, result.output
+    assert received and received[0].decode() == run("generate", "--sim", "demo").output
+    assert stat.S_ISFIFO(fifo.stat().st_mode)

@@ -599,3 +599,31 @@ def test_write_then_read_gives_exact_bytes(text: str) -> None:
         again = write_topology(target, text)
         assert not again.changed and not again.written
         assert temp_files(Path(tmp)) == []
+
+
+def _drain(fifo: Path, into: list[bytes]) -> threading.Thread:
+    reader = threading.Thread(target=lambda: into.append(fifo.read_bytes()))
+    reader.start()
+    return reader
+
+
+def test_fifo_target_is_written_through_and_stays_a_fifo(tmp_path: Path) -> None:
+    """``-o /dev/null`` or a FIFO: a rename over it would put a regular file in its place (it
+    did to /dev/null once). A FIFO stands in for the device, which tests must not risk."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = _drain(fifo, received)
+    outcome = write_topology(fifo, TREE_CONF)
+    reader.join(10)
+    assert received == [TREE_CONF.encode()]
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert (outcome.changed, outcome.written) == (True, True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temp file, no lock
+
+
+def test_check_against_a_fifo_is_a_clean_error(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match="not a regular file"):
+        write_topology(fifo, TREE_CONF, check=True)
