@@ -469,6 +469,33 @@ def test_bypassing_cli_filter(tp: TpCluster) -> None:
         pin(tp.cluster, [n for _, n in freed])
 
 
+#: A --tp-size job whose script submits a one-node job of its own, as pipelines do.
+NESTED = """#!/bin/bash
+env | grep -i tp_size > /tmp/nested-env-$SLURM_JOB_ID
+sbatch --parsable --hold -N 1 --wrap true > /tmp/nested-$SLURM_JOB_ID.tmp 2>&1
+mv /tmp/nested-$SLURM_JOB_ID.tmp /tmp/nested-$SLURM_JOB_ID
+sleep 600
+"""
+
+
+def test_nested_sbatch_does_not_inherit_the_hint(tp: TpCluster) -> None:
+    """A job submitted from inside a --tp-size job is the user's next request, not a TP group:
+    it must not inherit --tp-size (it would be rejected here: -N 1 cannot hold 8 GPUs)."""
+    tp.cluster.write_files({"nested.sh": NESTED}, path="/tmp")
+    job = tp.sbatch("--tp-size=8 -N 4 --exclusive /tmp/nested.sh")
+    first = tp.cluster.wait_job(job, timeout=90).nodes[0]
+    deadline = time.monotonic() + 60
+    while (res := tp.cluster.exec(["cat", f"/tmp/nested-{job}"], node=first)).rc != 0:
+        assert time.monotonic() < deadline, "nested sbatch never finished"
+        time.sleep(0.5)
+    env = tp.cluster.exec(["cat", f"/tmp/nested-env-{job}"], node=first).stdout
+    nested = res.stdout.strip()
+    assert nested.isdigit(), f"nested sbatch failed: {nested!r}; tp_size in env: {env!r}"
+    tp.jobs.append(nested)
+    assert "AdminComment" not in tp.show(nested)
+    assert env == "", env
+
+
 def test_cli_filter_options_match_the_fakes(tp: TpCluster) -> None:
     """What slurm_cli_pre_submit really receives, against tests/unit/lua_fakes.py."""
 
