@@ -895,9 +895,18 @@ SPANK_HARNESS = r"""
 
 static int registered = 0;
 static spank_context_t ctx_now = S_CTX_ALLOCATOR;
+static int remote_now = 0;
+static char unset[256] = "";
 
 void slurm_error(const char *fmt, ...) { (void) fmt; }
 spank_context_t spank_context(void) { return ctx_now; }
+int spank_remote(spank_t sp) { (void) sp; return remote_now; }
+spank_err_t spank_unsetenv(spank_t sp, const char *var)
+{
+	(void) sp;
+	snprintf(unset, sizeof(unset), "%s", var);
+	return ESPANK_SUCCESS;
+}
 spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
 {
 	(void) sp;
@@ -918,6 +927,11 @@ int main(int argc, char **argv)
 	ctx_now = S_CTX_SLURMD;
 	slurm_spank_init(NULL, 0, NULL);
 	printf("registered=%d\n", registered);
+	slurm_spank_user_init(NULL, 0, NULL);
+	printf("unset-local=%s\n", unset);
+	remote_now = 1;
+	slurm_spank_user_init(NULL, 0, NULL);
+	printf("unset-remote=%s\n", unset);
 	return 0;
 }
 """
@@ -956,4 +970,7 @@ def test_spank_callback_and_registration(tmp_path: Path) -> None:
     out = subprocess.run([str(exe), *values], capture_output=True, text=True, check=True).stdout
     results = dict(line.rsplit("=", 1) for line in out.splitlines())
     assert results.pop("registered") == "2"  # allocator and local, not slurmd
+    # job steps lose the option Slurm exported for it, so a nested sbatch does not inherit it
+    assert results.pop("unset-local") == ""
+    assert results.pop("unset-remote") == "SLURM_SPANK__SLURM_SPANK_OPTION_tpsize_tp_size"
     assert {v for v, rc in results.items() if rc == "0"} == {"8", "1", "65536"}
