@@ -469,6 +469,23 @@ def test_bypassing_cli_filter(tp: TpCluster) -> None:
         pin(tp.cluster, [n for _, n in freed])
 
 
+def test_updates_keep_whole_tp_groups(tp: TpCluster) -> None:
+    """scontrol update of a --tp-size job: slurm_job_modify re-checks the node count."""
+    job = tp.sbatch("--hold --tp-size=8 -N 4 --wrap true")
+    res = tp.cluster.exec(["scontrol", "update", f"JobId={job}", "NumNodes=3"])
+    assert res.rc != 0
+    message = "this job was submitted with --tp-size=8 (2 nodes per TP group); NumNodes=3"
+    assert message in res.stderr + res.stdout, (res.stdout, res.stderr)
+    nodes = lambda job_id: tp.show(job_id)["NumNodes"].split("-")[0]  # noqa: E731 ("4-4")
+    assert nodes(job) == "4"
+    ok = tp.cluster.exec(["scontrol", "update", f"JobId={job}", "NumNodes=6"])
+    assert ok.rc == 0, ok.stderr
+    assert nodes(job) == "6"
+    plain = tp.sbatch("--hold -N 4 --wrap true")  # no hint: any change is Slurm's business
+    tp.cluster.exec(["scontrol", "update", f"JobId={plain}", "NumNodes=3"]).check("plain update")
+    assert nodes(plain) == "3"
+
+
 #: A --tp-size job whose script submits a one-node job of its own, as pipelines do.
 NESTED = """#!/bin/bash
 env | grep -i tp_size > /tmp/nested-env-$SLURM_JOB_ID

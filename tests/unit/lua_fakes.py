@@ -251,6 +251,23 @@ class LuaFilter:
         out.job_desc = job_desc  # type: ignore[attr-defined]
         return out
 
+    def job_modify(
+        self,
+        changes: dict[str, Any],
+        admin_comment: str | None,
+        *,
+        uid: int = 0,
+        segment_supported: bool = False,
+    ) -> Outcome:
+        """slurm_job_modify for a change (job_desc fields) to a job with this AdminComment."""
+        self.g.FAKE.reset()
+        job_desc = self.g.FAKE.job_desc(self.lua.table_from(changes), None, segment_supported)
+        job_rec = self.lua.table_from(
+            {} if admin_comment is None else {"admin_comment": admin_comment}
+        )
+        rc = self.g.slurm_job_modify(job_desc, job_rec, self.lua.table(), uid)
+        return self._outcome(rc)
+
     def cli(
         self,
         options: dict[str, Any] | None = None,

@@ -974,3 +974,64 @@ def test_spank_callback_and_registration(tmp_path: Path) -> None:
     assert results.pop("unset-local") == ""
     assert results.pop("unset-remote") == "SLURM_SPANK__SLURM_SPANK_OPTION_tpsize_tp_size"
     assert {v for v, rc in results.items() if rc == "0"} == {"8", "1", "65536"}
+
+
+# --------------------------------------------------------------------------------------------
+# slurm_job_modify: a job placed for --tp-size stays a whole number of TP groups
+
+
+RECORD_8 = "topograph:tp=8,gpn=4,group=2,segment=2,src=user"
+
+
+@pytest.mark.parametrize(
+    ("changes", "comment", "refused"),
+    [
+        (
+            {"min_nodes": 3, "max_nodes": 3},
+            RECORD_8,
+            "NumNodes=3 is not a multiple of 2: use NumNodes=2 or NumNodes=4",
+        ),
+        ({"min_nodes": 1}, RECORD_8, "NumNodes=1 is not a multiple of 2: use NumNodes=2"),
+        ({"min_nodes": 6, "max_nodes": 6}, RECORD_8, None),
+        ({"min_nodes": 3}, None, None),  # no record: not a --tp-size job
+        ({"min_nodes": 3}, "ticket-42", None),
+        ({"min_nodes": 3}, "topograph:tp=4,gpn=4,group=1,src=user", None),  # groups within a node
+        ({"min_nodes": 3}, "note topograph:tp=8,gpn=4,group=2,src=default", "NumNodes=3"),
+        ({"time_limit": 60}, RECORD_8, None),  # not about nodes
+    ],
+)
+def test_job_modify_keeps_whole_tp_groups(
+    runtime: str, changes: dict[str, int], comment: str | None, refused: str | None
+) -> None:
+    out = loaded(runtime, "job_submit.lua").job_modify(changes, comment, uid=1000)
+    if refused is None:
+        assert out.rc == 0 and not out.messages("user"), out
+        return
+    assert out.rc == ERRORS["ESLURM_INVALID_NODE_COUNT"]
+    (message,) = out.messages("user")
+    assert message.startswith("this job was submitted with --tp-size=8 (2 nodes per TP group); ")
+    assert refused in message
+    assert any("refused a change by uid 1000" in m for m in out.messages("info"))
+
+
+def test_job_modify_checks_segment_where_slurm_exposes_it(runtime: str) -> None:
+    new = loaded(runtime, "job_submit.lua", NEW).job_modify(
+        {"segment_size": 3}, RECORD_8, segment_supported=True
+    )
+    assert new.rc == ERRORS["ESLURM_INVALID_NODE_COUNT"]
+    assert "SegmentSize=3 would split them: use SegmentSize=2" in new.messages("user")[0]
+    fine = loaded(runtime, "job_submit.lua", NEW).job_modify(
+        {"segment_size": 4}, RECORD_8, segment_supported=True
+    )
+    assert fine.rc == 0
+    old = loaded(runtime, "job_submit.lua", OLD).job_modify({"segment_size": 3}, RECORD_8)
+    assert old.rc == 0 and "segment_size" not in old.reads
+
+
+def test_job_modify_never_raises(runtime: str) -> None:
+    filt = loaded(runtime, "job_submit.lua")
+    filt.g.FAKE.reset()
+    rc = filt.g.slurm_job_modify(filt.g.FAKE.broken(), filt.g.FAKE.broken(), filt.lua.table(), 0)
+    out = filt._outcome(rc)
+    assert out.rc == 0
+    assert any("job_modify: internal error" in m for m in out.messages("error"))
