@@ -10,6 +10,7 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
+from tests.conftest import real_fixture
 from tests.unit.fabric_builder import FabricBuilder
 from topograph_slurm.cli import main
 from topograph_slurm.errors import Exit
@@ -107,3 +108,20 @@ def test_hcas_from_the_config_file(tmp_path: Path) -> None:
 
 def test_help_lists_hcas() -> None:
     assert "--hcas REGEX" in run("generate", "--help").output
+
+
+def test_selene_compute_and_storage_dumps_in_one_file(tmp_path: Path) -> None:
+    """NVIDIA's real Selene dumps, compute then storage, in one file: the DGX nodes' storage
+    HCAs are left out and the compute topology is the one the compute dump alone gives."""
+    compute = real_fixture("ibnetdiscover/nvidia-selene-compute-hdr-quantum.txt")
+    storage = real_fixture("ibnetdiscover/nvidia-selene-storage-hdr-edr.txt")
+    both = tmp_path / "both.txt"
+    both.write_bytes(compute.read_bytes() + storage.read_bytes())
+    nodes = ("--slurm-nodes", "luna-[0001-9999]")
+    alone = _topology("--ibnetdiscover", str(compute), *nodes)
+    assert _same_lines(_topology("--ibnetdiscover", str(both), *nodes), alone)
+    report = _report(tmp_path, "--ibnetdiscover", str(both), *nodes)
+    split = [f for f in report["findings"] if f["kind"] == subnet.KIND_SPLIT]
+    assert len(split) == 1 and split[0]["subject"].startswith("luna-[0001-0034,")
+    left_out = [ex for ex in report["exclusions"] if ex["reason"] == subnet.REASON_OTHER_SUBNET]
+    assert left_out and all(ex["description"].startswith("luna-") for ex in left_out)
