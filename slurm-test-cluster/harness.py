@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import io
 import os
+import posixpath
 import re
 import socket
 import subprocess
@@ -1048,6 +1049,15 @@ class Cluster:
         if data is None:
             raise HarnessError(f"{path} not found in {node or CONTROLLER}")
         return data
+
+    def put_file(
+        self, node: str | None, path: str, content: str | bytes, mode: int = 0o644
+    ) -> None:
+        """One file (absolute ``path``) into the controller or ``node``'s container only."""
+        directory, name = posixpath.split(path)
+        if not posixpath.isabs(path) or not name:
+            raise HarnessError(f"put_file needs an absolute file path, got {path!r}")
+        self._container(node).put_archive(directory, _tar({name: content}, mode))
 
     def write_files(self, files: Mapping[str, str | bytes], path: str = CONF_DIR) -> None:
         """Copy files into every container (config must be the same everywhere)."""

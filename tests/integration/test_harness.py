@@ -34,6 +34,11 @@ def test_exec_reconfigure_and_logs(
     blob = bytes(range(256))
     cluster.write_files({"blob.bin": blob}, path="/tmp")
     assert cluster.read_file("/tmp/blob.bin", node="node01") == blob
+    cluster.put_file("node02", "/usr/local/bin/hello", "#!/bin/sh\necho hi\n", mode=0o755)
+    assert cluster.exec("hello", node="node02").stdout == "hi\n"
+    assert cluster.exec("test -e /usr/local/bin/hello", node="node01").rc == 1  # one node only
+    with pytest.raises(harness.HarnessError, match="absolute file path"):
+        cluster.put_file("node01", "relative/file", "x")
 
     tree = "SwitchName=leaf Nodes=node[01-02]\n"
     spec.topology_plugin, spec.topology_conf = "topology/tree", tree

@@ -19,12 +19,10 @@ node's recorded-format output (``sim_gpu.fake_nvidia_smi_script``); gb0001 also 
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
 import sys
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,25 +84,15 @@ def fake_nvidia_smi(node: str) -> str:
     )
 
 
-def _put_executable(cluster: Cluster, node: str, name: str, text: str) -> None:
-    data = text.encode()
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo(name)
-        info.size, info.mode = len(data), 0o755
-        tar.addfile(info, io.BytesIO(data))
-    assert cluster.nodes[node].put_archive("/usr/local/bin", buf.getvalue())
-
-
 def install_fakes(cluster: Cluster, ibnetdiscover_on: str | None = None) -> None:
     """Each node's fake nvidia-smi (and a fake ibnetdiscover on one node) in /usr/local/bin,
     copied with docker put_archive per node."""
     for node in NODES:
-        _put_executable(cluster, node, "nvidia-smi", fake_nvidia_smi(node))
+        cluster.put_file(node, "/usr/local/bin/nvidia-smi", fake_nvidia_smi(node), mode=0o755)
     if ibnetdiscover_on:
         dump = generate_ibnetdiscover(SIM)
         script = f"#!/bin/sh\ncat <<'EOF_IBNET'\n{dump}EOF_IBNET\n"
-        _put_executable(cluster, ibnetdiscover_on, "ibnetdiscover", script)
+        cluster.put_file(ibnetdiscover_on, "/usr/local/bin/ibnetdiscover", script, mode=0o755)
 
 
 def srun_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:

@@ -18,19 +18,15 @@ What each path can do, as measured here:
   one whole block (TP groups stay intact, it only waits longer), and impossible requests are
   still rejected. ``scontrol show job`` on 24.11 prints no ``SegmentSize`` at all.
 
-Harness gaps worked around here (small helpers below, candidates for harness.py):
-``read_bytes`` (a binary file out of a container; the harness only reads text logs) so the
-``.so`` built in one node reaches every container through ``Cluster.write_files``;
-``client_configs`` (a second client config directory on the login node, derived from the live
-slurm.conf with lines dropped or files replaced, for ``SLURM_CONF=...`` bypass and probes);
-``wait_free`` (wait until N nodes are idle again after cancelling).
+The ``.so`` built in one node reaches every container through ``Cluster.read_file`` and
+``Cluster.write_files``. ``client_configs`` below (a second client config directory on the
+login node, derived from the live slurm.conf with lines dropped or files replaced, for
+``SLURM_CONF=...`` bypass and probes) is the one helper the harness does not have.
 """
 
 from __future__ import annotations
 
-import io
 import re
-import tarfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -145,7 +141,7 @@ class TpCluster:
             for job_id in self.jobs:
                 self.cluster.wait_job(job_id, ("CANCELLED", "COMPLETED", "FAILED"), timeout=60)
         self.jobs.clear()
-        wait_free(self.cluster, len(NODES) - len(self.busy))
+        self.cluster.wait_idle(len(NODES) - len(self.busy), timeout=60)
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,18 +192,8 @@ def build_plugin(cluster: Cluster) -> ExecResult:
     cmd = spank_compile_command("cc", Path(f"{CONF}/tpsize.c"), tmp)
     res = cluster.exec(cmd, node=NODES[0])
     if res.rc == 0:
-        cluster.write_files({"tpsize.so": read_bytes(cluster, NODES[0], str(tmp))})
+        cluster.write_files({"tpsize.so": cluster.read_file(str(tmp), node=NODES[0])})
     return res
-
-
-def read_bytes(cluster: Cluster, node: str, path: str) -> bytes:
-    """A file from a container (harness gap: it only reads text logs)."""
-    stream, _ = cluster._container(node).get_archive(path)
-    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-        member = tar.next()
-        handle = tar.extractfile(member) if member else None
-        assert handle is not None, path
-        return handle.read()
 
 
 def client_configs(cluster: Cluster) -> None:
@@ -242,15 +228,6 @@ def pin(cluster: Cluster, nodes: list[str]) -> None:
     }
     for job_id, n in jobs.items():
         assert cluster.wait_job(job_id).nodes == [nodes[n]]
-
-
-def wait_free(cluster: Cluster, count: int, timeout: float = 60) -> None:
-    """Wait until ``count`` nodes are idle (cancelled jobs' nodes finish completing first)."""
-    deadline = time.monotonic() + timeout
-    while sum(1 for s in cluster.node_states().values() if s == "idle") < count:
-        if time.monotonic() > deadline:
-            raise HarnessError(f"nodes not idle again: {cluster.node_states()}")
-        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
