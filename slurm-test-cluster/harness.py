@@ -1050,6 +1050,16 @@ class Cluster:
             raise HarnessError(f"{path} not found in {node or CONTROLLER}")
         return data
 
+    def address(self, node: str | None = None) -> str:
+        """The container's IP address on the cluster network; the host can reach it."""
+        container = self._container(node)
+        container.reload()
+        networks = container.attrs["NetworkSettings"]["Networks"]
+        name = self.network.name if self.network else ""
+        if name not in networks:
+            raise HarnessError(f"{node or CONTROLLER} is not on the cluster network {name!r}")
+        return str(networks[name]["IPAddress"])
+
     def put_file(
         self, node: str | None, path: str, content: str | bytes, mode: int = 0o644
     ) -> None:

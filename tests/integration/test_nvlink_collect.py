@@ -7,8 +7,10 @@ node's recorded-format output (``sim_gpu.fake_nvidia_smi_script``); gb0001 also 
 ``sources/sim``), collected with ``--ibnetdiscover-on``.
 
 1. ``topograph-slurm collect --via srun`` gathers through the cluster's real ``srun`` (one
-   srun per node). The test image has no Python, so topograph-slurm runs on the host and a
-   ``srun`` shim on PATH execs the real srun inside the controller container.
+   srun for all nodes, then one per node). The test image has no Python, so topograph-slurm
+   runs on the host and a ``srun`` shim on PATH execs the real srun inside the controller
+   container. ``--via clush`` runs ClusterShell on the host against every node container's
+   real sshd (an ``ssh`` shim only adds ``-F`` with the containers' addresses and a key).
 2. Blocks are built from that snapshot (``load_snapshot`` → ``nvlink_blocks``) and rendered with
    ``topology.conf.block.j2``; a slurmctld of the same release accepts it with the expected
    blocks: 24.11 leaves the 3-node rack out (undersized), 26.05 keeps it.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -109,30 +112,58 @@ def srun_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:
     return env
 
 
-def run_collect(tmp_path: Path, cluster: Cluster, mode: str = "batch") -> Path:
+SSH_CONFIG = """Host *
+  User root
+  IdentityFile {key}
+  IdentitiesOnly yes
+  BatchMode yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+"""
+
+
+def ssh_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:
+    """Environment whose ``ssh`` reaches each node container's real sshd: the host's ssh with
+    a config file naming the containers' addresses and a throwaway key."""
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        pytest.fail("ssh client not installed (Debian package openssh-client)")
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    public = key.with_suffix(".pub").read_text()
+    hosts = []
+    for node in NODES:
+        cluster.exec("mkdir -p -m 700 /root/.ssh", node=node).check("ssh dir")
+        cluster.put_file(node, "/root/.ssh/authorized_keys", public, mode=0o600)
+        cluster.exec("/usr/sbin/sshd", node=node).check("sshd")
+        hosts.append(f"Host {node}\n  HostName {cluster.address(node)}\n")
+    config = tmp_path / "ssh_config"
+    config.write_text("".join(hosts) + SSH_CONFIG.format(key=key))
+    bindir = tmp_path / "ssh-bin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "ssh").write_text(f'#!/bin/sh\nexec {ssh} -F {config} "$@"\n')
+    (bindir / "ssh").chmod(0o755)
+    env = dict(os.environ)
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    return env
+
+
+def run_collect(
+    tmp_path: Path, cluster: Cluster, mode: str = "batch", env: dict[str, str] | None = None
+) -> Path:
+    """``topograph-slurm collect`` on the host: through srun (``mode``: batch or per-node), or
+    over ssh with ClusterShell when ``mode`` is ``clush`` (``env`` from :func:`ssh_shim`)."""
     snap = tmp_path / f"snapshot-{mode}"
+    transport = ["--via", "clush"] if mode == "clush" else ["--via", "srun", "--srun-mode", mode]
     argv = [
-        sys.executable,
-        "-m",
-        "topograph_slurm",
-        "-q",
-        "collect",
-        "--via",
-        "srun",
-        "--nodes",
-        f"gb[0001-{len(NODES):04d}]",
-        "--ibnetdiscover-on",
-        NODES[0],
-        "--snapshot",
-        str(snap),
-        "--timeout",
-        "60",
-        "--srun-mode",
-        mode,
+        *(sys.executable, "-m", "topograph_slurm", "-q", "collect", *transport),
+        *("--nodes", f"gb[0001-{len(NODES):04d}]", "--ibnetdiscover-on", NODES[0]),
+        *("--snapshot", str(snap), "--timeout", "60"),
     ]
-    proc = subprocess.run(
-        argv, env=srun_shim(tmp_path, cluster), capture_output=True, text=True, timeout=300
-    )
+    env = env if env is not None else srun_shim(tmp_path, cluster)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return snap
 
@@ -159,12 +190,20 @@ def test_collect_blocks_and_yaml_on_real_slurm(
     manifest = json.loads((snap / "manifest.json").read_text())
     assert manifest["via"] == "srun" and manifest["nodes"] == NODES
     assert manifest["srun_mode"] == "batch"
-    # the per-node mode reads exactly the same from every node
-    other = run_collect(tmp_path, cluster, "per-node")
-    for node in NODES:
-        for key in ("nvidia-smi-query", "nvidia-smi-q", "nvidia-smi-topo"):
-            rel = f"nodes/{node}/{key}.txt"
-            assert (snap / rel).read_bytes() == (other / rel).read_bytes(), rel
+    # the per-node mode, and ClusterShell over the nodes' real sshd, read exactly the same
+    # from every node
+    per_node = run_collect(tmp_path, cluster, "per-node")
+    clush = run_collect(tmp_path, cluster, "clush", ssh_shim(tmp_path, cluster))
+    over_ssh = json.loads((clush / "manifest.json").read_text())
+    assert over_ssh["via"] == "clush" and over_ssh["nodes"] == NODES
+    assert all(r["exit_code"] == 0 for r in over_ssh["results"]), over_ssh["results"]
+    assert len(over_ssh["results"]) == 3 * len(NODES)
+    for other in (per_node, clush):
+        for node in NODES:
+            for key in ("nvidia-smi-query", "nvidia-smi-q", "nvidia-smi-topo"):
+                rel = f"nodes/{node}/{key}.txt"
+                assert (snap / rel).read_bytes() == (other / rel).read_bytes(), (other, rel)
+        assert (other / "fabric/ibnetdiscover.txt").read_text() == generate_ibnetdiscover(SIM)
     assert all(r["exit_code"] == 0 for r in manifest["results"]), manifest["results"]
     assert len(manifest["results"]) == 3 * len(NODES)
     assert manifest["fabric"]["node"] == NODES[0] and manifest["fabric"]["exit_code"] == 0
