@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from tests.conftest import real_fixture
 from tests.unit.fabric_builder import FabricBuilder
+from topograph_slurm.analysis import analyse
 from topograph_slurm.cli import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.topology import naming, subnet
@@ -77,8 +78,6 @@ def test_hcas_names_the_compute_rails_of_a_converged_fabric() -> None:
         fb.ca(f"gpu{n}/storage", f"gpu{n} mlx5_8")
         fb.cable(f"gpu{n}/storage", "stor-leaf")
     names = naming.name_switches(fb.fabric)
-    from topograph_slurm.analysis import analyse
-
     mixed = analyse(fb.fabric, NamingPolicy())
     assert {len(rails) for rails in mixed.hosts.rails.values()} == {2}  # storage posed as a rail
     chosen = analyse(fb.fabric, NamingPolicy(hcas=naming.compile_hcas(r"mlx5_[0-7]")))
@@ -125,3 +124,27 @@ def test_selene_compute_and_storage_dumps_in_one_file(tmp_path: Path) -> None:
     assert len(split) == 1 and split[0]["subject"].startswith("luna-[0001-0034,")
     left_out = [ex for ex in report["exclusions"] if ex["reason"] == subnet.REASON_OTHER_SUBNET]
     assert left_out and all(ex["description"].startswith("luna-") for ex in left_out)
+
+
+def test_planes_of_equal_weight_stay_rails_of_one_tree() -> None:
+    """A two-plane fabric (rails 0-1 on plane A, 2-3 on plane B, no cable between the planes)
+    is one fabric to Slurm: nothing is left out and each unit is still one logical leaf."""
+    fb = FabricBuilder()
+    for plane in ("a", "b"):
+        fb.switch(f"spine-{plane}")
+        for unit in (1, 2):
+            for rail in (0, 1):
+                leaf = f"leaf-{plane}{unit}-r{rail}"
+                fb.switch(leaf)
+                fb.cable(leaf, f"spine-{plane}")
+    for n in range(4):
+        unit = 1 + n // 2
+        fb.host(f"gpu{n}", [f"leaf-{p}{unit}-r{r}" for p in ("a", "b") for r in (0, 1)])
+    result = analyse(fb.fabric, NamingPolicy())
+    assert not result.exclusions
+    assert not [f for f in result.findings if f.kind == subnet.KIND_SPLIT]
+    assert [(leaf.nodes, len(leaf.switches)) for leaf in result.tree.leaves] == [
+        (["gpu0", "gpu1"], 4),
+        (["gpu2", "gpu3"], 4),
+    ]
+    assert len(result.tree.tops) == 1  # the two planes' spines are one logical parent

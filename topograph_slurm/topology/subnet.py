@@ -29,16 +29,19 @@ def keep_main_subnet(
     fabric: Fabric,
     switch_names: Mapping[str, str],
 ) -> tuple[HostAttachments, list[Finding]]:
-    """Each node keeps the HCAs on the subnet holding most of them (ties: the subnet with the
-    smallest switch GUID); the rest become exclusions, summed up in one finding."""
+    """Each node keeps the HCAs on the subnet holding most of them; the rest become
+    exclusions, summed up in one finding. A node whose HCAs are spread evenly (a multi-plane
+    fabric: rails 0-3 on one plane, 4-7 on another, no cable between) keeps them all, as the
+    planes are one fabric to Slurm."""
     kept = HostAttachments(exclusions=list(hosts.exclusions))
     split: list[str] = []
     for node, rails in hosts.rails.items():
-        counts = Counter(component[leaf] for _, leaf in rails)
-        main = max(counts, key=lambda subnet: (counts[subnet], -subnet))
-        kept.rails[node] = [rail for rail in rails if component[rail[1]] == main]
-        if len(counts) == 1:
+        ranked = Counter(component[leaf] for _, leaf in rails).most_common()
+        if len(ranked) == 1 or ranked[0][1] == ranked[1][1]:
+            kept.rails[node] = rails  # one subnet, or planes of equal weight: all are rails
             continue
+        main = ranked[0][0]
+        kept.rails[node] = [rail for rail in rails if component[rail[1]] == main]
         split.append(node)
         kept.exclusions += [
             Exclusion(
