@@ -5,7 +5,8 @@
 
 Every stage runs in its own child process (so peak RSS is that stage's alone, read from
 ``ru_maxrss``), interleaved with the bare scan, ``--repeat`` times; the table shows the best
-time of each (shared CI machines are noisy) and the ratio of best to best in the same run.
+time of each (shared CI machines are noisy), the ratio of best to best in the same run, and
+("paired") the median over rounds of each stage's time over the bare scan just before it.
 The target from the project issue: the whole ``generate`` within 3x the bare scan and
 500 MB peak RSS on the 16,384-node fabric; ``generate`` runs the real CLI in-process.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -137,17 +139,31 @@ def write_fabric(nodes: int, rails: int, directory: Path) -> tuple[Path, float]:
     return path, time.perf_counter() - start
 
 
-def measure(path: Path, stages: list[str], repeat: int) -> dict[str, Sample]:
-    """Best time and highest peak RSS per stage over *repeat* interleaved rounds."""
+@dataclass(frozen=True)
+class Measured:
+    """One stage over all rounds: best time, highest RSS, and the median of its per-round
+    ratios to the bare scan run just before it (pairs share the machine's state of the moment,
+    which moves the bare scan alone by ±30 % on a shared host)."""
+
+    best: Sample
+    paired_ratio: float
+
+
+def measure(path: Path, stages: list[str], repeat: int) -> dict[str, Measured]:
+    """*repeat* rounds, each running every stage once in order (the bare scan first)."""
     samples: dict[str, list[Sample]] = {name: [] for name in stages}
     for _ in range(repeat):
         for name in stages:
             samples[name].append(run_stage(name, path))
+    bare = samples[stages[0]]
     return {
-        name: Sample(
-            min(s.seconds for s in got),
-            min(s.cpu_seconds for s in got),
-            max(s.peak_rss_mb for s in got),
+        name: Measured(
+            Sample(
+                min(s.seconds for s in got),
+                min(s.cpu_seconds for s in got),
+                max(s.peak_rss_mb for s in got),
+            ),
+            statistics.median(s.seconds / b.seconds for s, b in zip(got, bare, strict=True)),
         )
         for name, got in samples.items()
     }
@@ -165,19 +181,19 @@ def main(argv: list[str] | None = None) -> int:
         _child(*args.child)
         return 0
     stages = ["bare-scan", *[s for s in args.stages if s != "bare-scan"]]
-    header = ("nodes", "rails", "MB", "stage", "wall s", "x bare", "cpu s", "x bare", "RSS MB")
-    print("{:>6} {:>5} {:>6} {:<11} {:>7} {:>6} {:>7} {:>6} {:>7}".format(*header))
+    header = ("nodes", "rails", "MB", "stage", "wall s", "x bare", "paired", "cpu s", "x bare")
+    print("{:>6} {:>5} {:>6} {:<11} {:>7} {:>6} {:>6} {:>7} {:>6} {:>7}".format(*header, "RSS MB"))
     with tempfile.TemporaryDirectory(prefix="topograph-bench-") as tmp:
         for nodes in args.nodes:
             path, gen_seconds = write_fabric(nodes, args.rails, Path(tmp))
             size_mb = path.stat().st_size / 1e6
             result = measure(path, stages, args.repeat)
-            bare = result["bare-scan"]
+            bare = result["bare-scan"].best
             for name in stages:
-                s = result[name]
+                s, paired = result[name].best, result[name].paired_ratio
                 print(
                     f"{nodes:>6} {args.rails:>5} {size_mb:>6.1f} {name:<11} {s.seconds:>7.2f} "
-                    f"{s.seconds / bare.seconds:>6.2f} {s.cpu_seconds:>7.2f} "
+                    f"{s.seconds / bare.seconds:>6.2f} {paired:>6.2f} {s.cpu_seconds:>7.2f} "
                     f"{s.cpu_seconds / bare.cpu_seconds:>6.2f} {s.peak_rss_mb:>7.0f}"
                 )
             print(f"{'':>6} {'':>5} {'':>6} {'(sim write)':<11} {gen_seconds:>7.2f}")
