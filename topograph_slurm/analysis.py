@@ -62,11 +62,14 @@ def _service_switches(hosts: HostAttachments, ca_leaves: Mapping[str, list[str]]
 
 
 def _one_subnet_per_node(
-    fabric: Fabric, hosts: HostAttachments, links: Adjacency, switch_names: Mapping[str, str]
+    fabric: Fabric,
+    hosts: HostAttachments,
+    links: Adjacency,
+    component: Mapping[str, int],
+    switch_names: Mapping[str, str],
 ) -> tuple[HostAttachments, list[Finding]]:
     """:func:`.subnet.keep_main_subnet` when HCAs sit on more than one subnet (checked in bulk:
     nearly every fabric has one, and a 16k-node one has 131k HCAs)."""
-    component = components(links.neighbours)
     leaves = chain.from_iterable(links.ca_leaves.values())
     if len(set(map(component.__getitem__, leaves))) < 2:
         return hosts, []
@@ -78,11 +81,12 @@ def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) 
     switch_names = name_switches(fabric)
     links = adjacency(fabric)
     hosts = attach_hosts(fabric, policy, switch_names, links.ca_leaves)
-    hosts, findings = _one_subnet_per_node(fabric, hosts, links, switch_names)
+    component = components(links.neighbours)
+    hosts, findings = _one_subnet_per_node(fabric, hosts, links, component, switch_names)
     groups, grouping = group_leaves(hosts.rails, switch_names)
     findings += grouping
     service = _service_switches(hosts, links.ca_leaves)
-    tree = build_tree(links.neighbours, groups, switch_names, service, max_tiers=max_tiers)
+    tree = build_tree(links.neighbours, groups, switch_names, service, component, max_tiers)
     findings += health.islands(tree)
     findings += health.missing_rails(groups, hosts.rails)
     findings += health.degraded_links(fabric, switch_names)

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 
-from topograph_slurm.topology.adjacency import components
 from topograph_slurm.topology.leaf import LeafGroup
 
 
@@ -105,12 +104,14 @@ def build_tree(
     leaves: list[LeafGroup],
     switch_names: Mapping[str, str],
     host_switches: set[str],
+    component: Mapping[str, int],
     max_tiers: int | None = None,
 ) -> Tree:
     """Build the switch tree above *leaves* from the switch-to-switch *neighbours*.
 
     *host_switches* are switches that carry hosts outside Slurm (service and storage leaves):
     they are never parents. *max_tiers* caps the number of levels, leaves included.
+    *component* is every switch's connected component (:func:`.adjacency.components`).
     """
     excluded = set(host_switches)
     level_members = [group.switches for group in leaves]
@@ -136,7 +137,7 @@ def build_tree(
         depth += 1
     tree = Tree(leaves, uppers, [])
     _trim_unary_tops(tree, has_parent)
-    _join_islands(tree, neighbours, max_tiers)
+    _join_islands(tree, neighbours, max_tiers, component)
     tree.uppers.sort(key=lambda switch: (switch.level, switch.name))
     return tree
 
@@ -155,14 +156,18 @@ def _trim_unary_tops(tree: Tree, has_parent: set[str]) -> None:
     tree.tops = sorted(name for name in names if name not in has_parent)
 
 
-def _join_islands(tree: Tree, neighbours: Mapping[str, set[str]], max_tiers: int | None) -> None:
+def _join_islands(
+    tree: Tree,
+    neighbours: Mapping[str, set[str]],
+    max_tiers: int | None,
+    component: Mapping[str, int],
+) -> None:
     """Give every cabled-together set of top switches a synthetic common parent."""
     if len(tree.tops) < 2 or (max_tiers is not None and tree.depth >= max_tiers):
         return  # one top switch: nothing to join (and no flood fill over every switch)
     members_of = {group.name: group.switches for group in tree.leaves}
     members_of.update({switch.name: switch.switches for switch in tree.uppers})
     level_of = {switch.name: switch.level for switch in tree.uppers}
-    component = components(neighbours)
     by_island: dict[int, list[str]] = {}
     for top in tree.tops:
         island = component[members_of[top][0]]
