@@ -71,7 +71,12 @@ def in_background(compute: Callable[[], T]) -> Pending[T]:
     if not spare_cpu():
         return Pending(compute)
     reader, writer = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # a process limit (EAGAIN) or no memory: compute it here later
+        os.close(reader)
+        os.close(writer)
+        return Pending(compute)
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         status = 1
         try:

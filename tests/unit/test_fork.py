@@ -76,3 +76,14 @@ def test_no_fork_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
     assert not fork.spare_cpu()
     assert fork.in_background(os.getpid).pid is None
+
+
+def test_a_failed_fork_means_the_value_is_computed_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fork, "spare_cpu", lambda: True)
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    pending = fork.in_background(os.getpid)
+    assert pending.pid is None and pending.result() == os.getpid()
