@@ -49,25 +49,25 @@ def hostlist(names: Iterable[str]) -> str:
         nodes = NodeSet.fromlist(ordered)
     else:
         nodes = NodeSet(resolver=RESOLVER_NOGROUP)
-        for pattern, indexes in _by_pattern(ordered).items():
-            nodes.update(NodeSetBase(pattern, indexes))
+        for group in _by_pattern(ordered):
+            nodes.update(group)
     nodes.fold_axis = [-1]
     return str(nodes)
 
 
-def _by_pattern(names: list[str]) -> dict[str, RangeSet | None]:
-    """``gpu0001`` → ``{"gpu%s": RangeSet("0001")}``; names without a digit stand alone."""
-    patterns: dict[str, RangeSet | None] = {}
+def _by_pattern(names: list[str]) -> list[NodeSetBase]:
+    """``gpu0001``, ``gpu0002`` → ``NodeSetBase("gpu%s", RangeSet("0001-0002"))``; names
+    without a digit stand alone."""
+    ranges: dict[str, RangeSet] = {}
+    groups: list[NodeSetBase] = []
     for name in names:
         match = _LAST_NUMBER.fullmatch(name)
         if match is None:
-            patterns[name] = None
+            groups.append(NodeSetBase(name))
             continue
         prefix, number, suffix = match.groups()
-        indexes = patterns.setdefault(f"{prefix}%s{suffix}", RangeSet())
-        assert indexes is not None  # a pattern holds "%s"; a plain name never does
-        indexes.add(number)
-    return patterns
+        ranges.setdefault(f"{prefix}%s{suffix}", RangeSet()).add(number)
+    return groups + [NodeSetBase(pattern, indexes) for pattern, indexes in ranges.items()]
 
 
 def lua_str(value: object) -> str:
