@@ -12,6 +12,7 @@ by two sources (or as ``0x8f10403960984`` and ``"H-0008f10403960984"`` in one du
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -97,6 +98,53 @@ class Link(NamedTuple):
         return self.a_guid == self.b_guid
 
 
+@dataclass(slots=True)
+class Links:
+    """A fabric's cables as columns: row *i* is one cable, ``a[i]``/``a_port[i]`` to
+    ``b[i]``/``b_port[i]`` at ``width[i]`` + ``speed[i]``, each cable once, its ends in either
+    order (iterating and indexing give :class:`Link` tuples in canonical end order).
+
+    Columns rather than a list of Link tuples: a 16,384-node fabric has ~400k cables, and the
+    analysis reads them a column at a time (which ends are switches, which rates occur) with
+    C-level ``map``/``compress``; building and unpacking 400k tuples cost more than that whole
+    analysis. Either end order, so a source keeps each cable as it read it: ibnetdiscover
+    lists a switch-to-HCA cable from the switch, whatever the GUIDs' order.
+    """
+
+    a: list[str] = field(default_factory=list)
+    a_port: list[int] = field(default_factory=list)
+    b: list[str] = field(default_factory=list)
+    b_port: list[int] = field(default_factory=list)
+    width: list[str] = field(default_factory=list)
+    speed: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, links: Iterable[Link]) -> Links:
+        """Columns from Link tuples."""
+        columns = tuple(map(list, zip(*links, strict=True)))
+        return cls(*columns) if columns else cls()
+
+    def columns(self) -> tuple[list[str], list[int], list[str], list[int], list[str], list[str]]:
+        return self.a, self.a_port, self.b, self.b_port, self.width, self.speed
+
+    def append(self, link: Link) -> None:
+        self.a.append(link.a_guid)
+        self.a_port.append(link.a_port)
+        self.b.append(link.b_guid)
+        self.b_port.append(link.b_port)
+        self.width.append(link.width)
+        self.speed.append(link.speed)
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def __iter__(self) -> Iterator[Link]:
+        return map(Link.between, *self.columns())
+
+    def __getitem__(self, i: int) -> Link:
+        return Link.between(*(column[i] for column in self.columns()))  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, slots=True)
 class Note:
     """Something a source noticed while reading that is not fatal: a dangling port, an
@@ -113,7 +161,7 @@ class Fabric:
 
     switches: dict[str, Switch] = field(default_factory=dict)
     cas: dict[str, Ca] = field(default_factory=dict)
-    links: list[Link] = field(default_factory=list)
+    links: Links = field(default_factory=Links)
     notes: list[Note] = field(default_factory=list)
     source: str = ""
 

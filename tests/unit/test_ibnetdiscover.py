@@ -121,6 +121,7 @@ def test_fast_path_equals_line_parser(exp: Expect) -> None:
     assert fast is not None, "regular dumps take the fast path"
     assert fast.switches == slow.switches
     assert fast.cas == slow.cas
+    assert list(fast.cas) == list(slow.cas), "CAs keep the dump's order"
     assert Counter(fast.links) == Counter(slow.links)
     assert fast.notes == slow.notes
 
@@ -248,6 +249,33 @@ def test_synthetic_good_dump() -> None:
     assert (len(fab.switches), len(fab.cas), len(fab.links), fab.notes) == (1, 2, 2, [])
     assert fab.source == "t"
     assert ibn._fast_parse(GOOD, "t") is not None
+
+
+def test_dual_port_ca_between_single_port_ones_keeps_the_dump_order() -> None:
+    """Single-port CA blocks are read in one regex pass, others block by block; a dual-port
+    HCA among them must not reorder the CAs (node order follows the dump)."""
+    dual = (
+        '\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0xaa\ncaguid=0xaa\nCa\t2 "H-00000000000000aa"'
+        '\t\t# "node0 mlx5_0"\n'
+        '[1](aa) \t"S-2c5eab0300b87b40"[3]\t\t# lid 13 lmc 0 "MF0;leaf1:MQM9790/U1" lid 7 4xNDR\n'
+        '[2](ab) \t"S-2c5eab0300b87b40"[4]\t\t# lid 14 lmc 0 "MF0;leaf1:MQM9790/U1" lid 7 4xNDR\n'
+    )
+    to_dual = (
+        '[3]\t"H-00000000000000aa"[1](aa) \t\t# "node0 mlx5_0" lid 13 4xNDR\n'
+        '[4]\t"H-00000000000000aa"[2](ab) \t\t# "node0 mlx5_0" lid 14 4xNDR\n'
+    )
+    text = (
+        "#\n\n"
+        + SWITCH
+        + to_dual
+        + _ca("e09d7303007a4bd8", "node1 mlx5_0", 1, 11)
+        + dual
+        + _ca("e09d7303007a4bd9", "node2 mlx5_0", 2, 12)
+    )
+    fast = ibn._fast_parse(text, "t")
+    assert fast is not None and len(fast.links) == 4
+    expected = ["e09d7303007a4bd8", "00000000000000aa", "e09d7303007a4bd9"]
+    assert list(fast.cas) == list(ibn._robust_parse(text, "t").cas) == expected
 
 
 def test_crlf_and_no_tabs_variants_agree() -> None:
@@ -517,6 +545,7 @@ def test_fuzz_fast_path_agrees_with_line_parser(data: st.DataObject) -> None:
         return
     slow = ibn._robust_parse(text, "")
     assert (fast.switches, fast.cas, fast.notes) == (slow.switches, slow.cas, slow.notes)
+    assert list(fast.cas) == list(slow.cas)
     assert Counter(fast.links) == Counter(slow.links)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.unit.fabric_builder import FabricBuilder
 from topograph_slurm.analysis import analyse
+from topograph_slurm.model import Links
 from topograph_slurm.topology.leaf import KIND_RAIL_DISAGREE
 from topograph_slurm.topology.naming import NamingPolicy
 
@@ -42,7 +43,9 @@ def test_moved_cable_is_a_finding_and_node_stays_with_its_majority() -> None:
     fb = _rail_fabric(rails=4)
     # move gpu02's rail-3 cable to unit 1's rail-3 leaf
     guid = fb.guids["gpu02/3"]
-    fb.fabric.links = [link for link in fb.fabric.links if guid not in (link.a_guid, link.b_guid)]
+    fb.fabric.links = Links.of(
+        link for link in fb.fabric.links if guid not in (link.a_guid, link.b_guid)
+    )
     fb.cable("gpu02/3", "su1-r3")
     analysis = analyse(fb.fabric, NamingPolicy())
     leaves = {leaf.name: leaf.nodes for leaf in analysis.tree.leaves}
@@ -56,7 +59,9 @@ def test_moved_cable_is_a_finding_and_node_stays_with_its_majority() -> None:
 def test_lost_rail_is_a_missing_rail_finding() -> None:
     fb = _rail_fabric(rails=4)
     guid = fb.guids["gpu11/2"]
-    fb.fabric.links = [link for link in fb.fabric.links if guid not in (link.a_guid, link.b_guid)]
+    fb.fabric.links = Links.of(
+        link for link in fb.fabric.links if guid not in (link.a_guid, link.b_guid)
+    )
     analysis = analyse(fb.fabric, NamingPolicy())
     assert [(f.kind, f.subject) for f in analysis.findings] == [("missing-rail", "gpu11")]
     assert "gpu11" in analysis.tree.leaves[1].nodes

@@ -7,9 +7,9 @@ plainly not topology (comments, ``ibwarn`` noise, chassis headings, prompts) and
 skipped lines in a :class:`~topograph_slurm.model.Note`, while anything that *looks* like
 topology but is malformed raises :class:`~topograph_slurm.errors.ParseError` with its line.
 
-Every cable is printed twice (once from each end); it becomes one :class:`Link`. A peer that
-has no block of its own (an excerpt, or a CA ibnetdiscover could not query) is created from the
-description printed next to it, with a Note. A dump that ends inside a block is an error: a
+Every cable is printed twice (once from each end); it becomes one row of :class:`Links`. A
+peer that has no block of its own (an excerpt, or a CA ibnetdiscover could not query) is created
+from the description printed next to it, with a Note. A dump that ends inside a block is an error: a
 truncated dump silently missing half a scalable unit would produce a wrong topology.conf.
 
 Speed matters: a 16,384-node rail-optimised fabric is ~85 MB of text and the whole ``generate``
@@ -32,14 +32,14 @@ from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field, fields
 from functools import partial
 from itertools import chain, compress, pairwise, repeat
-from operator import and_, eq, lt, mul, not_, or_
+from operator import and_, eq, gt, lt, mul, not_, or_
 from pathlib import Path
 from types import MemberDescriptorType
 from typing import Any, TypeVar
 
 from topograph_slurm import fork
 from topograph_slurm.errors import CollectError, ParseError
-from topograph_slurm.model import Ca, Fabric, Link, Note, Switch, normalize_guid
+from topograph_slurm.model import Ca, Fabric, Links, Note, Switch, normalize_guid
 
 _HEX = r"[0-9a-fA-F]{1,16}"
 _EXT = r"(?:\[ext \d+\])?"
@@ -206,6 +206,15 @@ _FAST_CA_PORT_RE = re.compile(
     r'\n\[\d+\]\([0-9a-f]+\)[ \t]*"S-[0-9a-f]{16}"\[\d+\][ \t]*#'
     r'[^\n]*" lid \d+ (\d+x\S+)(?=\r?\n|\Z)'
 )
+# a whole regular CA block: ids, header, one port line towards a switch (the common case, a
+# single-port HCA), read in one regex pass instead of header, body, count and port passes
+_FAST_CA_BLOCK_RE = re.compile(
+    r"\n(?:vendid=0x[0-9a-f]+\ndevid=0x[0-9a-f]+\nsysimgguid=0x[0-9a-f]+\n(?:ca|rt)guid=0x[0-9a-f]+\n)?"
+    r'(?:Ca|Rt)[ \t]*(\d+)[ \t]+"[HR]-([0-9a-f]{16})"[ \t]*#[ \t]*"([^"\n]*)"[ \t]*\r?'
+    r'\n\[\d+\]\([0-9a-f]+\)[ \t]*"S-[0-9a-f]{16}"\[\d+\][ \t]*#'
+    r'[^\n]*" lid \d+ (\d+x\S+)(?=\r?\n(?!\[)|\Z)'
+)
+_FAST_CA_HEADER_RE = re.compile(r"\n(?:Ca|Rt)")
 _FAST_SWITCH_REST_RE = re.compile(r"[ \t]+(?:enhanced|base)[ \t]+port 0 lid (\d+) lmc \d+\r?")
 _FAST_NEXT_HEADER_RE = re.compile(r"\n(?:Switch|Ca|Rt)")
 _FAST_OTHER_RE = re.compile(
@@ -239,9 +248,10 @@ class _Fast:
     b: list[str] = field(default_factory=list)
     b_port: list[str] = field(default_factory=list)
     ws: list[str] = field(default_factory=list)
-    switch_lines: int = 0  # switch port lines towards a switch...
-    forward_switch_lines: int = 0  # ...from the end with the smaller GUID
-    loop_lines: int = 0  # ...from a switch to itself
+    # switch-to-switch lines from the end with the smaller GUID and from the other end, as
+    # multisets of (this end, port, far end, port) in summed hashes (see to_ca)
+    forward_cables: int = 0
+    backward_cables: int = 0
     # switch lines towards CAs and port lines in CA blocks, as multisets of the CA's GUID
     # (summed hashes: equal multisets give equal sums, unequal ones differ but for odds of
     # 2**-64) and of their widths+speeds
@@ -285,7 +295,7 @@ _FAST_STRINGS = (
 )
 _FAST_COLUMNS = ("switches", *_FAST_STRINGS)
 _FAST_COUNTERS = ("to_ca_ws", "ca_ws")
-_FAST_TOTALS = ("switch_lines", "forward_switch_lines", "loop_lines", "to_ca", "ca_lines")
+_FAST_TOTALS = ("forward_cables", "backward_cables", "to_ca", "ca_lines")
 
 
 def _fast_parse(text: str, source: str, fork_at: int = _FORK_AT) -> Fabric | None:
@@ -345,7 +355,29 @@ def _fast_chunks(text: str, bounds: list[int]) -> _Fast | None:
 
 
 def _fast_chunk(chunk: str, acc: _Fast) -> bool:
-    """Devices and cables of one chunk (it starts at a header or at the start of the text)."""
+    """Devices and cables of one chunk (it starts at a header or at the start of the text):
+    regular single-port CA blocks in one regex pass, then the rest block by block. When other
+    CA blocks remain, the whole chunk goes block by block, so CAs keep the dump's order."""
+    parts = _FAST_CA_BLOCK_RE.split(chunk)
+    rest = "".join(parts[::5])
+    if len(parts) == 1 or _FAST_CA_HEADER_RE.search(rest):
+        return _fast_blocks(chunk, acc)
+    guids = parts[2::5]
+    acc.ca_nports.extend(parts[1::5])
+    acc.ca_guids.extend(guids)
+    acc.ca_descs.extend(parts[3::5])
+    acc.ca_ws.update(parts[4::5])
+    acc.ca_lines += sum(map(hash, guids))
+    if not _fast_blocks(rest, acc):
+        return False
+    if not _FAST_NEXT_HEADER_RE.search(parts[-1]):
+        acc.tail = parts[-1]  # the last block was a CA block: what follows it ends the chunk
+    return True
+
+
+def _fast_blocks(chunk: str, acc: _Fast) -> bool:
+    """Devices and cables of a text of whole blocks (and lines between them), header by
+    header."""
     parts = _FAST_HEADER_RE.split(chunk)
     words, nports, guids = parts[1::6], parts[2::6], parts[3::6]
     descs, rests, bodies = parts[4::6], parts[5::6], parts[6::6]
@@ -357,8 +389,9 @@ def _fast_chunk(chunk: str, acc: _Fast) -> bool:
     # port lines must have the layout of their block's kind, so each side is read from the
     # bodies of its kind only (a moved line cannot be attributed to the wrong device)
     ca_side = _FAST_CA_PORT_RE.findall("".join(compress(bodies, is_ca)))
-    ports = _FAST_SWITCH_PORT_RE.findall("".join(compress(bodies, is_switch)))
-    if len(ca_side) != sum(compress(counts, is_ca)) or len(ports) != sum(
+    # split, not findall: the groups come back as one flat list, sliced into columns in C
+    ports = _FAST_SWITCH_PORT_RE.split("".join(compress(bodies, is_switch)))
+    if len(ca_side) != sum(compress(counts, is_ca)) or len(ports) // 6 != sum(
         compress(counts, is_switch)
     ):
         return False
@@ -368,50 +401,64 @@ def _fast_chunk(chunk: str, acc: _Fast) -> bool:
         return False
     acc.portless.extend(compress(guids, map(not_, counts)))
     acc.tail = bodies[-1] if bodies else parts[0]
-    if ports:
+    if len(ports) > 1:
         own = list(
             chain.from_iterable(
                 map(repeat, compress(guids, is_switch), compress(counts, is_switch))
             )
         )
-        return _fast_cables(acc, own, ports)
+        return _fast_cables(acc, _SwitchLines(own, *(ports[i::6] for i in range(1, 6))))
     return True
 
 
-def _fast_cables(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> bool:
-    """Keep each cable once, its smaller GUID first: switch-to-switch cables from the end
-    with the smaller GUID, switch-to-CA cables from the switch (swapped when the CA's GUID
-    is smaller). Cables from a switch to itself go through Python (there are a handful)."""
-    port, kind, peer, peer_port, ws = zip(*ports, strict=True)
-    to_switch = list(map(eq, kind, repeat("S")))
-    forward = list(map(lt, own, peer))
-    back_to_ca = list(map(not_, map(or_, forward, to_switch)))
-    for column, fwd_src, back_src in (
-        (acc.a, own, peer),
-        (acc.a_port, port, peer_port),
-        (acc.b, peer, own),
-        (acc.b_port, peer_port, port),
-        (acc.ws, ws, ws),
-    ):
-        column.extend(compress(fwd_src, forward))
-        column.extend(compress(back_src, back_to_ca))
-    # every switch-to-switch cable is listed from both ends (checked in _fast_finish)
-    acc.switch_lines += sum(to_switch)
-    acc.forward_switch_lines += sum(map(and_, forward, to_switch))
+@dataclass(slots=True)
+class _SwitchLines:
+    """Switch port lines as columns: the switch, its port, the peer's kind letter (S, H, R),
+    GUID and port, and the width+speed."""
+
+    own: list[str]
+    port: list[str]
+    kind: list[str]
+    peer: list[str]
+    peer_port: list[str]
+    ws: list[str]
+
+
+def _fast_cables(acc: _Fast, lines: _SwitchLines) -> bool:
+    """Keep each cable once: switch-to-switch cables from the end with the smaller GUID,
+    switch-to-CA cables from the switch. Cables from a switch to itself go through Python
+    (there are a handful)."""
+    own, port, peer, peer_port = lines.own, lines.port, lines.peer, lines.peer_port
+    to_switch = list(map(eq, lines.kind, repeat("S")))
     to_ca = list(map(not_, to_switch))
+    forward = list(map(lt, own, peer))
+    keep = list(map(or_, forward, to_ca))
+    for column, source in zip(
+        (acc.a, acc.a_port, acc.b, acc.b_port, acc.ws),
+        (own, port, peer, peer_port, lines.ws),
+        strict=True,
+    ):
+        column.extend(compress(source, keep))
+    # every switch-to-switch cable is listed from both ends, with the same ports (checked in
+    # _fast_finish): the two multisets of cables, as sums of hashes
+    forward_cables = zip(own, port, peer, peer_port, strict=True)
+    backward_cables = zip(peer, peer_port, own, port, strict=True)
+    backward = map(and_, map(gt, own, peer), to_switch)
+    acc.forward_cables += sum(map(hash, compress(forward_cables, map(and_, forward, to_switch))))
+    acc.backward_cables += sum(map(hash, compress(backward_cables, backward)))
     acc.to_ca += sum(map(hash, compress(peer, to_ca)))
-    acc.to_ca_ws.update(compress(ws, to_ca))
-    return not any(map(eq, own, peer)) or _fast_loops(acc, own, ports)
+    acc.to_ca_ws.update(compress(lines.ws, to_ca))
+    return not any(map(eq, own, peer)) or _fast_loops(acc, lines)
 
 
-def _fast_loops(acc: _Fast, own: list[str], ports: list[tuple[str, ...]]) -> bool:
+def _fast_loops(acc: _Fast, lines: _SwitchLines) -> bool:
     """Cables from a switch port to another port of the same switch: listed twice within
     one block; keep the line from the lower port. False unless every loop line has its mirror."""
-    lines = {(g, *p) for g, p in zip(own, ports, strict=True) if g == p[2]}
-    for guid, port, _, _, peer_port, ws in lines:
-        if (guid, peer_port, "S", guid, port, ws) not in lines:
+    columns = (lines.own, lines.port, lines.kind, lines.peer, lines.peer_port, lines.ws)
+    loops = {row for row in zip(*columns, strict=True) if row[0] == row[3]}
+    for guid, port, _, _, peer_port, ws in loops:
+        if (guid, peer_port, "S", guid, port, ws) not in loops:
             return False
-        acc.loop_lines += 1
         if int(port) <= int(peer_port):
             acc.a.append(guid)
             acc.a_port.append(port)
@@ -487,22 +534,20 @@ def _fast_finish(text: str, acc: _Fast, source: str) -> Fabric | None:
     fab = _fast_fabric(acc, source)
     if fab is None:
         return None
-    # A cable seen from one end only (a peer without a block, a truncated block) or a CA
-    # cable whose ends disagree on width/speed unbalances these counts; the slow path then
-    # explains. (The two ends of a switch-to-switch cable are only counted, not compared:
-    # they report one negotiated link, so ibnetdiscover cannot print them differently.)
+    # A cable seen from one end only (a peer without a block, a truncated block, a lost
+    # header line) or a CA cable whose ends disagree on width/speed unbalances these sums, so
+    # every cable end is a device with a block; otherwise the slow path explains. (The two ends
+    # of a switch-to-switch cable are not compared on width/speed: they report one negotiated
+    # link, so ibnetdiscover cannot print them differently.)
     # dict.__eq__: Counter's own == loops in Python (all counts here are positive)
     if not (
         acc.to_ca == acc.ca_lines
         and dict.__eq__(acc.to_ca_ws, acc.ca_ws)
-        and acc.switch_lines == 2 * acc.forward_switch_lines + acc.loop_lines
+        and acc.forward_cables == acc.backward_cables
     ):
         return None
     if "vendid=" in acc.tail:
         return None
-    known = fab.switches.keys() | fab.cas.keys()
-    if not (known.issuperset(acc.a) and known.issuperset(acc.b)):
-        return None  # peers without a block (or a lost header line): the slow path notes them
     try:
         a_port = list(map(_PORT_NUMBERS.__getitem__, acc.a_port))
         b_port = list(map(_PORT_NUMBERS.__getitem__, acc.b_port))
@@ -686,7 +731,7 @@ def _duplicate(st: _State, guid: str, desc: str, same: bool, lineno: int) -> Non
 
 
 def _finish(st: _State) -> None:
-    """Checks that need the whole dump, then Link objects and devices seen only as peers."""
+    """Checks that need the whole dump, then the links and devices seen only as peers."""
     if st.pending_ids:
         raise st.error(
             "dump ends inside a node block (ids without a Switch/Ca line)", st.pending_ids
@@ -728,31 +773,23 @@ def _check_last_block(st: _State) -> None:
         )
 
 
-def _build_links(cables: dict[tuple[str, int, str, int], str]) -> list[Link]:
-    """One Link per cable (keys already in canonical end order), in first-seen order."""
+def _build_links(cables: dict[tuple[str, int, str, int], str]) -> Links:
+    """One row per cable (keys already in canonical end order), in first-seen order."""
     if not cables:
-        return []
+        return Links()
     a, a_port, b, b_port = (list(col) for col in zip(*cables, strict=True))
     return _links_from_columns(a, a_port, b, b_port, list(cables.values()))
 
 
 def _links_from_columns(
     a: list[str], a_port: list[int], b: list[str], b_port: list[int], ws: list[str]
-) -> list[Link]:
+) -> Links:
     """Links from canonical columns; width+speed strings are split once per distinct value."""
     widths = {w: split_width_speed(w)[0] for w in set(ws)}
     speeds = {w: split_width_speed(w)[1] for w in widths}
-    rows = zip(
-        a,
-        a_port,
-        b,
-        b_port,
-        map(widths.__getitem__, ws),
-        map(speeds.__getitem__, ws),
-        strict=True,
+    return Links(
+        a, a_port, b, b_port, list(map(widths.__getitem__, ws)), list(map(speeds.__getitem__, ws))
     )
-    # Link is a named tuple: tuple.__new__ builds each one in C (its __new__ is Python code)
-    return list(map(tuple.__new__, repeat(Link), rows))
 
 
 _T = TypeVar("_T")

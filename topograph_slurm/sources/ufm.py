@@ -57,7 +57,7 @@ from typing import Any
 import yaml
 
 from topograph_slurm.errors import AuthError, CollectError, InputError, OutputError, ParseError
-from topograph_slurm.model import Ca, Fabric, Link, Note, Switch, normalize_guid
+from topograph_slurm.model import Ca, Fabric, Link, Links, Note, Switch, normalize_guid
 
 #: Endpoint key -> path below the REST prefix (``/ufmRest`` or ``/ufmRestV3``).
 ENDPOINTS: dict[str, str] = {
@@ -746,8 +746,8 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
         link = _link(st, entry, where)
         cables.setdefault((link.a_guid, link.a_port, link.b_guid, link.b_port), link)
     _add_port_only_cables(st, cables)
-    st.fabric.links = sorted(
-        cables.values(), key=lambda k: (k.a_guid, k.a_port, k.b_guid, k.b_port)
+    st.fabric.links = Links.of(
+        sorted(cables.values(), key=lambda k: (k.a_guid, k.a_port, k.b_guid, k.b_port))
     )
     _note_isolated(st)
     if st.mismatches:

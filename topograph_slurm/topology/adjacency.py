@@ -1,14 +1,17 @@
-"""Who is cabled to whom, computed in one pass over the links.
+"""Who is cabled to whom, read off the link columns.
 
 Naming needs each HCA's leaf switches and the tree needs switch-to-switch neighbours; a 16k-node
-fabric has ~400k links, so both come from a single loop instead of one loop each, and the
-common case (one cabled port per CA) is folded into a dict in C afterwards.
+fabric has ~400k links, so both come from C-level passes over whole columns (which ends are
+switches, then ``compress`` and ``set.add`` mapped over the pairs), not a Python step per link.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain, compress
+from operator import and_, ne, not_
 
 from topograph_slurm.model import Fabric
 
@@ -24,27 +27,27 @@ class Adjacency:
 
 def adjacency(fabric: Fabric) -> Adjacency:
     """Index the fabric's links by device kind."""
-    switches, cas = fabric.switches, fabric.cas
+    links, switches = fabric.links, fabric.switches
+    a_switch = list(map(switches.__contains__, links.a))
+    b_switch = list(map(switches.__contains__, links.b))
+    between = list(map(and_, map(and_, a_switch, b_switch), map(ne, links.a, links.b)))
+    ends = (list(compress(links.a, between)), list(compress(links.b, between)))
     neighbours: dict[str, set[str]] = {guid: set() for guid in switches}
-    ca_ends: list[str] = []
-    ports: list[int] = []
-    leaves: list[str] = []
-    end, port, leaf = ca_ends.append, ports.append, leaves.append
-    for a, a_port, b, b_port, _, _ in fabric.links:  # unpacking beats attribute access
-        if a in switches:
-            if b in switches:
-                if a != b:
-                    neighbours[a].add(b)
-                    neighbours[b].add(a)
-            elif b in cas:
-                end(b)
-                port(b_port)
-                leaf(a)
-        elif b in switches and a in cas:
-            end(a)
-            port(a_port)
-            leaf(b)
-    return Adjacency(_leaves_by_ca(ca_ends, ports, leaves), neighbours)
+    for here, there in (ends, ends[::-1]):
+        deque(map(set.add, map(neighbours.__getitem__, here), there), maxlen=0)
+    # cables with a switch at one end only: the CA at the other (unless it is unknown)
+    a_ca = list(map(and_, b_switch, map(not_, a_switch)))
+    b_ca = list(map(and_, a_switch, map(not_, b_switch)))
+    cas = list(chain(compress(links.a, a_ca), compress(links.b, b_ca)))
+    ports = chain(compress(links.a_port, a_ca), compress(links.b_port, b_ca))
+    leaves = chain(compress(links.b, a_ca), compress(links.a, b_ca))
+    known = list(map(fabric.cas.__contains__, cas))
+    return Adjacency(
+        _leaves_by_ca(
+            list(compress(cas, known)), list(compress(ports, known)), list(compress(leaves, known))
+        ),
+        neighbours,
+    )
 
 
 def _leaves_by_ca(cas: list[str], ports: list[int], leaves: list[str]) -> dict[str, list[str]]:
