@@ -47,7 +47,7 @@ class Analysis:
         return len(self.hosts.rails)
 
 
-def _service_switches(hosts: HostAttachments, ca_leaves: Mapping[str, list[str]]) -> set[str]:
+def _service_switches(hosts: HostAttachments, ca_leaves: Mapping[str, tuple[str, ...]]) -> set[str]:
     """Switches cabled to CAs that are not Slurm nodes (service, storage, unnamed hosts).
 
     SHARP aggregation nodes sit inside every Quantum switch, spines included, so they do not

@@ -8,10 +8,10 @@ switches, then ``compress`` and ``set.add`` mapped over the pairs), not a Python
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain, compress
-from operator import and_, ne, not_
+from operator import and_, gt, lt
 
 from topograph_slurm.model import Fabric
 
@@ -21,45 +21,45 @@ class Adjacency:
     """``ca_leaves[ca]``: the switches the CA's ports are cabled to, in port order;
     ``neighbours[switch]``: the other switches it is cabled to (self-loops left out)."""
 
-    ca_leaves: dict[str, list[str]]
+    ca_leaves: dict[str, tuple[str, ...]]
     neighbours: dict[str, set[str]]
 
 
 def adjacency(fabric: Fabric) -> Adjacency:
-    """Index the fabric's links by device kind."""
+    """Index the fabric's links by device kind. Every link end is a device of the fabric
+    (each source creates the devices it sees only as peers), so an end that is not a switch
+    is a CA."""
     links, switches = fabric.links, fabric.switches
     a_switch = list(map(switches.__contains__, links.a))
     b_switch = list(map(switches.__contains__, links.b))
-    between = list(map(and_, map(and_, a_switch, b_switch), map(ne, links.a, links.b)))
-    ends = (list(compress(links.a, between)), list(compress(links.b, between)))
+    both = list(map(and_, a_switch, b_switch))
+    ends = (list(compress(links.a, both)), list(compress(links.b, both)))
     neighbours: dict[str, set[str]] = {guid: set() for guid in switches}
     for here, there in (ends, ends[::-1]):
         deque(map(set.add, map(neighbours.__getitem__, here), there), maxlen=0)
-    # cables with a switch at one end only: the CA at the other (unless it is unknown)
-    a_ca = list(map(and_, b_switch, map(not_, a_switch)))
-    b_ca = list(map(and_, a_switch, map(not_, b_switch)))
+    for guid, peers in neighbours.items():  # loop cables: a handful, cheaper to undo than test
+        peers.discard(guid)
+    a_ca = list(map(lt, a_switch, b_switch))  # False < True: b is the switch, a the CA
+    b_ca = list(map(gt, a_switch, b_switch))
     cas = list(chain(compress(links.a, a_ca), compress(links.b, b_ca)))
-    ports = chain(compress(links.a_port, a_ca), compress(links.b_port, b_ca))
-    leaves = chain(compress(links.b, a_ca), compress(links.a, b_ca))
-    known = list(map(fabric.cas.__contains__, cas))
-    return Adjacency(
-        _leaves_by_ca(
-            list(compress(cas, known)), list(compress(ports, known)), list(compress(leaves, known))
-        ),
-        neighbours,
-    )
+    ports = list(chain(compress(links.a_port, a_ca), compress(links.b_port, b_ca)))
+    leaves = list(chain(compress(links.b, a_ca), compress(links.a, b_ca)))
+    return Adjacency(_leaves_by_ca(cas, ports, leaves), neighbours)
 
 
-def _leaves_by_ca(cas: list[str], ports: list[int], leaves: list[str]) -> dict[str, list[str]]:
+def _leaves_by_ca(
+    cas: list[str], ports: list[int], leaves: list[str]
+) -> dict[str, tuple[str, ...]]:
     """Each CA's switches in port order. Nearly every CA has one cabled port (one HCA per
     rail), which a dict built in C handles; dual-port CAs need the sort."""
-    single = dict(zip(cas, map(list, zip(leaves)), strict=True))
+    one_each: Iterable[tuple[str, ...]] = zip(leaves)
+    single = dict(zip(cas, one_each, strict=True))
     if len(single) == len(cas):
         return single
     by_ca: dict[str, list[str]] = {}
     for ca, _, switch in sorted(zip(cas, ports, leaves, strict=True)):
         by_ca.setdefault(ca, []).append(switch)
-    return by_ca
+    return {ca: tuple(switches) for ca, switches in by_ca.items()}
 
 
 def components(neighbours: Mapping[str, set[str]]) -> dict[str, int]:

@@ -166,7 +166,7 @@ def attach_hosts(
     fabric: Fabric,
     policy: NamingPolicy,
     switch_names: Mapping[str, str],
-    ca_leaves: Mapping[str, list[str]],
+    ca_leaves: Mapping[str, tuple[str, ...]],
 ) -> HostAttachments:
     """Decide for every CA whether it is a rail of a Slurm node; exclude the rest with reasons.
 
@@ -202,7 +202,7 @@ def attach_hosts(
         leaf = switch_names.get(leaves[0], leaves[0]) if leaves else ""
         exclusions.append(Exclusion(guids[i], cas[i].description, leaf, reason))
     placed_hosts = cast(list[str], list(compress(hosts, placed)))
-    placed_leaves = cast(list[list[str]], list(compress(leaves_of, placed)))
+    placed_leaves = cast(list[tuple[str, ...]], list(compress(leaves_of, placed)))
     # node order: first appearance among the CAs, as a loop over them would insert it
     rails.update({host: [] for host in dict.fromkeys(placed_hosts)})
     if all(map(eq, map(len, placed_leaves), repeat(1))):  # one cabled port per CA (the rule)
