@@ -553,7 +553,12 @@ def _fast_finish(text: str, acc: _Fast, source: str) -> Fabric | None:
         b_port = list(map(_PORT_NUMBERS.__getitem__, acc.b_port))
     except KeyError:
         a_port, b_port = list(map(int, acc.a_port)), list(map(int, acc.b_port))
-    fab.links = _links_from_columns(acc.a, a_port, acc.b, b_port, acc.ws)
+    # each cable end as the very string that keys its device: the analysis then matches GUIDs
+    # in its sets and dicts by identity, not by comparing text (0.1-0.2 s less at 16k nodes)
+    keys = dict(zip(fab.switches, fab.switches, strict=True))
+    keys.update(zip(fab.cas, fab.cas, strict=True))
+    a, b = list(map(keys.get, acc.a, acc.a)), list(map(keys.get, acc.b, acc.b))
+    fab.links = _links_from_columns(a, a_port, b, b_port, acc.ws)
     st = _State(fab.source, fabric=fab, portless=acc.portless)
     if acc.skipped:
         st.skipped = len(acc.skipped)
