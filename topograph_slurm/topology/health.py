@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from itertools import compress
+from operator import itemgetter
 
 from topograph_slurm.model import Fabric, Finding, Link
 from topograph_slurm.topology.leaf import LeafGroup
@@ -18,6 +19,7 @@ from topograph_slurm.topology.tree import Tree
 KIND_DEGRADED = "degraded-link"
 KIND_MISSING_RAIL = "missing-rail"
 KIND_ISLANDS = "islands"
+_HCA = itemgetter(0)  # of a rail (hca guid, leaf switch guid)
 
 #: Signalling rates in increasing order, as ibnetdiscover and UFM name them.
 SPEED_RANK = {
@@ -45,6 +47,8 @@ def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Find
     400k links but a handful of rates.
     """
     links = fabric.links
+    if len(set(links.width)) <= 1 and len(set(links.speed)) <= 1:
+        return []  # one rate throughout, the usual fabric: two set passes, no pairs counted
     rates = Counter(zip(links.width, links.speed, strict=True))
     rated = {rate: n for rate, n in rates.items() if rate[1] in SPEED_RANK and _lanes(rate[0])}
     if not rated:
@@ -80,7 +84,7 @@ def missing_rails(
     """Nodes with fewer connected HCAs than most nodes of their logical leaf."""
     findings = []
     for group in groups:
-        counts = {node: len({hca for hca, _ in rails[node]}) for node in group.nodes}
+        counts = {node: len(set(map(_HCA, rails[node]))) for node in group.nodes}
         if not counts:
             continue
         norm = Counter(counts.values()).most_common(1)[0][0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from topograph_slurm.model import Finding
 
@@ -28,11 +29,14 @@ class LeafGroup:
     nodes: list[str] = field(default_factory=list)
 
 
+_LEAF = itemgetter(1)  # of a rail (hca guid, leaf switch guid)
+
+
 def _signatures(rails: Mapping[str, list[tuple[str, str]]]) -> dict[frozenset[str], list[str]]:
     """Group nodes by the exact set of leaf switches their HCAs reach."""
     by_signature: dict[frozenset[str], list[str]] = {}
     for node in sorted(rails):
-        signature = frozenset(leaf for _, leaf in rails[node])
+        signature = frozenset(map(_LEAF, rails[node]))
         by_signature.setdefault(signature, []).append(node)
     return by_signature
 
