@@ -31,7 +31,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field, fields
 from functools import partial
-from itertools import chain, compress, pairwise, repeat
+from itertools import accumulate, chain, compress, pairwise, repeat
 from operator import and_, eq, gt, lt, mul, not_, or_
 from pathlib import Path
 from types import MemberDescriptorType
@@ -245,7 +245,7 @@ class _Fast:
     ca_guids: list[str] = field(default_factory=list)
     ca_descs: list[str] = field(default_factory=list)
     ca_nports: list[int] = field(default_factory=list)
-    a: list[str] = field(default_factory=list)
+    a_counts: list[int] = field(default_factory=list)  # cables kept from each switch, in order
     a_port: list[int] = field(default_factory=list)
     b: list[str] = field(default_factory=list)
     b_port: list[int] = field(default_factory=list)
@@ -292,10 +292,10 @@ class _Fast:
 
 
 _FAST_STRINGS = (
-    *("ca_guids", "ca_descs", "a", "b", "ws"),
+    *("ca_guids", "ca_descs", "b", "ws"),
     *("portless", "skipped"),
 )
-_FAST_COLUMNS = ("switches", "ca_nports", "a_port", "b_port", *_FAST_STRINGS)
+_FAST_COLUMNS = ("switches", "ca_nports", "a_counts", "a_port", "b_port", *_FAST_STRINGS)
 _FAST_COUNTERS = ("to_ca_ws", "ca_ws")
 _FAST_TOTALS = ("forward_cables", "backward_cables", "to_ca", "ca_lines")
 
@@ -403,14 +403,9 @@ def _fast_blocks(chunk: str, acc: _Fast) -> bool:
         return False
     acc.portless.extend(compress(guids, map(not_, counts)))
     acc.tail = bodies[-1] if bodies else parts[0]
-    if len(ports) > 1:
-        own = list(
-            chain.from_iterable(
-                map(repeat, compress(guids, is_switch), compress(counts, is_switch))
-            )
-        )
-        return _fast_cables(acc, _SwitchLines(own, *(ports[i::6] for i in range(1, 6))))
-    return True
+    lengths = list(compress(counts, is_switch))
+    own = list(chain.from_iterable(map(repeat, compress(guids, is_switch), lengths)))
+    return _fast_cables(acc, _SwitchLines(own, *(ports[i::6] for i in range(1, 6))), lengths)
 
 
 def _port_numbers(texts: list[str]) -> list[int]:
@@ -434,16 +429,24 @@ class _SwitchLines:
     ws: list[str]
 
 
-def _fast_cables(acc: _Fast, lines: _SwitchLines) -> bool:
+def _fast_cables(acc: _Fast, lines: _SwitchLines, lengths: list[int]) -> bool:
     """Keep each cable once: switch-to-switch cables from the end with the smaller GUID,
-    switch-to-CA cables from the switch. Cables from a switch to itself go through Python
-    (there are a handful)."""
+    switch-to-CA cables from the switch, loop cables from the lower port. *lengths*: how many
+    lines each switch lists, in order; of the switch end only the number of cables kept from
+    each switch is stored (its GUID, repeated that often, is column a)."""
     own, port, peer, peer_port = lines.own, lines.port, lines.peer, lines.peer_port
     to_switch = list(map(eq, lines.kind, repeat("S")))
     to_ca = list(map(not_, to_switch))
     forward = list(map(lt, own, peer))
     keep = list(map(or_, forward, to_ca))
-    acc.a.extend(compress(own, keep))
+    if any(map(eq, own, peer)):
+        loops = _fast_loops(lines)
+        if loops is None:
+            return False
+        for row in loops:
+            keep[row] = True
+    ends = list(accumulate(lengths))
+    acc.a_counts.extend(map(sum, map(keep.__getitem__, map(slice, [0, *ends[:-1]], ends))))
     acc.a_port.extend(_port_numbers(list(compress(port, keep))))
     acc.b.extend(compress(peer, keep))
     acc.b_port.extend(_port_numbers(list(compress(peer_port, keep))))
@@ -457,24 +460,24 @@ def _fast_cables(acc: _Fast, lines: _SwitchLines) -> bool:
     acc.backward_cables += sum(map(hash, compress(backward_cables, backward)))
     acc.to_ca += sum(map(hash, compress(peer, to_ca)))
     acc.to_ca_ws.update(compress(lines.ws, to_ca))
-    return not any(map(eq, own, peer)) or _fast_loops(acc, lines)
-
-
-def _fast_loops(acc: _Fast, lines: _SwitchLines) -> bool:
-    """Cables from a switch port to another port of the same switch: listed twice within
-    one block; keep the line from the lower port. False unless every loop line has its mirror."""
-    columns = (lines.own, lines.port, lines.kind, lines.peer, lines.peer_port, lines.ws)
-    loops = {row for row in zip(*columns, strict=True) if row[0] == row[3]}
-    for guid, port, _, _, peer_port, ws in loops:
-        if (guid, peer_port, "S", guid, port, ws) not in loops:
-            return False
-        if int(port) <= int(peer_port):
-            acc.a.append(guid)
-            acc.a_port.append(int(port))
-            acc.b.append(guid)
-            acc.b_port.append(int(peer_port))
-            acc.ws.append(ws)
     return True
+
+
+def _fast_loops(lines: _SwitchLines) -> list[int] | None:
+    """The lines to keep of cables from a switch port to another port of the same switch
+    (listed twice within one block): the one from the lower port, once. None unless every
+    loop line has its mirror."""
+    rows: dict[tuple[str, ...], int] = {}
+    columns = (lines.own, lines.port, lines.kind, lines.peer_port, lines.ws)
+    for row in compress(range(len(lines.own)), map(eq, lines.own, lines.peer)):
+        rows.setdefault(tuple(column[row] for column in columns), row)
+    keep = []
+    for (guid, port, _, peer_port, ws), row in rows.items():
+        if (guid, peer_port, "S", port, ws) not in rows:
+            return None
+        if int(port) <= int(peer_port):
+            keep.append(row)
+    return keep
 
 
 def _fast_other_lines(texts: list[str], skipped: list[str]) -> bool:
@@ -559,9 +562,10 @@ def _fast_finish(text: str, acc: _Fast, source: str) -> Fabric | None:
         return None
     # each cable end as the very string that keys its device: the analysis then matches GUIDs
     # in its sets and dicts by identity, not by comparing text (0.1-0.2 s less at 16k nodes)
+    a = list(chain.from_iterable(map(repeat, fab.switches, acc.a_counts)))
     keys = dict(zip(fab.switches, fab.switches, strict=True))
     keys.update(zip(fab.cas, fab.cas, strict=True))
-    a, b = list(map(keys.get, acc.a, acc.a)), list(map(keys.get, acc.b, acc.b))
+    b = list(map(keys.get, acc.b, acc.b))
     fab.links = _links_from_columns(a, acc.a_port, b, acc.b_port, acc.ws)
     st = _State(fab.source, fabric=fab, portless=acc.portless)
     if acc.skipped:
@@ -569,7 +573,7 @@ def _fast_finish(text: str, acc: _Fast, source: str) -> Fabric | None:
         st.first_skipped = text.count("\n", 0, text.find(acc.skipped[0])) + 1
     if acc.portless:
         # only the few portless GUIDs are looked up, not a set of every cable end built
-        _note_portless(st, set(acc.portless).intersection(chain(acc.a, acc.b)))
+        _note_portless(st, set(acc.portless).intersection(chain(a, b)))
     _note_summaries(st)
     return fab
 
