@@ -102,3 +102,39 @@ def test_sanitised_switch_names_are_slurm_safe(raw: str) -> None:
 def test_hosts_from_arbitrary_descriptions_are_slurm_safe(desc: str) -> None:
     host, reason = naming.host_of(desc, NamingPolicy())
     assert (host is None and reason) or (host is not None and naming.SLURM_NAME.match(host))
+
+
+_RAIL = st.integers(0, 7)
+_DESCRIPTION = st.one_of(
+    st.builds(
+        "{} mlx5_{}".format,
+        st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True),
+        st.integers(0, 7),
+    ),
+    st.sampled_from(
+        [
+            "localhost mlx5_0",
+            "LocalHost.LocalDomain mlx5_1",
+            "gpu1\tmlx5_0",
+            "gpu2\rmlx5_0",
+            "gpu3\nmlx5_0",
+            "gpu4\x1cmlx5_0",
+            "  gpu5  ",
+            "Mellanox Technologies Aggregation Node",
+            "gpü6 mlx5_0",
+            "",
+        ]
+    ),
+    st.text(max_size=12),
+)
+
+
+@given(st.lists(_DESCRIPTION, min_size=1, max_size=8))
+def test_bulk_host_names_agree_with_one_by_one(descriptions: list[str]) -> None:
+    """The whole-list shortcut gives what host_of gives CA by CA, or declines."""
+    policy = NamingPolicy()
+    one_by_one = [naming.host_of(desc, policy)[0] for desc in descriptions]
+    bulk = naming._plain_hosts(descriptions, policy)
+    assert bulk is None or bulk == one_by_one
+    if all(host is not None for host in one_by_one) and not any("\n" in d for d in descriptions):
+        assert bulk == one_by_one, "a list of valid hosts takes the shortcut"
