@@ -66,7 +66,10 @@ def _by_pattern(names: list[str]) -> list[NodeSetBase]:
             groups.append(NodeSetBase(name))
             continue
         prefix, number, suffix = match.groups()
-        ranges.setdefault(f"{prefix}%s{suffix}", RangeSet()).add(number)
+        pattern = f"{prefix}%s{suffix}"
+        if pattern not in ranges:
+            ranges[pattern] = RangeSet()
+        ranges[pattern].add(number)
     return groups + [NodeSetBase(pattern, indexes) for pattern, indexes in ranges.items()]
 
 
