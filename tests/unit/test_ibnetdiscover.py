@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
 
@@ -514,6 +515,30 @@ def test_fast_path_in_two_processes_equals_one(source: str) -> None:
     assert list(two.switches.items()) == list(one.switches.items())
     assert list(two.cas.items()) == list(one.cas.items())
     assert (two.links, two.notes) == (one.links, one.notes)
+
+
+def test_the_two_shares_cost_the_same_not_the_same_bytes() -> None:
+    """Switch blocks (printed first) cost twice as much per byte as CA blocks, so the parent
+    takes less than half of the text; without switches the split is at half the bytes."""
+    text = generate_ibnetdiscover(parse_sim_spec("nodes=512,rails=8,su=32,tiers=3"))
+    bounds = ibn._chunk_bounds(text)
+    half = ibn._balanced_half(text, bounds)
+
+    def cost(start: int, end: int) -> int:
+        switch_bytes = sum(
+            b - a
+            for a, b in zip(bounds[start:end], bounds[start + 1 : end + 1], strict=True)
+            if text.startswith("\nSwitch", a)
+        )
+        return bounds[end] - bounds[start] + (ibn._SWITCH_COST - 1) * switch_bytes
+
+    parent, child = cost(0, half - 1), cost(half - 1, len(bounds) - 1)
+    largest = max(cost(i, i + 1) for i in range(len(bounds) - 1))
+    assert abs(parent - child) <= largest
+    assert bounds[half - 1] < len(text) * 0.45
+    cas_only = text[text.index("\nvendid=0x2c9\ndevid=0x1021") :]
+    ca_bounds = ibn._chunk_bounds(cas_only)
+    assert ibn._balanced_half(cas_only, ca_bounds) == bisect_left(ca_bounds, len(cas_only) / 2)
 
 
 def test_damage_in_the_forked_half_declines_the_fast_path() -> None:
