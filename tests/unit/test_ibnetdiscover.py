@@ -279,6 +279,21 @@ def test_dual_port_ca_between_single_port_ones_keeps_the_dump_order() -> None:
     assert list(fast.cas) == list(ibn._robust_parse(text, "t").cas) == expected
 
 
+@pytest.mark.parametrize("junk", ["ibwarn: port 3 timed out", "\x1b[0m", "# a comment", ""])
+def test_stray_line_between_switch_ports_is_noted_like_the_line_parser(junk: str) -> None:
+    """A non-topology line among a switch's port lines (a warning, a terminal escape) is
+    skipped and counted, with the same first line number, by the bulk path and the line
+    parser; a line that looks like a port but is not one sends the dump to the line parser."""
+    first_port = GOOD.index("[1]\t")
+    second_port = GOOD.index("[2]\t")
+    text = GOOD[:second_port] + junk + "\n" + GOOD[second_port:]
+    fast, slow = ibn._fast_parse(text, "t"), ibn._robust_parse(text, "t")
+    assert fast is not None
+    assert (fast.notes, len(fast.links)) == (slow.notes, len(slow.links)) == (fast.notes, 2)
+    broken = GOOD[:first_port] + "[1]\tnot a port\n" + GOOD[first_port:]
+    assert ibn._fast_parse(broken, "t") is None
+
+
 def test_crlf_and_no_tabs_variants_agree() -> None:
     crlf = GOOD.replace("\n", "\r\n")
     squeezed = GOOD.replace("\t", "")

@@ -399,7 +399,7 @@ def _fast_blocks(chunk: str, acc: _Fast) -> bool:
     parts = _FAST_HEADER_RE.split(chunk)
     words, nports, guids = parts[1::6], parts[2::6], parts[3::6]
     descs, rests, bodies = parts[4::6], parts[5::6], parts[6::6]
-    if not _fast_other_lines([parts[0], *bodies], acc.skipped) or "\n[" in parts[0]:
+    if "\n[" in parts[0]:
         return False
     is_switch = list(map(eq, words, repeat("Switch")))
     is_ca = list(map(not_, is_switch))
@@ -409,6 +409,11 @@ def _fast_blocks(chunk: str, acc: _Fast) -> bool:
     ca_side = _FAST_CA_PORT_RE.findall("".join(compress(bodies, is_ca)))
     # split, not findall: the groups come back as one flat list, sliced into columns in C
     ports = _FAST_SWITCH_PORT_RE.split("".join(compress(bodies, is_switch)))
+    # the other lines: with switch blocks only, those the port lines leave between them (each
+    # piece starts at a line break); with CA blocks too, every body, so they keep their order
+    others = [parts[0], "".join(ports[::6])] if not any(is_ca) else [parts[0], *bodies]
+    if not _fast_other_lines(others, acc.skipped):
+        return False
     if len(ca_side) != sum(compress(counts, is_ca)) or len(ports) // 6 != sum(
         compress(counts, is_switch)
     ):
