@@ -16,7 +16,8 @@ Speed matters: a 16,384-node rail-optimised fabric is ~85 MB of text and the who
 should stay near a bare ``split()`` of every line, far below what a Python loop over 1.6 M lines
 costs. Regular dumps therefore take a bulk path (regex ``split``/``findall`` over cache-sized
 chunks, then C-level ``map``/``compress`` over columns, cables read from the switch side and
-cross-checked by counts), its second half read by a forked child on dumps of 8 MB or more;
+cross-checked by summed hashes), its second share, of equal cost, read by a forked child on
+dumps of 8 MB or more;
 anything irregular falls back to the line-by-line parser, which is the reference: both give the
 same Fabric (the tests fuzz that).
 """
@@ -188,9 +189,9 @@ def _robust_parse(text: str, source: str) -> Fabric:
 # --------------------------------------------------------------------------------------------
 # Fast path for well-formed dumps: whole-chunk regex passes and C-level map/zip/compress, no
 # Python code per line. It reads cables from the switch side only (a CA's port line repeats
-# its switch's line) and checks by counting that the dump is regular: each CA's block lists as
-# many well-formed lines, with the same widths and speeds, as switches list towards it, and
-# every switch-to-switch cable is listed from both ends.
+# its switch's line) and checks, by counts and summed hashes, that the dump is regular: each
+# CA's block lists as many well-formed lines, with the same widths and speeds, as switches list
+# towards it, and every switch-to-switch cable is listed from both ends with the same ports.
 # Anything irregular returns None and the line-by-line parser decides and explains.
 
 _FAST_HEADER_RE = re.compile(
