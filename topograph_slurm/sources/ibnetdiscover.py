@@ -378,8 +378,10 @@ def _fast_chunk(chunk: str, acc: _Fast) -> bool:
     regular single-port CA blocks in one regex pass, then the rest block by block. When other
     CA blocks remain, the whole chunk goes block by block, so CAs keep the dump's order."""
     parts = _FAST_CA_BLOCK_RE.split(chunk)
+    if len(parts) == 1:  # no such block (switch blocks): no copy of the chunk without them
+        return _fast_blocks(chunk, acc)
     rest = "".join(parts[::5])
-    if len(parts) == 1 or _FAST_CA_HEADER_RE.search(rest):
+    if _FAST_CA_HEADER_RE.search(rest):
         return _fast_blocks(chunk, acc)
     guids = parts[2::5]
     acc.ca_nports.extend(_port_numbers(parts[1::5]))
@@ -819,7 +821,7 @@ def _build_links(cables: dict[tuple[str, int, str, int], str]) -> Links:
 def _links_from_columns(
     a: list[str], a_port: list[int], b: list[str], b_port: list[int], ws: list[str]
 ) -> Links:
-    """Links from canonical columns; width+speed strings are split once per distinct value."""
+    """Links from columns; width+speed strings are split once per distinct value."""
     widths = {w: split_width_speed(w)[0] for w in set(ws)}
     speeds = {w: split_width_speed(w)[1] for w in widths}
     return Links(
