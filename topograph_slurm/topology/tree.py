@@ -137,7 +137,7 @@ def build_tree(
         depth += 1
     tree = Tree(leaves, uppers, [])
     _trim_unary_tops(tree, has_parent)
-    _join_islands(tree, neighbours, max_tiers, component)
+    _join_islands(tree, max_tiers, component)
     tree.uppers.sort(key=lambda switch: (switch.level, switch.name))
     return tree
 
@@ -156,15 +156,11 @@ def _trim_unary_tops(tree: Tree, has_parent: set[str]) -> None:
     tree.tops = sorted(name for name in names if name not in has_parent)
 
 
-def _join_islands(
-    tree: Tree,
-    neighbours: Mapping[str, set[str]],
-    max_tiers: int | None,
-    component: Mapping[str, int],
-) -> None:
-    """Give every cabled-together set of top switches a synthetic common parent."""
+def _join_islands(tree: Tree, max_tiers: int | None, component: Mapping[str, int]) -> None:
+    """Give every cabled-together set of top switches (one *component*) a synthetic common
+    parent."""
     if len(tree.tops) < 2 or (max_tiers is not None and tree.depth >= max_tiers):
-        return  # one top switch: nothing to join (and no flood fill over every switch)
+        return  # one top switch: nothing to join
     members_of = {group.name: group.switches for group in tree.leaves}
     members_of.update({switch.name: switch.switches for switch in tree.uppers})
     level_of = {switch.name: switch.level for switch in tree.uppers}
