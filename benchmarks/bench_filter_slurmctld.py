@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "slurm-test-cluster"))
 import harness  # noqa: E402
 from harness import Cluster, ClusterSpec, NodeSpec, PartitionSpec  # noqa: E402
 
-from topograph_slurm.filter import (  # noqa: E402
+from topograph_slurm.render.filters import (  # noqa: E402
     FilterFacts,
     PartitionFacts,
     render_filters,

@@ -54,7 +54,7 @@ def generate(path: str) -> None:
     import contextlib
     import io
 
-    from topograph_slurm.cli import main
+    from topograph_slurm.cli.main import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -74,7 +74,7 @@ def _import_parser() -> None:
 
 
 def _import_cli() -> None:
-    import topograph_slurm.cli  # noqa: F401
+    import topograph_slurm.cli.main  # noqa: F401
 
 
 STAGES: dict[str, Stage] = {

@@ -1,5 +1,5 @@
 """``python -m topograph_slurm`` runs the CLI."""
 
-from topograph_slurm.cli import main
+from topograph_slurm.cli.main import main
 
 main()

@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from topograph_slurm.analysis import Analysis, analyse, ib_blocks
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import ConfigError, InputError, UsageError
-from topograph_slurm.model import Fabric
-from topograph_slurm.render import render
+from topograph_slurm.model.fabric import Fabric
+from topograph_slurm.model.result import Analysis, BlockTopology
+from topograph_slurm.render.environment import render
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources import ibnetdiscover
-from topograph_slurm.topology.block import BlockTopology, typical_size
+from topograph_slurm.topology.analysis import analyse, ib_blocks
+from topograph_slurm.topology.block import typical_size
 from topograph_slurm.topology.naming import (
     NamingPolicy,
     compile_hcas,
@@ -38,8 +39,8 @@ if TYPE_CHECKING:
     import jinja2
 
     from topograph_slurm.collect import Snapshot
+    from topograph_slurm.model.result import NamedTopology
     from topograph_slurm.sources import ufm
-    from topograph_slurm.topology_yaml import NamedTopology
 
 Warn = Callable[[str], None]
 FORMATS = ("tree", "block", "yaml")
@@ -188,7 +189,8 @@ def _topologies(
     settings: Settings, analysis: Analysis, blocks: BlockTopology | None, nvlink: bool
 ) -> list[NamedTopology]:
     """ib (tree), nvl (NVLink blocks) or su (IB scalable-unit blocks), and flat."""
-    from topograph_slurm.topology_yaml import DEFAULT_NAMES, NamedTopology
+    from topograph_slurm.model.result import NamedTopology
+    from topograph_slurm.render.topology_yaml import DEFAULT_NAMES
 
     defaults = {**DEFAULT_NAMES, "block": DEFAULT_NAMES["block"] if nvlink else IB_BLOCK_NAME}
     names = {**defaults, **(settings.yaml_names or {})}
@@ -210,7 +212,7 @@ def _yaml(
     version: SlurmVersion,
 ) -> tuple[str, str]:
     """topology.yaml and the slurm.conf partition lines that use its topologies."""
-    from topograph_slurm.topology_yaml import (
+    from topograph_slurm.render.topology_yaml import (
         default_partitions,
         partitions_from_map,
         render_partition_lines,
@@ -236,7 +238,7 @@ def _filters(
     blocks: BlockTopology | None,
 ) -> dict[str, str]:
     """The --tp-size filter files, with block and leaf sizes measured on this fabric."""
-    from topograph_slurm.filter import filter_facts, render_filters
+    from topograph_slurm.render.filters import filter_facts, render_filters
 
     if not settings.filter:
         raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
@@ -274,7 +276,7 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     # the report folds every leaf's hostlist again: render it only when someone reads it
     report = ""
     if settings.report:
-        from topograph_slurm.report import render_report
+        from topograph_slurm.render.report import render_report
 
         report = render_report(env, analysis, shown, settings.report_format)
     out = Generated(None, report)

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from harness import Topology, ValidationResult
 
 from tests.conftest import REAL_FIXTURES
-from topograph_slurm.cli import main
+from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 
 pytestmark = pytest.mark.integration

@@ -33,14 +33,7 @@ from typing import Any
 import pytest
 from harness import Cluster, ClusterSpec, NodeSpec, ValidationResult
 
-from topograph_slurm.analysis import analyse
-from topograph_slurm.collect import load_snapshot
-from topograph_slurm.render import environment, render
-from topograph_slurm.report import render_report
-from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
-from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
-from topograph_slurm.sources.sim_gpu import (
+from tests.support.sim_gpu import (
     fake_nvidia_smi_script,
     gb200_tray_topology,
     nvl_node_gpus,
@@ -48,16 +41,22 @@ from topograph_slurm.sources.sim_gpu import (
     render_query_q,
     render_topo_matrix,
 )
-from topograph_slurm.topology.clique import FindingKind
-from topograph_slurm.topology.naming import NamingPolicy
-from topograph_slurm.topology.nvlink import KIND_RACK_MISSING, nvlink_blocks, parse_layout
-from topograph_slurm.topology.tree import Tree
-from topograph_slurm.topology_yaml import (
-    NamedTopology,
+from topograph_slurm.collect import load_snapshot
+from topograph_slurm.model.result import NamedTopology, Tree
+from topograph_slurm.render.environment import environment, render
+from topograph_slurm.render.report import render_report
+from topograph_slurm.render.topology_yaml import (
     default_partitions,
     render_partition_lines,
     render_topology_yaml,
 )
+from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
+from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
+from topograph_slurm.topology.analysis import analyse
+from topograph_slurm.topology.clique import FindingKind
+from topograph_slurm.topology.naming import NamingPolicy
+from topograph_slurm.topology.nvlink import KIND_RACK_MISSING, nvlink_blocks, parse_layout
 
 pytestmark = pytest.mark.integration
 

@@ -49,8 +49,8 @@ from harness import (
 )
 
 from tests.unit.lua_fakes import OPTION_SENTINELS
-from topograph_slurm.cli import main
-from topograph_slurm.filter import spank_compile_command
+from topograph_slurm.cli.main import main
+from topograph_slurm.render.filters import spank_compile_command
 
 pytestmark = pytest.mark.integration
 

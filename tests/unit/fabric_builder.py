@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from topograph_slurm.model import Ca, Fabric, Link, Switch
+from topograph_slurm.model.fabric import Ca, Fabric, Link, Switch
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REAL_FIXTURES, real_fixture
-from topograph_slurm.model import Fabric
+from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover, read_ibnetdiscover
 from topograph_slurm.sources.sim import generate_ibnetdiscover, parse_sim_spec
 from topograph_slurm.topology.adjacency import Adjacency, adjacency

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from topograph_slurm.errors import ConfigError
+from topograph_slurm.model.result import Block, LeafGroup, Tree, TreeSwitch
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology.block import (
-    Block,
     adjacency_order,
     covering_base,
     infer_block_sizes,
@@ -15,8 +15,6 @@ from topograph_slurm.topology.block import (
     typical_base,
     validate_block_sizes,
 )
-from topograph_slurm.topology.leaf import LeafGroup
-from topograph_slurm.topology.tree import Tree, TreeSwitch
 
 V2411 = SlurmVersion.parse("24.11")
 V2505 = SlurmVersion.parse("25.05")

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.conftest import REAL_FIXTURES, real_fixture
-from topograph_slurm.cli import main
+from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

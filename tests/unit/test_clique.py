@@ -14,21 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import real_fixture
-from topograph_slurm.sources.nvidia_smi import (
-    ZERO_UUID,
-    GpuFabric,
-    parse_query_csv,
-    parse_query_fabric,
-)
-from topograph_slurm.sources.sim_gpu import nvl_node_gpus, render_query_csv, render_query_q
+from tests.support.sim_gpu import nvl_node_gpus, render_query_csv, render_query_q
+from topograph_slurm.model.gpu import ZERO_UUID, DomainKind, DomainResult, GpuFabric
+from topograph_slurm.model.names import natural_key
+from topograph_slurm.sources.nvidia_smi import parse_query_csv, parse_query_fabric
 from topograph_slurm.topology.clique import (
-    DomainKind,
-    DomainResult,
     Finding,
     FindingKind,
     group_domains,
     is_problem,
-    natural_key,
     node_domain,
 )
 

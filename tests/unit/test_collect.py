@@ -13,10 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from topograph_slurm import collect as c
-from topograph_slurm.cli_collect import collect as collect_command
-from topograph_slurm.errors import CollectError, Exit, InputError, OutputError
-from topograph_slurm.sources.sim_gpu import (
+from tests.support.sim_gpu import (
     fake_nvidia_smi_script,
     gb200_tray_topology,
     nvl_node_gpus,
@@ -24,7 +21,10 @@ from topograph_slurm.sources.sim_gpu import (
     render_query_q,
     render_topo_matrix,
 )
-from topograph_slurm.topology.clique import DomainKind
+from topograph_slurm import collect as c
+from topograph_slurm.cli.collect import collect as collect_command
+from topograph_slurm.errors import CollectError, Exit, InputError, OutputError
+from topograph_slurm.model.gpu import DomainKind
 
 RACK = "5f8e1c2a-7b3d-4e9f-a1c6-0d2e4b6a8c10"
 IB_DUMP = 'Switch 36 "S-0002c903007e5f60" # "MF0;leaf1:MQM9700/U1" lid 1\n'
@@ -622,7 +622,7 @@ def test_extra_files_only_snapshot(tmp_path: Path) -> None:
 def test_cli_collect_ufm_only_stores_responses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from topograph_slurm import cli_collect
+    from topograph_slurm.cli import collect as cli_collect
     from topograph_slurm.sources.ufm import UfmResponses
 
     seen: dict[str, object] = {}

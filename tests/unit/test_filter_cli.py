@@ -17,9 +17,9 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from topograph_slurm.cli import main
+from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
-from topograph_slurm.filter import FILTER_TEMPLATES
+from topograph_slurm.render.filters import FILTER_TEMPLATES
 
 SIM = "nodes=16,rails=1,su=4"  # four leaves of 4 nodes: measured base block 4
 FILES = sorted(FILTER_TEMPLATES)

@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 
 from tests.unit.lua_fakes import ERRORS, RUNTIMES, LuaFilter, Outcome, tp_env
 from topograph_slurm.errors import CollectError, ConfigError
-from topograph_slurm.filter import (
+from topograph_slurm.render.environment import lua_str
+from topograph_slurm.render.filters import (
     FilterFacts,
     PartitionFacts,
     build_spank,
     facts_from_mapping,
     render_filters,
 )
-from topograph_slurm.render import lua_str
 from topograph_slurm.slurm_version import SlurmVersion
 
 OLD = "24.11.5"  # job_submit.lua cannot touch segment_size

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.conftest import real_fixture
 from topograph_slurm import fork
 from topograph_slurm.errors import CollectError, ParseError
-from topograph_slurm.model import Fabric, Link
+from topograph_slurm.model.fabric import Fabric, Link
 from topograph_slurm.sources import ibnetdiscover as ibn
 from topograph_slurm.sources.ibnetdiscover import (
     parse_ibnetdiscover,

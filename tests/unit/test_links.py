@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from topograph_slurm.model import Link, Links
+from topograph_slurm.model.fabric import Link, Links
 
 _GUIDS = st.sampled_from(["0000000000000001", "00000000000000aa", "2c5eab0300b87b40"])
 _ROWS = st.lists(

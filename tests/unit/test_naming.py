@@ -8,10 +8,11 @@ from hypothesis import strategies as st
 
 from tests.unit.fabric_builder import FabricBuilder
 from topograph_slurm.errors import ConfigError, InputError
-from topograph_slurm.model import Fabric
+from topograph_slurm.model.fabric import Fabric
+from topograph_slurm.model.result import HostAttachments
 from topograph_slurm.topology import naming
 from topograph_slurm.topology.adjacency import adjacency
-from topograph_slurm.topology.naming import HostAttachments, NamingPolicy, name_switches
+from topograph_slurm.topology.naming import NamingPolicy, name_switches
 
 
 def attach_hosts(fabric: Fabric, policy: NamingPolicy, names: dict[str, str]) -> HostAttachments:

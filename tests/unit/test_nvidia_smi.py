@@ -15,17 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import real_fixture
-from topograph_slurm.errors import ParseError
-from topograph_slurm.sources.nvidia_smi import (
-    ZERO_UUID,
-    GpuFabric,
-    GpuTopology,
-    parse_fabric_output,
-    parse_query_csv,
-    parse_query_fabric,
-    parse_topo_matrix,
-)
-from topograph_slurm.sources.sim_gpu import (
+from tests.support.sim_gpu import (
     fake_nvidia_smi_script,
     gb200_tray_topology,
     nvl_node_gpus,
@@ -33,6 +23,14 @@ from topograph_slurm.sources.sim_gpu import (
     render_query_csv,
     render_query_q,
     render_topo_matrix,
+)
+from topograph_slurm.errors import ParseError
+from topograph_slurm.model.gpu import ZERO_UUID, GpuFabric, GpuTopology
+from topograph_slurm.sources.nvidia_smi import (
+    parse_fabric_output,
+    parse_query_csv,
+    parse_query_fabric,
+    parse_topo_matrix,
 )
 
 TOPO = "nvidia-smi-topo"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.sim_gpu import nvl_node_gpus, render_query_q
 from topograph_slurm.collect import (
     KEY_Q,
     SNAPSHOT_FORMAT,
@@ -13,15 +14,13 @@ from topograph_slurm.collect import (
     write_snapshot,
 )
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.render import environment, render
+from topograph_slurm.model.gpu import ZERO_UUID, DomainResult
+from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree, TreeSwitch
+from topograph_slurm.render.environment import environment, render
 from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.sources.nvidia_smi import ZERO_UUID
-from topograph_slurm.sources.sim_gpu import nvl_node_gpus, render_query_q
 from topograph_slurm.topology import nvlink as nv
-from topograph_slurm.topology.block import KIND_UNDERSIZED, Block, BlockTopology
-from topograph_slurm.topology.clique import DomainResult, FindingKind, node_domain
-from topograph_slurm.topology.leaf import LeafGroup
-from topograph_slurm.topology.tree import Tree, TreeSwitch
+from topograph_slurm.topology.block import KIND_UNDERSIZED
+from topograph_slurm.topology.clique import FindingKind, node_domain
 
 V2411 = SlurmVersion(24, 11)
 V2605 = SlurmVersion(26, 5)
@@ -146,7 +145,7 @@ def test_no_domain_at_all_is_an_error() -> None:
 
 
 def test_carried_findings_come_first() -> None:
-    from topograph_slurm.model import Finding
+    from topograph_slurm.model.result import Finding
 
     extra = Finding("collect-failed", "gb99", "srun: error")
     topo = nv.nvlink_blocks(cluster(1), V2605, findings=[extra])

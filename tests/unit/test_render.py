@@ -8,7 +8,7 @@ from ClusterShell.NodeSet import NodeSet
 from hypothesis import given
 from hypothesis import strategies as st
 
-from topograph_slurm.render import hostlist
+from topograph_slurm.render.environment import hostlist
 
 
 def _reference(names: list[str]) -> str:

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.model import Fabric
+from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.sources import ibnetdiscover as ibn
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
 from topograph_slurm.sources.sim import (

@@ -12,10 +12,10 @@ from click.testing import CliRunner, Result
 
 from tests.conftest import real_fixture
 from tests.unit.fabric_builder import FabricBuilder
-from topograph_slurm.analysis import analyse
-from topograph_slurm.cli import main
+from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.topology import naming, subnet
+from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.naming import NamingPolicy
 
 COMPUTE = "nodes=32,rails=8,su=8"

@@ -9,22 +9,26 @@ import pytest
 import yaml
 
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.output import count_nodes
-from topograph_slurm.render import environment
-from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.topology.block import Block, BlockTopology
-from topograph_slurm.topology.leaf import LeafGroup
-from topograph_slurm.topology.nvlink import parse_layout
-from topograph_slurm.topology.tree import Tree, TreeSwitch
-from topograph_slurm.topology_yaml import (
+from topograph_slurm.model.result import (
+    Block,
+    BlockTopology,
+    LeafGroup,
     NamedTopology,
     Partition,
+    Tree,
+    TreeSwitch,
+)
+from topograph_slurm.output import count_nodes
+from topograph_slurm.render.environment import environment
+from topograph_slurm.render.topology_yaml import (
     check_topologies,
     default_partitions,
     partitions_from_map,
     render_partition_lines,
     render_topology_yaml,
 )
+from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.topology.nvlink import parse_layout
 
 ENV = environment()
 TOPOLOGY_KEYS = {"topology", "cluster_default", "tree", "block", "flat"}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tests.unit.fabric_builder import FabricBuilder
-from topograph_slurm.analysis import analyse
-from topograph_slurm.model import Links
+from topograph_slurm.model.fabric import Links
+from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.leaf import KIND_RAIL_DISAGREE
 from topograph_slurm.topology.naming import NamingPolicy
 

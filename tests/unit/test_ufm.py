@@ -25,7 +25,6 @@ from tests.unit.ufm_standin import (
     serve,
     ufm_json_from_fabric,
 )
-from topograph_slurm.analysis import analyse, ib_blocks
 from topograph_slurm.errors import (
     AuthError,
     CollectError,
@@ -34,8 +33,8 @@ from topograph_slurm.errors import (
     ParseError,
     TopographError,
 )
-from topograph_slurm.model import Fabric, Link
-from topograph_slurm.render import environment, render
+from topograph_slurm.model.fabric import Fabric, Link
+from topograph_slurm.render.environment import environment, render
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources import sim
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover, read_ibnetdiscover
@@ -56,6 +55,7 @@ from topograph_slurm.sources.ufm import (
     ufm_speed,
     ufm_width,
 )
+from topograph_slurm.topology.analysis import analyse, ib_blocks
 from topograph_slurm.topology.naming import NamingPolicy, name_switches
 
 USER, PASSWORD, TOKEN = "ufmadmin", "pa55-w0rd-XYZZY", "tok-3f9a7c1e5b2d4680aa"

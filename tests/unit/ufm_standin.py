@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from topograph_slurm.model import Fabric, Link
+from topograph_slurm.model.fabric import Fabric, Link
 
 _MF0 = re.compile(r"MF0;([^:\s;]+):(.+)/U1")
 _WORDS = re.compile(r"^(\S+)\s+\S+$")

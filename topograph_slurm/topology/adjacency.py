@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from itertools import chain, compress
 from operator import and_, gt, lt
 
-from topograph_slurm.model import Fabric
+from topograph_slurm.model.fabric import Fabric
 
 
 @dataclass(slots=True)

@@ -11,31 +11,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.model import Finding
+from topograph_slurm.model.result import Block, BlockTopology, Finding, Tree
 from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.topology.tree import Tree
 
 KIND_UNDERSIZED = "undersized-block"
-
-
-@dataclass(slots=True)
-class Block:
-    """One block: a Slurm-safe name and its nodes (empty for a placeholder that keeps order)."""
-
-    name: str
-    nodes: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class BlockTopology:
-    """Blocks in file order and the ``BlockSizes`` levels (base first)."""
-
-    blocks: list[Block]
-    block_sizes: list[int]
-    findings: list[Finding] = field(default_factory=list)
 
 
 def adjacency_order(tree: Tree) -> list[str]:

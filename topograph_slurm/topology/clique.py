@@ -15,16 +15,16 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from enum import StrEnum
 
 from ClusterShell.RangeSet import RangeSet
 
-from topograph_slurm.model import Finding
-from topograph_slurm.sources.nvidia_smi import ZERO_UUID, GpuFabric
+from topograph_slurm.model.gpu import ZERO_UUID, DomainKind, DomainResult, GpuFabric
+from topograph_slurm.model.names import natural_key
+from topograph_slurm.model.result import Finding
 
 STATE_COMPLETED = "Completed"
 STATUS_SUCCESS = "Success"
@@ -55,34 +55,6 @@ def is_problem(finding: Finding) -> bool:
     """False for informational findings (a single-node NVSwitch system): those describe a
     healthy configuration the report shows but alerting should not page on."""
     return finding.kind not in INFO_KINDS
-
-
-class DomainKind(StrEnum):
-    """What a node's GPUs say about NVLink beyond the node."""
-
-    MULTI_NODE = "multi-node"  # a usable multi-node NVLink domain (domain_id set)
-    SINGLE_NODE = "single-node"  # NVSwitch inside the node only (all-zero ClusterUUID)
-    NONE = "none"  # no fabric at all (PCIe/NVLink-bridge GPUs, State N/A)
-    INVALID = "invalid"  # fabric present but not usable; see findings
-
-
-@dataclass(frozen=True, slots=True)
-class DomainResult:
-    """The verdict for one node. ``domain_id`` is set only for a clean multi-node domain;
-    ``cluster_uuid``/``clique_id`` are kept whenever the GPUs agree, even if the node is
-    invalid, so the report can say which rack a broken tray belongs to."""
-
-    kind: DomainKind
-    gpu_count: int
-    domain_id: str | None = None
-    cluster_uuid: str | None = None
-    clique_id: int | None = None
-    findings: tuple[Finding, ...] = field(default_factory=tuple)
-
-    @property
-    def ok(self) -> bool:
-        """The node's fabric is consistent (multi-node or single-node) and has no findings."""
-        return self.kind in (DomainKind.MULTI_NODE, DomainKind.SINGLE_NODE) and not self.findings
 
 
 def _gpus(indices: Iterable[int]) -> str:
@@ -204,12 +176,6 @@ def node_domain(gpus: list[GpuFabric], node: str = "") -> DomainResult:
         return DomainResult(DomainKind.SINGLE_NODE, len(gpus), None, uuid, clique)
     domain = f"{uuid}.{clique}"
     return DomainResult(DomainKind.MULTI_NODE, len(gpus), domain, uuid, clique)
-
-
-def natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
-    """Sort key putting ``node2`` before ``node10``, as hostlists and sysadmins do."""
-    parts = re.split(r"(\d+)", name)
-    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
 
 
 def _count_findings(

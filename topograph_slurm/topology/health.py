@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from itertools import compress
 from operator import itemgetter
 
-from topograph_slurm.model import Fabric, Finding, Link
-from topograph_slurm.topology.leaf import LeafGroup
-from topograph_slurm.topology.tree import Tree
+from topograph_slurm.model.fabric import Fabric, Link
+from topograph_slurm.model.result import Finding, LeafGroup, Tree
 
 KIND_DEGRADED = "degraded-link"
 KIND_MISSING_RAIL = "missing-rail"

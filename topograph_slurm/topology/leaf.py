@@ -12,21 +12,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from operator import itemgetter
 
-from topograph_slurm.model import Finding
+from topograph_slurm.model.result import Finding, LeafGroup
 
 KIND_RAIL_DISAGREE = "rail-disagreement"
-
-
-@dataclass(slots=True)
-class LeafGroup:
-    """One logical leaf: the physical leaf switches (GUIDs) and the Slurm nodes under them."""
-
-    name: str
-    switches: list[str]
-    nodes: list[str] = field(default_factory=list)
 
 
 _LEAF = itemgetter(1)  # of a rail (hca guid, leaf switch guid)

@@ -22,7 +22,8 @@ from typing import cast
 from ClusterShell.NodeSet import NodeSet
 
 from topograph_slurm.errors import ConfigError, InputError
-from topograph_slurm.model import Exclusion, Fabric, normalize_guid
+from topograph_slurm.model.fabric import Fabric, normalize_guid
+from topograph_slurm.model.result import Exclusion, HostAttachments
 
 #: Slurm node and switch names: hostname-like, no hostlist syntax, no separators or quotes.
 SLURM_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
@@ -64,23 +65,6 @@ class NamingPolicy:
     #: Storage HCAs in the same dump (a converged fabric, or two subnets in one file) would
     #: otherwise become rails of their nodes.
     hcas: re.Pattern[str] | None = None
-
-
-@dataclass(slots=True)
-class HostAttachments:
-    """Result of naming: each Slurm node with its HCAs' leaf switches, plus every exclusion.
-
-    ``rails[node]`` lists ``(hca guid, leaf switch guid)`` in HCA order; a node with eight
-    rails has eight entries, normally on eight different leaves.
-    """
-
-    rails: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    exclusions: list[Exclusion] = field(default_factory=list)
-
-    @property
-    def nodes(self) -> list[str]:
-        """Node names in sorted order."""
-        return sorted(self.rails)
 
 
 def parse_node_name_map(text: str, source: str = "node-name-map") -> dict[str, str]:

@@ -42,20 +42,18 @@ import yaml
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 from topograph_slurm.errors import ConfigError, InputError
-from topograph_slurm.model import Finding
+from topograph_slurm.model.gpu import ZERO_UUID, Domain, DomainKind, DomainResult
+from topograph_slurm.model.names import natural_key
+from topograph_slurm.model.result import Block, BlockTopology, Finding, Tree
 from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.sources.nvidia_smi import ZERO_UUID
 from topograph_slurm.topology.block import (
-    Block,
-    BlockTopology,
     adjacency_order,
     infer_block_sizes,
     plan_blocks,
     typical_base,
     validate_block_sizes,
 )
-from topograph_slurm.topology.clique import DomainKind, DomainResult, group_domains, natural_key
-from topograph_slurm.topology.tree import Tree
+from topograph_slurm.topology.clique import group_domains
 
 POLICY_EXCLUDE = "exclude"
 POLICY_INCLUDE = "include"
@@ -87,16 +85,6 @@ class NvlinkPolicy:
                 f"got {self.unhealthy!r}"
             )
         block_name(self.name_pattern, ["node1"], 1, "0" * 8 + "-x", 0)  # fail early
-
-
-@dataclass(slots=True)
-class Domain:
-    """One multi-node NVLink domain (``<ClusterUUID>.<CliqueId>``) and its nodes."""
-
-    id: str
-    nodes: list[str]
-    cluster_uuid: str = ""
-    clique_id: int = 0
 
 
 # --------------------------------------------------------------------------- domains

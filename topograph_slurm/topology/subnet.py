@@ -16,8 +16,8 @@ from collections.abc import Mapping
 
 from ClusterShell.NodeSet import NodeSet
 
-from topograph_slurm.model import Exclusion, Fabric, Finding
-from topograph_slurm.topology.naming import HostAttachments
+from topograph_slurm.model.fabric import Fabric
+from topograph_slurm.model.result import Exclusion, Finding, HostAttachments
 
 KIND_SPLIT = "split-subnets"
 REASON_OTHER_SUBNET = "on another subnet than most of its node's HCAs (storage fabric?)"

@@ -11,35 +11,9 @@ only switches with a common ancestor; fabrics with no cable between them stay se
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from itertools import repeat
 
-from topograph_slurm.topology.leaf import LeafGroup
-
-
-@dataclass(slots=True)
-class TreeSwitch:
-    """A logical switch above the leaves: member ASICs (GUIDs, empty when synthetic) and the
-    names of its children one level down."""
-
-    name: str
-    level: int
-    switches: list[str]
-    children: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class Tree:
-    """Leaves, upper switches (by level, then name) and the top switch of every island."""
-
-    leaves: list[LeafGroup]
-    uppers: list[TreeSwitch]
-    tops: list[str]
-
-    @property
-    def depth(self) -> int:
-        """Number of switch levels, leaves included."""
-        return 1 + max((switch.level for switch in self.uppers), default=0)
+from topograph_slurm.model.result import LeafGroup, Tree, TreeSwitch
 
 
 class _Components:

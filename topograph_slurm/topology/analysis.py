@@ -7,44 +7,18 @@ carries every exclusion and finding so that the report can show what was left ou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from itertools import chain
 
-from topograph_slurm.model import Exclusion, Fabric, Finding
+from topograph_slurm.model.fabric import Fabric
+from topograph_slurm.model.result import Analysis, BlockTopology, Finding, HostAttachments
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology import health
 from topograph_slurm.topology.adjacency import Adjacency, adjacency, components
-from topograph_slurm.topology.block import BlockTopology, blocks_from_tree, plan_blocks
+from topograph_slurm.topology.block import blocks_from_tree, plan_blocks
 from topograph_slurm.topology.leaf import group_leaves
-from topograph_slurm.topology.naming import (
-    REASON_SHARP,
-    HostAttachments,
-    NamingPolicy,
-    attach_hosts,
-    name_switches,
-)
+from topograph_slurm.topology.naming import REASON_SHARP, NamingPolicy, attach_hosts, name_switches
 from topograph_slurm.topology.subnet import keep_main_subnet
-from topograph_slurm.topology.tree import Tree, build_tree
-
-
-@dataclass(slots=True)
-class Analysis:
-    """The fabric as Slurm will see it, plus what did not make it in."""
-
-    fabric: Fabric
-    switch_names: dict[str, str]
-    hosts: HostAttachments
-    tree: Tree
-    findings: list[Finding] = field(default_factory=list)
-    missing_nodes: list[str] = field(default_factory=list)
-
-    @property
-    def exclusions(self) -> list[Exclusion]:
-        return self.hosts.exclusions
-
-    @property
-    def node_count(self) -> int:
-        return len(self.hosts.rails)
+from topograph_slurm.topology.tree import build_tree
 
 
 def _service_switches(hosts: HostAttachments, ca_leaves: Mapping[str, tuple[str, ...]]) -> set[str]:

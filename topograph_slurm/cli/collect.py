@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from topograph_slurm.cli_options import ufm_options, warn
+from topograph_slurm.cli.options import ufm_options, warn
 from topograph_slurm.collect import (
     DEFAULT_COMMANDS,
     DEFAULT_IBNETDISCOVER,

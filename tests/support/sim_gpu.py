@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 
 from ClusterShell.RangeSet import RangeSet
 
-from topograph_slurm.sources.nvidia_smi import CSV_FIELDS, GpuFabric, GpuTopology
+from topograph_slurm.model.gpu import GpuFabric, GpuTopology
+from topograph_slurm.sources.nvidia_smi import CSV_FIELDS
 
 #: nvidia-smi pads ``<indent><key>`` to this width before ``": "`` in ``-q`` output.
 Q_KEY_WIDTH = 42

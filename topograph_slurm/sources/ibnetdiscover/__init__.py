@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 from topograph_slurm import fork
 from topograph_slurm.errors import CollectError, ParseError
-from topograph_slurm.model import Ca, Fabric, Links, Note, Switch, normalize_guid
+from topograph_slurm.model.fabric import Ca, Fabric, Links, Note, Switch, normalize_guid
 
 _HEX = r"[0-9a-fA-F]{1,16}"
 _EXT = r"(?:\[ext \d+\])?"

@@ -57,7 +57,7 @@ from typing import Any
 import yaml
 
 from topograph_slurm.errors import AuthError, CollectError, InputError, OutputError, ParseError
-from topograph_slurm.model import Ca, Fabric, Link, Links, Note, Switch, normalize_guid
+from topograph_slurm.model.fabric import Ca, Fabric, Link, Links, Note, Switch, normalize_guid
 
 #: Endpoint key -> path below the REST prefix (``/ufmRest`` or ``/ufmRestV3``).
 ENDPOINTS: dict[str, str] = {

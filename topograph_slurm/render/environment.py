@@ -19,7 +19,7 @@ from ClusterShell.RangeSet import RangeSet
 
 from topograph_slurm.errors import ConfigError
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def builtin_templates() -> Path:

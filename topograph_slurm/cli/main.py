@@ -16,14 +16,14 @@ from typing import Any, cast
 import click
 
 from topograph_slurm import __version__, pipeline
-from topograph_slurm.cli_options import ufm_options, warn
+from topograph_slurm.cli.options import ufm_options, warn
 from topograph_slurm.config import RewriteRule, Settings, load_settings, override
 from topograph_slurm.errors import Exit, InputError, TopographError
-from topograph_slurm.render import environment
+from topograph_slurm.render.environment import environment
 
 # `collect` (UFM's HTTP stack, nvidia-smi parsing), the filters and the output module are
 # imported when a command needs them, so `generate` run from cron starts quickly.
-_LAZY_COMMANDS = {"collect": ("topograph_slurm.cli_collect", "collect")}
+_LAZY_COMMANDS = {"collect": ("topograph_slurm.cli.collect", "collect")}
 
 
 class _LazyCommand:
@@ -372,7 +372,7 @@ def spank_build(
     Rebuild it for every Slurm major release. Then add the printed line to plugstack.conf on
     login and compute nodes (and the controller).
     """
-    from topograph_slurm.filter import build_spank
+    from topograph_slurm.render.filters import build_spank
 
     plugin = build_spank(
         Path(source), Path(outdir), cc=cc, include_dir=Path(include_dir) if include_dir else None

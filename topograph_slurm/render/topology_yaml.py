@@ -18,66 +18,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import jinja2
 
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.render import render
+from topograph_slurm.model.result import (
+    KIND_BLOCK,
+    KIND_FLAT,
+    KIND_TREE,
+    BlockTopology,
+    NamedTopology,
+    Partition,
+    Tree,
+)
+from topograph_slurm.render.environment import render
 from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.topology.block import BlockTopology, validate_block_sizes
-from topograph_slurm.topology.clique import natural_key
-from topograph_slurm.topology.tree import Tree
+from topograph_slurm.topology.block import validate_block_sizes
 
 TEMPLATE = "topology.yaml.j2"
 PARTITIONS_TEMPLATE = "slurm.conf.partitions.j2"
-KIND_TREE, KIND_BLOCK, KIND_FLAT = "tree", "block", "flat"
 MAX_SWITCH_NAME = 64
 
 #: Topology names ``generate --format yaml`` uses unless configured otherwise.
 DEFAULT_NAMES: dict[str, str] = {KIND_TREE: "ib", KIND_BLOCK: "nvl", KIND_FLAT: "flat"}
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-@dataclass(slots=True)
-class NamedTopology:
-    """One entry of topology.yaml: a tree, a block topology, or flat (neither)."""
-
-    name: str
-    tree: Tree | None = None
-    blocks: BlockTopology | None = None
-
-    @property
-    def kind(self) -> str:
-        """``tree``, ``block`` or ``flat``."""
-        if self.tree is not None:
-            return KIND_TREE
-        return KIND_BLOCK if self.blocks is not None else KIND_FLAT
-
-    @property
-    def nodes(self) -> list[str]:
-        """Nodes this topology places (empty for flat, which means all nodes)."""
-        if self.tree is not None:
-            found = {node for leaf in self.tree.leaves for node in leaf.nodes}
-        elif self.blocks is not None:
-            found = {node for block in self.blocks.blocks for node in block.nodes}
-        else:
-            found = set()
-        return sorted(found, key=natural_key)
-
-    @property
-    def node_count(self) -> int:
-        return len(self.nodes)
-
-
-@dataclass(slots=True)
-class Partition:
-    """A ``PartitionName=… Nodes=… Topology=…`` line; empty ``nodes`` means ``ALL``."""
-
-    name: str
-    topology: str
-    nodes: list[str] = field(default_factory=list)
 
 
 def _check_name(name: str, what: str) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Literal, cast
 import jinja2
 
 from topograph_slurm.errors import CollectError, ConfigError
-from topograph_slurm.render import environment
+from topograph_slurm.render.environment import environment
 from topograph_slurm.slurm_version import SlurmVersion
 
 TopologyKind = Literal["block", "tree", "flat"]

@@ -172,30 +172,3 @@ class Fabric:
         if guid in self.cas:
             return DeviceKind.CA
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class Exclusion:
-    """A channel adapter that did not become a Slurm node, and why.
-
-    ``leaf`` names the switch it hangs off (or is empty), so an admin can walk to the cable.
-    """
-
-    guid: str
-    description: str
-    leaf: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """A health or consistency observation about the fabric that does not stop generation:
-    a degraded link, a node whose rails disagree, a GPU whose NVLink fabric is not ready.
-
-    ``subject`` is what it is about (a node name, a switch name, ``guid/port``); ``kind`` is a
-    stable machine-readable key for reports and alerting.
-    """
-
-    kind: str
-    subject: str
-    message: str

@@ -12,9 +12,8 @@ from typing import Any
 
 import jinja2
 
-from topograph_slurm.analysis import Analysis
-from topograph_slurm.render import render
-from topograph_slurm.topology.block import BlockTopology
+from topograph_slurm.model.result import Analysis, BlockTopology
+from topograph_slurm.render.environment import render
 
 
 def report_data(analysis: Analysis, blocks: BlockTopology | None = None) -> dict[str, Any]:

@@ -74,19 +74,13 @@ from typing import Any
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 from topograph_slurm.errors import CollectError, InputError, OutputError, ParseError
-from topograph_slurm.model import Finding
+from topograph_slurm.model.gpu import DomainResult, GpuFabric, GpuTopology
+from topograph_slurm.model.names import natural_key
+from topograph_slurm.model.result import Block, BlockTopology, Finding, Tree
 from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.sources.nvidia_smi import (
-    CSV_FIELDS,
-    GpuFabric,
-    GpuTopology,
-    parse_fabric_output,
-    parse_topo_matrix,
-)
-from topograph_slurm.topology.block import Block, BlockTopology
-from topograph_slurm.topology.clique import DomainResult, natural_key, node_domain
+from topograph_slurm.sources.nvidia_smi import CSV_FIELDS, parse_fabric_output, parse_topo_matrix
+from topograph_slurm.topology.clique import node_domain
 from topograph_slurm.topology.nvlink import NvlinkPolicy, nvlink_blocks
-from topograph_slurm.topology.tree import Tree
 
 SNAPSHOT_FORMAT = "topograph-slurm-snapshot"
 SNAPSHOT_VERSION = 1

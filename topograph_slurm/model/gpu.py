@@ -1,0 +1,165 @@
+"""GPU facts of a node and NVLink domains: what nvidia-smi reports, as plain data."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from topograph_slurm.model.result import Finding
+
+#: ``topo -m``'s NVLink token: ``NV18`` is 18 bonded NVLinks.
+NV_LINK = re.compile(r"^NV(\d{1,3})$")
+
+
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+#: PCIe/SMP path classes of ``topo -m`` from closest to farthest; NVLink (``NV#``) beats all.
+#: ``SOC`` is what drivers before ~2017 printed for today's ``SYS``.
+PCIE_RANK: dict[str, int] = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFabric:
+    """One GPU's NVLink-fabric registration, as nvidia-smi reports it.
+
+    ``index`` is nvidia-smi's GPU index; for ``-q`` text it is the position of the GPU's
+    section (nvidia-smi lists GPUs in index order), and for fragments without ``GPU …``
+    headers it is the position of the Fabric block. ``None`` means "reported as N/A or not
+    reported at all"; ``state``/``status``/``health`` keep nvidia-smi's words
+    (``Completed``, ``In Progress``, ``Success``, ``Insufficient Resources``, ``Unhealthy``).
+    ``health_flags`` names the yes/no Health entries of newer drivers that read ``True``
+    (``Route Unhealthy``, ``Route Recovery in progress``), lower-cased.
+    """
+
+    index: int
+    bus_id: str | None = None
+    serial: str | None = None
+    uuid: str | None = None
+    state: str | None = None
+    status: str | None = None
+    clique_id: int | None = None
+    cluster_uuid: str | None = None
+    health: str | None = None
+    health_bandwidth: str | None = None
+    health_flags: tuple[str, ...] = ()
+
+    @property
+    def domain_id(self) -> str | None:
+        """``<ClusterUUID>.<CliqueId>`` when both are known, else None."""
+        if self.cluster_uuid is None or self.clique_id is None:
+            return None
+        return f"{self.cluster_uuid}.{self.clique_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTopology:
+    """What ``nvidia-smi topo -m`` says about one node.
+
+    GPUs are addressed by their index (``GPU3`` → 3); NICs by name — the NIC Legend's device
+    name (``mlx5_ib0``) when there is one, else the header label (``mlx5_4`` on older drivers,
+    ``NIC2`` when the legend was cut off). Link types are nvidia-smi's tokens: ``NV18``,
+    ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``.
+    """
+
+    gpus: tuple[int, ...]
+    nics: tuple[str, ...]
+    gpu_links: dict[tuple[int, int], str]
+    gpu_nic_links: dict[tuple[int, str], str]
+    nic_links: dict[tuple[str, str], str] = field(default_factory=dict)
+    cpu_affinity: dict[int, str | None] = field(default_factory=dict)
+    numa_affinity: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    gpu_numa_id: dict[int, int | None] = field(default_factory=dict)
+
+    @property
+    def gpu_count(self) -> int:
+        """Number of GPUs in the matrix."""
+        return len(self.gpus)
+
+    def link(self, a: int, b: int) -> str:
+        """Link type between GPUs *a* and *b* (order does not matter)."""
+        return self.gpu_links[(min(a, b), max(a, b))]
+
+    def nvlinks(self, a: int, b: int) -> int:
+        """Number of bonded NVLinks between GPUs *a* and *b*; 0 when they talk over PCIe."""
+        match = NV_LINK.match(self.link(a, b))
+        return int(match.group(1)) if match else 0
+
+    @property
+    def all_nvlink(self) -> bool:
+        """Every GPU pair is NVLink-connected. False for fewer than two GPUs: a lone GPU
+        gives tensor parallelism nothing to ride on, so it must not look like an NVLink node."""
+        return self.gpu_count >= 2 and all(NV_LINK.match(v) for v in self.gpu_links.values())
+
+    @property
+    def min_nvlinks(self) -> int:
+        """The smallest NVLink bond over all GPU pairs (0 if any pair lacks NVLink)."""
+        if self.gpu_count < 2:
+            return 0
+        return min(self.nvlinks(a, b) for a, b in self.gpu_links)
+
+    def closest_link(self, gpu: int) -> str | None:
+        """The best PCIe path class from *gpu* to any NIC, or None without NICs."""
+        ranks = [PCIE_RANK[self.gpu_nic_links[(gpu, nic)]] for nic in self.nics]
+        if not ranks:
+            return None
+        best = min(ranks)
+        return next(name for name, rank in PCIE_RANK.items() if rank == best)
+
+    def closest_nics(self, gpu: int) -> tuple[str, ...]:
+        """The NIC(s) nearest to *gpu* (its rail): all NICs sharing the best path class.
+
+        On a DGX H100 that is the one ``PIX`` NIC; on a GB200 tray, where every NIC is
+        ``SYS`` from every GPU, it is all of them — the matrix cannot tell rails apart there.
+        """
+        best = self.closest_link(gpu)
+        return tuple(n for n in self.nics if self.gpu_nic_links[(gpu, n)] == best)
+
+    @property
+    def rails(self) -> dict[int, tuple[str, ...]]:
+        """``closest_nics`` for every GPU."""
+        return {gpu: self.closest_nics(gpu) for gpu in self.gpus}
+
+    def numa_node(self, gpu: int) -> int | None:
+        """The first NUMA node in the GPU's NUMA affinity (the CPU socket it hangs off)."""
+        nodes = self.numa_affinity.get(gpu, ())
+        return nodes[0] if nodes else None
+
+
+class DomainKind(StrEnum):
+    """What a node's GPUs say about NVLink beyond the node."""
+
+    MULTI_NODE = "multi-node"  # a usable multi-node NVLink domain (domain_id set)
+    SINGLE_NODE = "single-node"  # NVSwitch inside the node only (all-zero ClusterUUID)
+    NONE = "none"  # no fabric at all (PCIe/NVLink-bridge GPUs, State N/A)
+    INVALID = "invalid"  # fabric present but not usable; see findings
+
+
+@dataclass(frozen=True, slots=True)
+class DomainResult:
+    """The verdict for one node. ``domain_id`` is set only for a clean multi-node domain;
+    ``cluster_uuid``/``clique_id`` are kept whenever the GPUs agree, even if the node is
+    invalid, so the report can say which rack a broken tray belongs to."""
+
+    kind: DomainKind
+    gpu_count: int
+    domain_id: str | None = None
+    cluster_uuid: str | None = None
+    clique_id: int | None = None
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        """The node's fabric is consistent (multi-node or single-node) and has no findings."""
+        return self.kind in (DomainKind.MULTI_NODE, DomainKind.SINGLE_NODE) and not self.findings
+
+
+@dataclass(slots=True)
+class Domain:
+    """One multi-node NVLink domain (``<ClusterUUID>.<CliqueId>``) and its nodes."""
+
+    id: str
+    nodes: list[str]
+    cluster_uuid: str = ""
+    clique_id: int = 0

@@ -1,0 +1,166 @@
+"""The analysed result: what the analysis decides and every template renders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from topograph_slurm.model.fabric import Fabric
+from topograph_slurm.model.names import natural_key
+
+#: The kinds of topology Slurm knows, as topology.yaml and the CLI name them.
+KIND_TREE, KIND_BLOCK, KIND_FLAT = "tree", "block", "flat"
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """A channel adapter that did not become a Slurm node, and why.
+
+    ``leaf`` names the switch it hangs off (or is empty), so an admin can walk to the cable.
+    """
+
+    guid: str
+    description: str
+    leaf: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A health or consistency observation about the fabric that does not stop generation:
+    a degraded link, a node whose rails disagree, a GPU whose NVLink fabric is not ready.
+
+    ``subject`` is what it is about (a node name, a switch name, ``guid/port``); ``kind`` is a
+    stable machine-readable key for reports and alerting.
+    """
+
+    kind: str
+    subject: str
+    message: str
+
+
+@dataclass(slots=True)
+class LeafGroup:
+    """One logical leaf: the physical leaf switches (GUIDs) and the Slurm nodes under them."""
+
+    name: str
+    switches: list[str]
+    nodes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TreeSwitch:
+    """A logical switch above the leaves: member ASICs (GUIDs, empty when synthetic) and the
+    names of its children one level down."""
+
+    name: str
+    level: int
+    switches: list[str]
+    children: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Tree:
+    """Leaves, upper switches (by level, then name) and the top switch of every island."""
+
+    leaves: list[LeafGroup]
+    uppers: list[TreeSwitch]
+    tops: list[str]
+
+    @property
+    def depth(self) -> int:
+        """Number of switch levels, leaves included."""
+        return 1 + max((switch.level for switch in self.uppers), default=0)
+
+
+@dataclass(slots=True)
+class Block:
+    """One block: a Slurm-safe name and its nodes (empty for a placeholder that keeps order)."""
+
+    name: str
+    nodes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class BlockTopology:
+    """Blocks in file order and the ``BlockSizes`` levels (base first)."""
+
+    blocks: list[Block]
+    block_sizes: list[int]
+    findings: list[Finding] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class NamedTopology:
+    """One entry of topology.yaml: a tree, a block topology, or flat (neither)."""
+
+    name: str
+    tree: Tree | None = None
+    blocks: BlockTopology | None = None
+
+    @property
+    def kind(self) -> str:
+        """``tree``, ``block`` or ``flat``."""
+        if self.tree is not None:
+            return KIND_TREE
+        return KIND_BLOCK if self.blocks is not None else KIND_FLAT
+
+    @property
+    def nodes(self) -> list[str]:
+        """Nodes this topology places (empty for flat, which means all nodes)."""
+        if self.tree is not None:
+            found = {node for leaf in self.tree.leaves for node in leaf.nodes}
+        elif self.blocks is not None:
+            found = {node for block in self.blocks.blocks for node in block.nodes}
+        else:
+            found = set()
+        return sorted(found, key=natural_key)
+
+    @property
+    def node_count(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass(slots=True)
+class Partition:
+    """A ``PartitionName=… Nodes=… Topology=…`` line; empty ``nodes`` means ``ALL``."""
+
+    name: str
+    topology: str
+    nodes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class HostAttachments:
+    """Result of naming: each Slurm node with its HCAs' leaf switches, plus every exclusion.
+
+    ``rails[node]`` lists ``(hca guid, leaf switch guid)`` in HCA order; a node with eight
+    rails has eight entries, normally on eight different leaves.
+    """
+
+    rails: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    exclusions: list[Exclusion] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[str]:
+        """Node names in sorted order."""
+        return sorted(self.rails)
+
+
+@dataclass(slots=True)
+class Analysis:
+    """The fabric as Slurm will see it, plus what did not make it in."""
+
+    fabric: Fabric
+    switch_names: dict[str, str]
+    hosts: HostAttachments
+    tree: Tree
+    findings: list[Finding] = field(default_factory=list)
+    missing_nodes: list[str] = field(default_factory=list)
+
+    @property
+    def exclusions(self) -> list[Exclusion]:
+        return self.hosts.exclusions
+
+    @property
+    def node_count(self) -> int:
+        return len(self.hosts.rails)
