@@ -250,7 +250,7 @@ def write_topology(
             return plan
         if not force:
             _guard_shrink(path, plan.old_nodes, plan.new_nodes, shrink_limit)
-        _write_file(path, content)
+        write_file(path, content)
         return replace(plan, written=True)
 
 
@@ -278,7 +278,7 @@ def write_tree(
         for name in sorted(files):
             plan = _plan(directory / name, files[name], with_diff=show_diff)
             if plan.changed:
-                _write_file(plan.path, files[name])
+                write_file(plan.path, files[name])
                 plan = replace(plan, written=True)
             outcomes.append(plan)
         return outcomes
@@ -347,16 +347,22 @@ def _guard_shrink(path: Path, old_nodes: int, new_nodes: int, limit: float) -> N
         )
 
 
-def _write_file(path: Path, content: str) -> None:
-    """Atomically replace ``path`` (its symlink target, if it is one) with ``content``."""
+def write_file(path: Path, content: str | bytes, *, mode: int | None = None) -> None:
+    """Atomically replace ``path`` (its symlink target, if it is one) with ``content``.
+
+    The one primitive every other writer (topology, filters, report, SPANK plugin, snapshot
+    files) goes through. ``mode`` overrides the kept-or-0o644 mode (e.g. 0o755 for a plugin).
+    Raises :class:`OutputError` naming ``path``.
+    """
     target = Path(os.path.realpath(path))
+    data = content.encode("utf-8") if isinstance(content, str) else content
     try:
-        _atomic_replace(target, content.encode("utf-8"))
+        _atomic_replace(target, data, mode)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {_reason(exc)}") from exc
 
 
-def _atomic_replace(target: Path, data: bytes) -> None:
+def _atomic_replace(target: Path, data: bytes, mode: int | None = None) -> None:
     """Temp file beside ``target``, fsync, rename, fsync the directory; clean up on failure."""
     try:
         old = target.stat()
@@ -367,7 +373,7 @@ def _atomic_replace(target: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            _copy_metadata(handle.fileno(), old)
+            _copy_metadata(handle.fileno(), old, mode)
             os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
@@ -377,9 +383,12 @@ def _atomic_replace(target: Path, data: bytes) -> None:
     _fsync_dir(target.parent)
 
 
-def _copy_metadata(fd: int, old: os.stat_result | None) -> None:
-    """Keep the old file's mode (new files 0o644) and, when allowed, its owner."""
-    os.fchmod(fd, stat.S_IMODE(old.st_mode) if old else NEW_FILE_MODE)
+def _copy_metadata(fd: int, old: os.stat_result | None, mode: int | None) -> None:
+    """Keep the old file's mode (new files 0o644) unless *mode* is given, and, when allowed,
+    its owner."""
+    if mode is None:
+        mode = stat.S_IMODE(old.st_mode) if old else NEW_FILE_MODE
+    os.fchmod(fd, mode)
     if old is not None and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
         with contextlib.suppress(PermissionError):
             os.fchown(fd, old.st_uid, old.st_gid)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import ConfigError, InputError, UsageError
+from topograph_slurm.model import names
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.result import Analysis, BlockTopology
 from topograph_slurm.render.environment import render
@@ -29,7 +30,6 @@ from topograph_slurm.topology.naming import (
     NamingPolicy,
     compile_hcas,
     compile_rewrites,
-    expand_hostlist,
     load_node_name_map,
 )
 
@@ -153,7 +153,7 @@ def naming_policy(settings: Settings) -> NamingPolicy:
 
         policy.slurm_nodes = scontrol_nodes()
     elif settings.slurm_nodes:
-        policy.slurm_nodes = expand_hostlist(settings.slurm_nodes)
+        policy.slurm_nodes = frozenset(names.expand(settings.slurm_nodes))
     return policy
 
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from tests.unit.fabric_builder import FabricBuilder
 from topograph_slurm.errors import ConfigError, InputError
+from topograph_slurm.model import names
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.result import HostAttachments
 from topograph_slurm.topology import naming
@@ -95,14 +96,14 @@ def test_switch_names_from_mf0_unique_and_guid_fallback() -> None:
 
 @given(st.text())
 def test_sanitised_switch_names_are_slurm_safe(raw: str) -> None:
-    name = naming.sanitize(raw)
-    assert name == "" or naming.SLURM_NAME.match(name)
+    name = names.sanitize(raw)
+    assert name == "" or names.SLURM_NAME.match(name)
 
 
 @given(st.text(min_size=1))
 def test_hosts_from_arbitrary_descriptions_are_slurm_safe(desc: str) -> None:
     host, reason = naming.host_of(desc, NamingPolicy())
-    assert (host is None and reason) or (host is not None and naming.SLURM_NAME.match(host))
+    assert (host is None and reason) or (host is not None and names.SLURM_NAME.match(host))
 
 
 _RAIL = st.integers(0, 7)

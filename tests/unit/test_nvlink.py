@@ -15,6 +15,7 @@ from topograph_slurm.collect import (
 )
 from topograph_slurm.errors import ConfigError
 from topograph_slurm.model.gpu import ZERO_UUID, DomainResult
+from topograph_slurm.model.names import sanitize
 from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree, TreeSwitch
 from topograph_slurm.render.environment import environment, render
 from topograph_slurm.slurm_version import SlurmVersion
@@ -202,7 +203,7 @@ def test_name_pattern_fields_and_padding() -> None:
     ],
 )
 def test_names_are_hostlist_safe(raw: str, safe: str) -> None:
-    assert nv.sanitize_name(raw) == safe
+    assert sanitize(raw, "nvl") == safe
 
 
 def test_colliding_names_get_suffixes() -> None:

@@ -8,7 +8,7 @@ from ClusterShell.NodeSet import NodeSet
 from hypothesis import given
 from hypothesis import strategies as st
 
-from topograph_slurm.render.environment import hostlist
+from topograph_slurm.model.names import fold as hostlist
 
 
 def _reference(names: list[str]) -> str:

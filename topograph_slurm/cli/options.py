@@ -46,3 +46,9 @@ def ufm_options(url_help: str) -> Callable[[F], F]:
         return func
 
     return apply
+
+
+def log(ctx: click.Context, message: str) -> None:
+    """A progress line on stderr, unless ``-q``."""
+    if not ctx.obj.get("quiet"):
+        click.echo(message, err=True)

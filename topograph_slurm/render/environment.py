@@ -8,16 +8,13 @@ same name in ``--templates DIR``; the built-in ones fill the gaps.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetBase
-from ClusterShell.RangeSet import RangeSet
 
 from topograph_slurm.errors import ConfigError
+from topograph_slurm.model import names
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -28,49 +25,6 @@ def builtin_templates() -> Path:
         if candidate.is_dir():
             return candidate
     raise ConfigError("built-in templates not found; reinstall topograph-slurm")
-
-
-_PLAIN_NAMES = re.compile(r"(?:[A-Za-z0-9_.-]+\n)*")  # newline-separated plain node names
-_LAST_NUMBER = re.compile(r"(.*\D|)(\d+)(\D*)")  # a plain name around its last digit run
-
-
-def hostlist(names: Iterable[str]) -> str:
-    """Fold node names into a Slurm hostlist (``gpu[001-064]``), ranges on the last number only,
-    since Slurm's hostlist parser does not read ClusterShell's multi-axis ranges.
-
-    Plain names (no hostlist syntax: brackets, operators, ``@`` groups, wildcards, blanks) are
-    handed to ClusterShell already grouped by what surrounds their last number, one
-    ``NodeSetBase(pattern, RangeSet)`` per group: ``NodeSet.fromlist`` would run its full
-    parser on each of 16,384 names (0.3 s, most of rendering a large tree). Anything else
-    takes ``fromlist``. ClusterShell still does all the folding and padding.
-    """
-    ordered = list(names)
-    if not _PLAIN_NAMES.fullmatch("\n".join(ordered) + "\n" if ordered else ""):
-        nodes = NodeSet.fromlist(ordered)
-    else:
-        nodes = NodeSet(resolver=RESOLVER_NOGROUP)
-        for group in _by_pattern(ordered):
-            nodes.update(group)
-    nodes.fold_axis = [-1]
-    return str(nodes)
-
-
-def _by_pattern(names: list[str]) -> list[NodeSetBase]:
-    """``gpu0001``, ``gpu0002`` → ``NodeSetBase("gpu%s", RangeSet("0001-0002"))``; names
-    without a digit stand alone."""
-    ranges: dict[str, RangeSet] = {}
-    groups: list[NodeSetBase] = []
-    for name in names:
-        match = _LAST_NUMBER.fullmatch(name)
-        if match is None:
-            groups.append(NodeSetBase(name))
-            continue
-        prefix, number, suffix = match.groups()
-        pattern = f"{prefix}%s{suffix}"
-        if pattern not in ranges:
-            ranges[pattern] = RangeSet()
-        ranges[pattern].add(number)
-    return groups + [NodeSetBase(pattern, indexes) for pattern, indexes in ranges.items()]
 
 
 def lua_str(value: object) -> str:
@@ -121,7 +75,7 @@ def environment(override: Path | None = None) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["hostlist"] = hostlist
+    env.filters["hostlist"] = names.fold
     env.filters.update(lua_str=lua_str, lua_int=lua_int, lua_bool=lua_bool)
     env.filters["tojson"] = lambda value: json.dumps(value, sort_keys=True)
     return env

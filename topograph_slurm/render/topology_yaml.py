@@ -16,12 +16,12 @@ strictly, so :func:`check_topologies` does, before the template renders anything
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 import jinja2
 
 from topograph_slurm.errors import ConfigError
+from topograph_slurm.model.names import MAX_NAME, is_slurm_name
 from topograph_slurm.model.result import (
     KIND_BLOCK,
     KIND_FLAT,
@@ -37,16 +37,13 @@ from topograph_slurm.topology.block import validate_block_sizes
 
 TEMPLATE = "topology.yaml.j2"
 PARTITIONS_TEMPLATE = "slurm.conf.partitions.j2"
-MAX_SWITCH_NAME = 64
 
 #: Topology names ``generate --format yaml`` uses unless configured otherwise.
 DEFAULT_NAMES: dict[str, str] = {KIND_TREE: "ib", KIND_BLOCK: "nvl", KIND_FLAT: "flat"}
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
 
 def _check_name(name: str, what: str) -> None:
-    if not _NAME.match(name):
+    if not is_slurm_name(name):
         raise ConfigError(
             f"invalid {what} name {name!r}: use letters, digits and _.- (at most 64 characters)"
         )
@@ -57,7 +54,7 @@ def _check_tree(topo: NamedTopology, tree: Tree) -> None:
         raise ConfigError(f"topology {topo.name!r}: the tree has no leaf switch")
     names = [leaf.name for leaf in tree.leaves] + [switch.name for switch in tree.uppers]
     for name in names:
-        if len(name) > MAX_SWITCH_NAME:
+        if len(name) > MAX_NAME:
             raise ConfigError(f"topology {topo.name!r}: switch name {name!r} is over 64 chars")
     if len(set(names)) != len(names):
         raise ConfigError(f"topology {topo.name!r}: duplicate switch names")

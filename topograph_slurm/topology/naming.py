@@ -19,16 +19,12 @@ from operator import and_, attrgetter, eq, is_not, itemgetter, not_
 from pathlib import Path
 from typing import cast
 
-from ClusterShell.NodeSet import NodeSet
-
 from topograph_slurm.errors import ConfigError, InputError
 from topograph_slurm.model.fabric import Fabric, normalize_guid
+from topograph_slurm.model.names import SLURM_NAMES, is_slurm_name, sanitize
 from topograph_slurm.model.result import Exclusion, HostAttachments
 
 #: Slurm node and switch names: hostname-like, no hostlist syntax, no separators or quotes.
-SLURM_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
-_SLURM_NAMES = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\n)*")  # newline-separated
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _MF0 = re.compile(r"^MF0;([^:]+):")
 _FIRMWARE_DEFAULT = re.compile(r"mellanox technologies|nvidia technologies", re.IGNORECASE)
 _AGGREGATION = re.compile(r"aggregation node", re.IGNORECASE)
@@ -115,14 +111,6 @@ def compile_rewrites(rules: Iterable[tuple[str, str]]) -> list[Rewrite]:
     return compiled
 
 
-def expand_hostlist(hostlist: str) -> frozenset[str]:
-    """Expand a Slurm hostlist (``gpu[001-064],login1``) with ClusterShell."""
-    try:
-        return frozenset(NodeSet(hostlist))
-    except Exception as err:  # ClusterShell raises several parse error types
-        raise InputError(f"invalid hostlist {hostlist!r}: {err}") from None
-
-
 def host_of(description: str, policy: NamingPolicy) -> tuple[str | None, str]:
     """The host a CA description names, or ``(None, reason)`` when it names none."""
     desc = description.strip()
@@ -139,7 +127,7 @@ def host_of(description: str, policy: NamingPolicy) -> tuple[str | None, str]:
     host, *rest = desc.split()
     if host.lower() in _LOCALHOSTS:
         return None, REASON_LOCALHOST
-    if not SLURM_NAME.match(host):
+    if not is_slurm_name(host):
         return None, REASON_UNSAFE
     if policy.hcas is not None and not policy.hcas.fullmatch(rest[0] if rest else ""):
         return None, REASON_HCA
@@ -222,19 +210,11 @@ def _plain_hosts(descriptions: list[str], policy: NamingPolicy) -> list[str | No
         return None
     hosts: list[str] = list(map(itemgetter(0), map(str.split, stripped)))
     # split() leaves no whitespace in a host, so "\n" cannot be part of one
-    if not _LOCALHOSTS.isdisjoint(map(str.lower, hosts)) or not _SLURM_NAMES.fullmatch(
+    if not _LOCALHOSTS.isdisjoint(map(str.lower, hosts)) or not SLURM_NAMES.fullmatch(
         "\n".join(hosts) + "\n"
     ):
         return None
     return list[str | None](hosts)
-
-
-def sanitize(name: str) -> str:
-    """Make *name* a Slurm-safe identifier (letters, digits, ``_.-``; at most 64 characters)."""
-    safe = _UNSAFE.sub("-", name.strip()).strip("-.")
-    if safe and not safe[0].isalnum():
-        safe = "s" + safe
-    return safe[:64]
 
 
 def switch_display_name(description: str) -> str:

@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ClusterShell.NodeSet import NodeSet, NodeSetException
+from ClusterShell.NodeSet import NodeSet
 
 from topograph_slurm.errors import ConfigError, InputError
 from topograph_slurm.model.gpu import ZERO_UUID, Domain, DomainKind, DomainResult
-from topograph_slurm.model.names import natural_key
+from topograph_slurm.model.names import expand, natural_key, sanitize, unique
 from topograph_slurm.model.result import Block, BlockTopology, Finding, Tree
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology.block import (
@@ -59,14 +59,13 @@ POLICY_EXCLUDE = "exclude"
 POLICY_INCLUDE = "include"
 POLICIES = (POLICY_EXCLUDE, POLICY_INCLUDE)
 DEFAULT_NAME_PATTERN = "nvl-{first}"
-MAX_NAME = 64
+
 
 KIND_RACK_MISSING = "nvlink-rack-missing"
 KIND_RACK_NEW = "nvlink-rack-new"
 KIND_RACK_SPLIT = "nvlink-rack-split"
 KIND_INCLUDED = "nvlink-included-with-findings"
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _CONF_BLOCK = re.compile(r"^\s*blockname\s*=\s*(\S+)(.*)$", re.IGNORECASE)
 _CONF_NODES = re.compile(r"(?:^|\s)nodes\s*=\s*(\"[^\"]*\"|\S+)", re.IGNORECASE)
 
@@ -158,13 +157,6 @@ def order_domains(domains: Sequence[Domain], tree: Tree | None = None) -> list[D
 # --------------------------------------------------------------------------- names
 
 
-def sanitize_name(raw: str, fallback: str = "nvl") -> str:
-    """A Slurm- and hostlist-safe block name: ``[A-Za-z0-9_.-]``, at most 64 characters, not
-    starting with a separator (a leading ``-`` would read as an option to scontrol)."""
-    name = _UNSAFE.sub("-", raw).strip("-_.")[:MAX_NAME].rstrip("-_.")
-    return name or fallback
-
-
 def _common_prefix(nodes: Sequence[str]) -> str:
     """Longest common character prefix (``gb200-r01-n01``, ``gb200-r01-n18`` → ``gb200-r01-n``);
     node names are not paths, so this is deliberately character-wise."""
@@ -196,26 +188,10 @@ def block_name(
         raw = pattern.format_map(values)
     except (KeyError, IndexError, ValueError, AttributeError) as err:
         raise ConfigError(f"invalid block name pattern {pattern!r}: {err}") from None
-    return sanitize_name(raw)
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, n = name, 2
-    while candidate in taken:
-        suffix = f"-{n}"
-        candidate, n = name[: MAX_NAME - len(suffix)] + suffix, n + 1
-    taken.add(candidate)
-    return candidate
+    return sanitize(raw, "nvl")
 
 
 # --------------------------------------------------------------------------- layout
-
-
-def _expand(hostlist: str, where: str) -> list[str]:
-    try:
-        return sorted(NodeSet(hostlist), key=natural_key)
-    except NodeSetException as err:
-        raise InputError(f"{where}: invalid hostlist {hostlist!r}: {err}") from None
 
 
 def _layout_from_conf(text: str, where: str) -> list[Block]:
@@ -227,7 +203,7 @@ def _layout_from_conf(text: str, where: str) -> list[Block]:
             continue
         nodes = _CONF_NODES.search(match.group(2))
         hostlist = nodes.group(1).strip('"') if nodes else ""
-        blocks.append(Block(match.group(1), _expand(hostlist, where) if hostlist else []))
+        blocks.append(Block(match.group(1), expand(hostlist, where) if hostlist else []))
     return blocks
 
 
@@ -260,7 +236,7 @@ def _layout_from_yaml(text: str, where: str, topology: str | None) -> list[Block
         if not isinstance(entry, dict) or not isinstance(entry.get("block"), str):
             raise InputError(f"{where}: every block needs a 'block' name")
         hostlist = entry.get("nodes") or ""
-        blocks.append(Block(entry["block"], _expand(str(hostlist), where) if hostlist else []))
+        blocks.append(Block(entry["block"], expand(str(hostlist), where) if hostlist else []))
     return blocks
 
 
@@ -369,7 +345,7 @@ def place_blocks(
         raw = block_name(
             name_pattern, domain.nodes, len(blocks) + 1, domain.cluster_uuid, domain.clique_id
         )
-        name = _unique(raw, taken)
+        name = unique(raw, taken)
         blocks.append(Block(name, list(domain.nodes)))
         if layout:
             findings.append(

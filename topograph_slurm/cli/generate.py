@@ -1,0 +1,257 @@
+"""``topograph-slurm generate``: flags → settings → :func:`topograph_slurm.pipeline.generate` →
+guarded writes → exit code."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from topograph_slurm import pipeline
+from topograph_slurm.cli.options import log, ufm_options, warn
+from topograph_slurm.config import RewriteRule, Settings, load_settings, override
+from topograph_slurm.errors import Exit, InputError
+from topograph_slurm.render.environment import environment
+
+
+def _parse_rewrite(value: str) -> RewriteRule:
+    pattern, sep, replacement = value.partition("=>")
+    if not sep:
+        raise click.BadParameter(f"expected PATTERN=>REPLACEMENT, got {value!r}")
+    return RewriteRule(pattern, replacement)
+
+
+def _parse_sizes(value: str | None) -> list[int] | None:
+    if not value:
+        return None
+    try:
+        return [int(part) for part in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+
+
+def _emit_report(settings: Settings, text: str) -> None:
+    """The report to a file, or to stdout (stderr when the topology itself goes to stdout)."""
+    if settings.report == "-":
+        click.echo(text, nl=False, err=settings.output is None)
+    elif settings.report:
+        try:
+            Path(settings.report).write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise InputError(f"cannot write report {settings.report}: {err.strerror}") from None
+
+
+def _write(
+    ctx: click.Context, settings: Settings, content: str, check: bool, diff: bool, force: bool
+) -> int:
+    """Print or write the topology; returns the exit code."""
+    if settings.output is None:
+        if not (check or diff):  # --check --filter-dir alone checks only the filters
+            click.echo(content, nl=False)
+        return Exit.OK
+    from topograph_slurm.output import write_topology
+
+    outcome = write_topology(
+        Path(settings.output),
+        content,
+        check=check,
+        show_diff=diff,
+        force=force,
+        shrink_limit=settings.shrink_limit,
+        lock_timeout=settings.lock_timeout,
+    )
+    if (check or diff) and outcome.diff:
+        click.echo(outcome.diff, nl=False)
+    if check:
+        log(ctx, f"{settings.output}: {'out of date' if outcome.changed else 'up to date'}")
+        return Exit.DIFFERS if outcome.changed else Exit.OK
+    state = "written" if outcome.written else "unchanged"
+    log(ctx, f"{settings.output}: {state} ({outcome.new_nodes} nodes)")
+    return Exit.OK
+
+
+@click.command()
+@click.option(
+    "--ibnetdiscover",
+    metavar="FILE",
+    help="Saved ibnetdiscover output ('-' = stdin). Without a source, the live ibnetdiscover runs.",
+)
+@click.option(
+    "--sim",
+    metavar="SPEC",
+    help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo'.",
+)
+@ufm_options("Ask NVIDIA UFM's REST API for the fabric (https://host).")
+@click.option(
+    "--node-name-map", metavar="FILE", help='OpenSM node-name map: 0x<guid> "<name>" per line.'
+)
+@click.option(
+    "--rewrite",
+    "rewrites",
+    metavar="PATTERN=>REPL",
+    multiple=True,
+    help="Regex rewrite of HCA descriptions before the host is taken (repeatable).",
+)
+@click.option(
+    "--hcas",
+    metavar="REGEX",
+    help="HCA names that are compute rails, e.g. 'mlx5_[0-7]'; others (storage HCAs) are "
+    "excluded with a reason. Default: all.",
+)
+@click.option(
+    "--slurm-nodes",
+    metavar="HOSTLIST|scontrol",
+    help="Only these hosts become nodes; 'scontrol' asks Slurm.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(pipeline.FORMATS),
+    help="tree or block topology.conf, or topology.yaml with several named topologies (25.05+); "
+    "default tree.",
+)
+@click.option(
+    "-o", "--output", metavar="PATH", help="Write here (atomic, only on change) instead of stdout."
+)
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 with a diff when PATH is out of date."
+)
+@click.option("--diff", is_flag=True, help="Print the diff, then write.")
+@click.option(
+    "--force", is_flag=True, help="Replace PATH even when the node count shrinks past the limit."
+)
+@click.option(
+    "--shrink-limit",
+    type=float,
+    metavar="FRACTION",
+    help="Largest allowed node-count drop (default 0.10).",
+)
+@click.option(
+    "--report",
+    metavar="-|FILE",
+    help="Write a report: placement, exclusions with reasons, findings.",
+)
+@click.option(
+    "--report-format", type=click.Choice(["text", "json"]), help="Report format (default text)."
+)
+@click.option(
+    "--max-tiers",
+    type=click.IntRange(min=1),
+    help="Keep at most this many switch levels (leaves count as one).",
+)
+@click.option(
+    "--slurm-version",
+    metavar="X.Y",
+    help="Target Slurm release (default 24.11): decides block rules.",
+)
+@click.option(
+    "--block-sizes", metavar="N,2N,…", help="BlockSizes to use instead of inferring them."
+)
+@click.option(
+    "--templates", metavar="DIR", help="Directory whose templates override the built-in ones."
+)
+@click.option(
+    "--filter-dir",
+    metavar="DIR",
+    help="Also render the --tp-size filters (job_submit.lua, cli_filter.lua, SPANK source, "
+    "plugstack line) into DIR from the config's 'filter' facts and this fabric.",
+)
+@click.option(
+    "--snapshot",
+    metavar="DIR",
+    help="Build from a `collect` snapshot: its UFM answers or ibnetdiscover output, and the "
+    "NVLink domains of its nvidia-smi outputs.",
+)
+@click.option(
+    "--block-source",
+    type=click.Choice(pipeline.BLOCK_SOURCES),
+    help="Blocks from NVLink domains (snapshot), IB scalable units, or auto (default: NVLink "
+    "when the snapshot has GPU fabric data).",
+)
+@click.option(
+    "--nvlink-unhealthy",
+    type=click.Choice(["exclude", "include"]),
+    help="Nodes whose NVLink fabric is not healthy: leave them out of blocks (default) or keep "
+    "them in their rack's block; either way they are findings.",
+)
+@click.option(
+    "--block-name-pattern",
+    metavar="PATTERN",
+    help="NVLink block names, e.g. 'nvl-{first}' (default) or 'rack{index:02d}'.",
+)
+@click.option(
+    "--layout",
+    metavar="FILE",
+    help="Previous topology.conf/topology.yaml (or racks list) whose NVLink block names and "
+    "positions stay stable; default: the -o file.",
+)
+@click.option(
+    "--yaml-default",
+    metavar="NAME",
+    help="--format yaml: the topology that is cluster_default (default: the first).",
+)
+@click.pass_context
+def generate(
+    ctx: click.Context,
+    /,
+    check: bool,
+    diff: bool,
+    force: bool,
+    rewrites: Sequence[str],
+    block_sizes: str | None,
+    fmt: str | None,
+    **flags: Any,
+) -> None:
+    """Generate Slurm topology.conf (tree or block) or topology.yaml from the fabric.
+
+    \b
+    Examples:
+      topograph-slurm generate --sim demo
+      topograph-slurm generate --ibnetdiscover fabric.txt --format block -o /etc/slurm/topology.conf
+      topograph-slurm generate --snapshot /var/lib/topograph/snap --format block
+      topograph-slurm generate --ufm https://ufm --ufm-credentials /etc/topograph-slurm/ufm.cred
+      topograph-slurm generate -o /etc/slurm/topology.conf --check   # in CI: exit 1 when stale
+    """
+    settings = override(
+        load_settings(ctx.obj["config_file"]),
+        rewrites=[_parse_rewrite(value) for value in rewrites],
+        block_sizes=_parse_sizes(block_sizes),
+        format=fmt,
+        **flags,
+    )
+    if (check or diff) and settings.output is None and settings.filter_dir is None:
+        raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
+    gc.disable()  # a one-shot batch run allocating ~1M objects: cyclic GC only slows it down
+    env = environment(Path(settings.templates) if settings.templates else None)
+    result = pipeline.generate(settings, env, warn)
+    if settings.report:
+        _emit_report(settings, result.report)
+    if result.topology is None:
+        raise InputError("nothing could be placed: no host became a Slurm node (see --report)")
+    code = _write(ctx, settings, result.topology, check, diff, force)
+    if result.partition_lines:
+        log(ctx, "Partitions for slurm.conf:\n" + result.partition_lines.rstrip())
+    if settings.filter_dir:
+        code = max(
+            code, _write_filters(ctx, Path(settings.filter_dir), result.filters, check, diff)
+        )
+    ctx.exit(code)
+
+
+def _write_filters(
+    ctx: click.Context, directory: Path, files: dict[str, str], check: bool, diff: bool
+) -> int:
+    """Write the filter files (atomic, only on change); 1 when --check finds them stale."""
+    from topograph_slurm.output import write_tree
+
+    outcomes = write_tree(directory, files, check=check, show_diff=diff)
+    changed = [o for o in outcomes if o.changed]
+    for outcome in changed:
+        if check or diff:
+            click.echo(outcome.diff, nl=False)
+    state = "out of date" if check else "written"
+    log(ctx, f"{directory}: {len(changed)} of {len(outcomes)} filter files {state}")
+    return Exit.DIFFERS if check and changed else Exit.OK
