@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import real_fixture
-from tests.unit.ufm_standin import (
+from tests.support.ufm import parse_systems, store_responses
+from tests.support.ufm_standin import (
     Pki,
     Standin,
     StandinState,
@@ -49,9 +50,7 @@ from topograph_slurm.sources.ufm import (
     has_snapshot,
     load_credentials,
     load_responses,
-    parse_systems,
     snapshot_files,
-    store_responses,
     ufm_speed,
     ufm_width,
 )

@@ -17,7 +17,14 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from tests.unit.ufm_standin import Pki, Standin, StandinState, make_pki, serve, ufm_json_from_fabric
+from tests.support.ufm_standin import (
+    Pki,
+    Standin,
+    StandinState,
+    make_pki,
+    serve,
+    ufm_json_from_fabric,
+)
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.sources import sim

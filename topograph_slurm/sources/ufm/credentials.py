@@ -1,0 +1,200 @@
+"""UFM credentials: basic user/password, an access token or a client certificate.
+
+Read from a private file or the environment — never argv — and never echoed in any message:
+a secret is kept out of ``repr``, a file readable by group or others is refused, and every
+error names the file and the key, not the value.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from topograph_slurm.errors import AuthError
+
+_ENV_KEYS = {
+    "UFM_USERNAME": "username",
+    "UFM_PASSWORD": "password",
+    "UFM_TOKEN": "token",
+    "UFM_CLIENT_CERT": "client_cert",
+    "UFM_CLIENT_KEY": "client_key",
+}
+_FILE_KEYS = {
+    "username": "username",
+    "user": "username",
+    "password": "password",
+    "token": "token",
+    "access_token": "token",
+    "client_cert": "client_cert",
+    "cert": "client_cert",
+    "client_key": "client_key",
+    "key": "client_key",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class UfmCredentials:
+    """One way to authenticate to UFM. Secrets are excluded from ``repr`` so that a traceback
+    or a debug print can never show them."""
+
+    username: str = ""
+    password: str = field(default="", repr=False)
+    token: str = field(default="", repr=False)
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    origin: str = ""  # where they came from (a path or "environment"), for error messages
+
+    @property
+    def kind(self) -> str:
+        """``basic``, ``token`` or ``cert``."""
+        if self.token:
+            return "token"
+        if self.client_cert is not None:
+            return "cert"
+        return "basic"
+
+    @property
+    def prefix(self) -> str:
+        """The REST prefix this authentication method is served under."""
+        return "/ufmRestV3" if self.kind == "token" else "/ufmRest"
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers carrying the credentials (none for a client certificate)."""
+        if self.kind == "token":
+            return {"Authorization": f"Basic {self.token}"}
+        if self.kind == "basic":
+            raw = f"{self.username}:{self.password}".encode()
+            return {"Authorization": "Basic " + base64.b64encode(raw).decode("ascii")}
+        return {}
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret string, so callers (and tests) can check no message contains one."""
+        return tuple(s for s in (self.password, self.token) if s)
+
+
+def load_credentials(path: Path | None, env: Mapping[str, str]) -> UfmCredentials:
+    """Credentials from *path* (YAML mapping or ``key=value`` lines) or, without a path, from
+    ``UFM_USERNAME``/``UFM_PASSWORD``, ``UFM_TOKEN`` or ``UFM_CLIENT_CERT``/``UFM_CLIENT_KEY``.
+
+    A file readable by group or others is refused: a password in a 0644 file is a leaked
+    password. Every error is one AuthError line that names the file and the key, never a value.
+    """
+    if path is not None:
+        values = _read_credentials_file(path)
+        origin = str(path)
+    else:
+        values = {_ENV_KEYS[k]: v for k, v in env.items() if k in _ENV_KEYS and v}
+        origin = "environment"
+        if not values:
+            raise AuthError(
+                "no UFM credentials: give --ufm-credentials FILE or set UFM_USERNAME and "
+                "UFM_PASSWORD, UFM_TOKEN, or UFM_CLIENT_CERT (and UFM_CLIENT_KEY)"
+            )
+    return _credentials_from(values, origin, path.parent if path is not None else None)
+
+
+def _check_private(path: Path, what: str) -> None:
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        raise AuthError(f"cannot read {what} {path}: {err.strerror}") from None
+    if mode & 0o077:
+        raise AuthError(
+            f"{what} {path} is readable by group or others (mode {mode & 0o777:04o}); "
+            f"run: chmod 600 {path}"
+        )
+
+
+def _read_credentials_file(path: Path) -> dict[str, str]:
+    _check_private(path, "UFM credentials file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+        raise AuthError(f"cannot read UFM credentials file {path}: {reason}") from None
+    return _parse_credentials_text(text, path)
+
+
+def _parse_credentials_text(text: str, path: Path) -> dict[str, str]:
+    """YAML mapping, else ``key=value`` lines; YAML errors are reported by line only, because
+    PyYAML's own message quotes the offending text (which may be the password)."""
+    data: object = None
+    if not re.search(r"^\s*[A-Za-z_]+\s*=", text, re.MULTILINE):
+        try:  # BaseLoader: every scalar stays a string (a password 0123 is not octal 83)
+            data = yaml.load(text, Loader=yaml.BaseLoader)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            raise AuthError(f"UFM credentials file {path}: invalid YAML{where}") from None
+    if isinstance(data, dict):
+        raw = {str(k): "" if v is None else str(v) for k, v in data.items()}
+    elif data is None or isinstance(data, str):
+        raw = _key_value_lines(text, path)
+    else:
+        raise AuthError(f"UFM credentials file {path}: expected a mapping of keys to values")
+    values: dict[str, str] = {}
+    for key, value in raw.items():
+        canonical = _FILE_KEYS.get(key.strip().lower())
+        if canonical is None:
+            known = ", ".join(sorted(set(_FILE_KEYS)))
+            raise AuthError(f"UFM credentials file {path}: unknown key {key!r} (known: {known})")
+        if value.strip():
+            values[canonical] = value.strip()
+    return values
+
+
+def _key_value_lines(text: str, path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        key, sep, value = stripped.partition("=")
+        if not sep:
+            raise AuthError(f"UFM credentials file {path}:{lineno}: expected key=value")
+        out[key.strip()] = value.strip().strip("'\"")
+    return out
+
+
+def _credentials_from(values: dict[str, str], origin: str, base: Path | None) -> UfmCredentials:
+    kinds = [
+        k
+        for k, present in (
+            ("username/password", "username" in values or "password" in values),
+            ("token", "token" in values),
+            ("client certificate", "client_cert" in values or "client_key" in values),
+        )
+        if present
+    ]
+    if len(kinds) != 1:
+        what = " and ".join(kinds) if kinds else "nothing usable"
+        raise AuthError(f"UFM credentials from {origin}: give exactly one method, found {what}")
+    if kinds[0] == "username/password":
+        if not values.get("username") or not values.get("password"):
+            raise AuthError(f"UFM credentials from {origin}: username and password both needed")
+        return UfmCredentials(values["username"], values["password"], origin=origin)
+    if kinds[0] == "token":
+        return UfmCredentials(token=values["token"], origin=origin)
+    return _cert_credentials(values, origin, base)
+
+
+def _cert_credentials(values: dict[str, str], origin: str, base: Path | None) -> UfmCredentials:
+    if "client_cert" not in values:
+        raise AuthError(f"UFM credentials from {origin}: client_key given without client_cert")
+
+    def resolve(text: str) -> Path:
+        p = Path(text).expanduser()
+        return p if p.is_absolute() or base is None else base / p
+
+    cert = resolve(values["client_cert"])
+    key = resolve(values["client_key"]) if "client_key" in values else None
+    if not cert.is_file():
+        raise AuthError(f"UFM client certificate {cert} not found")
+    if key is not None:
+        _check_private(key, "UFM client key")
+    return UfmCredentials(client_cert=cert, client_key=key, origin=origin)

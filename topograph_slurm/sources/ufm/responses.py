@@ -1,0 +1,103 @@
+"""The raw JSON text of UFM's endpoints: what the client fetches, a snapshot stores and the
+translation reads.
+
+Responses are kept as text, exactly as UFM sent them, so that ``collect --ufm`` can store them
+and ``generate --snapshot`` rebuild the same fabric offline; :func:`load_list` is the one check
+that a text is a JSON list, for a fetched body and a stored file alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topograph_slurm.errors import InputError, ParseError
+
+#: Endpoint key -> path below the REST prefix (``/ufmRest`` or ``/ufmRestV3``).
+ENDPOINTS: dict[str, str] = {
+    "systems": "resources/systems",
+    "ports": "resources/ports",
+    "links": "resources/links",
+    "unhealthy_ports": "app/unhealthy_ports",
+}
+SNAPSHOT_SUBDIR = "ufm"
+
+
+@dataclass(frozen=True, slots=True)
+class UfmResponses:
+    """The raw JSON text of every endpoint, exactly as UFM sent it (so it can be stored)."""
+
+    systems: str
+    ports: str
+    links: str
+    unhealthy_ports: str
+    url: str = ""  # base URL without credentials, for messages and the snapshot
+
+    def items(self) -> Iterator[tuple[str, str]]:
+        """(endpoint key, text) pairs in :data:`ENDPOINTS` order."""
+        for key in ENDPOINTS:
+            yield key, getattr(self, key)
+
+
+def load_list(text: str, source: str) -> list[Any]:
+    """Parse *text* as a JSON list; anything else is a ParseError naming line and column."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        hint = " (truncated?)" if err.pos >= len(text.rstrip()) else ""
+        raise ParseError(
+            f"invalid JSON{hint}: {err.msg} at column {err.colno}", err.lineno, source
+        ) from None
+    if not isinstance(data, list):
+        raise ParseError(
+            f"expected a JSON list, got a JSON {json_type(data)} (not a UFM response?)",
+            None,
+            source,
+        )
+    return data
+
+
+def json_type(value: object) -> str:
+    """JSON's name for *value*'s type, for messages about an unexpected shape."""
+    names = {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
+
+
+def snapshot_files(responses: UfmResponses) -> dict[str, str]:
+    """Snapshot-relative path -> text (``ufm/systems.json``, …, ``ufm/url.txt``), for a
+    collector that writes the whole snapshot atomically itself (``collect.write_snapshot``)."""
+    files = {f"{SNAPSHOT_SUBDIR}/{key}.json": text for key, text in responses.items()}
+    if responses.url:
+        files[f"{SNAPSHOT_SUBDIR}/url.txt"] = responses.url + "\n"
+    return files
+
+
+def has_snapshot(directory: Path) -> bool:
+    """Whether *directory* holds a UFM snapshot (so the CLI can pick the right loader)."""
+    return (directory / SNAPSHOT_SUBDIR / "links.json").is_file()
+
+
+def load_responses(directory: Path) -> UfmResponses:
+    """Read a snapshot of the files :func:`snapshot_files` names (``<directory>/ufm/*.json``);
+    a directory holding the ``*.json`` files themselves is read as well."""
+    folder = directory / SNAPSHOT_SUBDIR
+    if not folder.is_dir() and (directory / "links.json").is_file():
+        folder = directory
+    texts: dict[str, str] = {}
+    for key in ENDPOINTS:
+        path = folder / f"{key}.json"
+        try:
+            texts[key] = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError(
+                f"{path} missing: {directory} is not a complete UFM snapshot"
+            ) from None
+        except (OSError, UnicodeDecodeError) as err:
+            reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+            raise InputError(f"cannot read {path}: {reason}") from None
+    url_file = folder / "url.txt"
+    url = url_file.read_text(encoding="utf-8").strip() if url_file.is_file() else ""
+    return UfmResponses(url=url or str(folder), **texts)
