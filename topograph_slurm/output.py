@@ -23,7 +23,6 @@ import errno
 import fcntl
 import math
 import os
-import re
 import stat
 import tempfile
 import threading
@@ -32,17 +31,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
-from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
-
 from topograph_slurm.errors import LockedError, OutputError, RefusedError
+from topograph_slurm.sources.layout import count_nodes
 
 NEW_FILE_MODE = 0o644
 _LOCK_POLL_SECONDS = 0.05
-
-# A conf file is recognised by its line keys; Slurm parses keys case-insensitively.
-_CONF_KEY = re.compile(r"^\s*(?:switchname|blockname|blocksizes)\s*=", re.IGNORECASE | re.MULTILINE)
-_CONF_NODES = re.compile(r"(?:^|\s)nodes\s*=\s*(\"[^\"]*\"|\S+)", re.IGNORECASE)
 
 
 @dataclass
@@ -86,71 +79,6 @@ def _terminate(line: str) -> str:
     if line.endswith("\n"):
         return line
     return line + "\n\\ No newline at end of file\n"
-
-
-def count_nodes(text: str) -> int:
-    """Number of distinct Slurm node names in a topology.conf (tree/block) or topology.yaml.
-
-    Text that is neither counts 0. Never raises: it also judges the file already on disk, which
-    may be anything, and a junk old file must not block writing a good new one.
-    """
-    is_conf = _CONF_KEY.search(text) is not None
-    return _count_hostlists(_conf_hostlists(text) if is_conf else _yaml_hostlists(text))
-
-
-def _conf_hostlists(text: str) -> list[str]:
-    """Every ``Nodes=`` value of a topology.conf, with comments and continuations handled."""
-    joined = re.sub(r"\\\r?\n", " ", text)  # Slurm joins lines ending in a backslash
-    found: list[str] = []
-    for raw in joined.splitlines():
-        line = raw.split("#", 1)[0]
-        found.extend(value.strip('"') for value in _CONF_NODES.findall(line))
-    return found
-
-
-def _yaml_hostlists(text: str) -> list[str]:
-    """Every ``nodes`` value anywhere in a topology.yaml (tree switches and blocks alike)."""
-    try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError, ValueError):
-        return []
-    found: list[str] = []
-    stack: list[object] = [data]
-    seen: set[int] = set()  # YAML anchors can make a structure refer to itself
-    while stack:
-        item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, dict):
-            for key, value in item.items():
-                if isinstance(key, str) and key.lower() == "nodes":
-                    found.extend(_as_strings(value))
-                else:
-                    stack.append(value)
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found
-
-
-def _as_strings(value: object) -> list[str]:
-    if isinstance(value, list):
-        return [str(v) for v in value if v is not None]
-    return [] if value is None else [str(value)]
-
-
-def _count_hostlists(hostlists: list[str]) -> int:
-    """Distinct names across hostlists; an unparsable hostlist counts its comma items literally."""
-    nodes = NodeSet(resolver=RESOLVER_NOGROUP)
-    literal: set[str] = set()
-    for hostlist in hostlists:
-        try:
-            nodes.update(NodeSet(hostlist, resolver=RESOLVER_NOGROUP))
-        except NodeSetException:
-            literal.update(item.strip() for item in hostlist.split(",") if item.strip())
-    if literal:
-        literal.difference_update(nodes)
-    return len(nodes) + len(literal)
 
 
 # --------------------------------------------------------------------------- lock

@@ -172,7 +172,8 @@ def choose_blocks(
     None when neither source places a node."""
     if not _wants_nvlink(settings, inputs.snapshot):
         return ib_blocks(analysis, version, settings.block_sizes) if analysis.node_count else None
-    from topograph_slurm.topology.nvlink import NvlinkPolicy, load_layout
+    from topograph_slurm.sources.layout import load_layout
+    from topograph_slurm.topology.nvlink import NvlinkPolicy
 
     assert inputs.snapshot is not None
     layout_path = settings.layout or settings.output

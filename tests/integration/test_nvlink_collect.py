@@ -52,11 +52,12 @@ from topograph_slurm.render.topology_yaml import (
 )
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
+from topograph_slurm.sources.layout import parse_layout
 from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
 from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.clique import FindingKind
 from topograph_slurm.topology.naming import NamingPolicy
-from topograph_slurm.topology.nvlink import KIND_RACK_MISSING, nvlink_blocks, parse_layout
+from topograph_slurm.topology.nvlink import KIND_RACK_MISSING, nvlink_blocks
 
 pytestmark = pytest.mark.integration
 

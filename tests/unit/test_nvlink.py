@@ -19,6 +19,7 @@ from topograph_slurm.model.names import sanitize
 from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree, TreeSwitch
 from topograph_slurm.render.environment import environment, render
 from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.sources.layout import load_layout, parse_layout
 from topograph_slurm.topology import nvlink as nv
 from topograph_slurm.topology.block import KIND_UNDERSIZED
 from topograph_slurm.topology.clique import FindingKind, node_domain
@@ -229,9 +230,9 @@ def without(per_node: dict[str, DomainResult], nodes: list[str]) -> dict[str, Do
 def test_missing_rack_keeps_its_position_on_25_05(fmt: str) -> None:
     first = nv.nvlink_blocks(cluster(4), V2605)
     if fmt == "conf":
-        layout = nv.parse_layout(conf(first))
+        layout = parse_layout(conf(first))
     else:
-        layout = nv.parse_layout(
+        layout = parse_layout(
             "- topology: nvl\n  block:\n    block_sizes: [4]\n    blocks:\n"
             + "".join(
                 f"      - block: {b.name}\n        nodes: {','.join(b.nodes)}\n"
@@ -254,7 +255,7 @@ def test_missing_rack_keeps_its_position_on_25_05(fmt: str) -> None:
 
 def test_missing_rack_is_left_out_and_reported_on_24_11() -> None:
     first = nv.nvlink_blocks(cluster(4), V2411)
-    layout = nv.parse_layout(conf(first))
+    layout = parse_layout(conf(first))
     second = nv.nvlink_blocks(without(cluster(4), rack_nodes(1)), V2411, layout=layout)
     assert names(second) == ["nvl-gb01", "nvl-gb09", "nvl-gb13"]
     assert all(b.nodes for b in second.blocks)
@@ -265,7 +266,7 @@ def test_missing_rack_is_left_out_and_reported_on_24_11() -> None:
 
 def test_name_stays_when_the_first_node_of_a_rack_drops_out() -> None:
     first = nv.nvlink_blocks(cluster(3), V2605)
-    layout = nv.parse_layout(conf(first))
+    layout = parse_layout(conf(first))
     per_node = cluster(3, gb01={"state": "In Progress"})
     second = nv.nvlink_blocks(per_node, V2605, layout=layout)
     assert names(second) == names(first)  # not "nvl-gb02"
@@ -283,7 +284,7 @@ def test_without_layout_a_missing_rack_shifts_later_blocks() -> None:
 
 
 def test_new_rack_is_appended_after_the_layout() -> None:
-    layout = nv.parse_layout(conf(nv.nvlink_blocks(cluster(2), V2605)))
+    layout = parse_layout(conf(nv.nvlink_blocks(cluster(2), V2605)))
     topo = nv.nvlink_blocks(cluster(3), V2605, layout=layout)
     assert names(topo) == ["nvl-gb01", "nvl-gb05", "nvl-gb09"]
     assert [(f.subject, f.kind) for f in topo.findings] == [("nvl-gb09", nv.KIND_RACK_NEW)]
@@ -304,7 +305,7 @@ def test_a_rack_split_in_two_cliques_keeps_the_larger_part_in_place() -> None:
 
 def test_racks_file_layout_with_placeholders_and_names() -> None:
     racks = "- block: r1\n  nodes: gb[01-04]\n- block: r2\n- block: r3\n  nodes: gb[09-12]\n"
-    layout = nv.parse_layout(racks)
+    layout = parse_layout(racks)
     assert [(b.name, len(b.nodes)) for b in layout] == [("r1", 4), ("r2", 0), ("r3", 4)]
     topo = nv.nvlink_blocks(cluster(3), V2605, layout=layout)
     # gb05-08 match no layout block: r2 stays an empty placeholder, the rack is appended
@@ -316,14 +317,14 @@ def test_layout_from_a_named_topology_in_a_yaml_with_several() -> None:
         "- topology: ib\n  tree:\n    switches:\n      - switch: s1\n        nodes: gb[01-12]\n"
         "- topology: nvl\n  block:\n    blocks:\n      - block: x\n        nodes: gb[01-04]\n"
     )
-    assert [b.name for b in nv.parse_layout(text, topology="nvl")] == ["x"]
-    assert nv.parse_layout(text, topology="other") == []
+    assert [b.name for b in parse_layout(text, topology="nvl")] == ["x"]
+    assert parse_layout(text, topology="other") == []
 
 
 def test_load_layout_missing_file_is_empty(tmp_path: object) -> None:
     from pathlib import Path
 
-    assert nv.load_layout(Path(str(tmp_path)) / "nope.conf") == []
+    assert load_layout(Path(str(tmp_path)) / "nope.conf") == []
 
 
 # --------------------------------------------------------------------------- from a snapshot

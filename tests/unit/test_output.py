@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 from topograph_slurm.errors import Exit, LockedError, RefusedError
 from topograph_slurm.output import (
     OutputError,
-    count_nodes,
     lock_path,
     output_lock,
     unified_diff,
     write_topology,
     write_tree,
 )
+from topograph_slurm.sources.layout import count_nodes
 
 TREE_CONF = """\
 # topology.conf generated for a 2-tier fat tree

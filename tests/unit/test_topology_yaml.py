@@ -18,7 +18,6 @@ from topograph_slurm.model.result import (
     Tree,
     TreeSwitch,
 )
-from topograph_slurm.output import count_nodes
 from topograph_slurm.render.environment import environment
 from topograph_slurm.render.topology_yaml import (
     check_topologies,
@@ -28,7 +27,7 @@ from topograph_slurm.render.topology_yaml import (
     render_topology_yaml,
 )
 from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.topology.nvlink import parse_layout
+from topograph_slurm.sources.layout import count_nodes, parse_layout
 
 ENV = environment()
 TOPOLOGY_KEYS = {"topology", "cluster_default", "tree", "block", "flat"}

@@ -3,8 +3,8 @@
 Tensor parallelism must stay inside an NVLink domain, so on NVL72 systems the rack, not the IB
 leaf, is the block. This module turns per-node NVLink verdicts (``topology/clique.py``) into an
 ordered, named list of blocks and hands it to ``topology/block.py`` for BlockSizes and the
-per-release rules. Pure functions, no I/O besides :func:`load_layout` reading a file it is
-given.
+per-release rules. Pure functions: the previous layout comes in as blocks, read by
+``sources/layout.py``.
 
 Decisions a sysadmin should know about:
 
@@ -32,18 +32,15 @@ Decisions a sysadmin should know about:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
 from ClusterShell.NodeSet import NodeSet
 
-from topograph_slurm.errors import ConfigError, InputError
+from topograph_slurm.errors import ConfigError
 from topograph_slurm.model.gpu import ZERO_UUID, Domain, DomainKind, DomainResult
-from topograph_slurm.model.names import expand, natural_key, sanitize, unique
+from topograph_slurm.model.names import natural_key, sanitize, unique
 from topograph_slurm.model.result import Block, BlockTopology, Finding, Tree
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology.block import (
@@ -65,9 +62,6 @@ KIND_RACK_MISSING = "nvlink-rack-missing"
 KIND_RACK_NEW = "nvlink-rack-new"
 KIND_RACK_SPLIT = "nvlink-rack-split"
 KIND_INCLUDED = "nvlink-included-with-findings"
-
-_CONF_BLOCK = re.compile(r"^\s*blockname\s*=\s*(\S+)(.*)$", re.IGNORECASE)
-_CONF_NODES = re.compile(r"(?:^|\s)nodes\s*=\s*(\"[^\"]*\"|\S+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,74 +183,6 @@ def block_name(
     except (KeyError, IndexError, ValueError, AttributeError) as err:
         raise ConfigError(f"invalid block name pattern {pattern!r}: {err}") from None
     return sanitize(raw, "nvl")
-
-
-# --------------------------------------------------------------------------- layout
-
-
-def _layout_from_conf(text: str, where: str) -> list[Block]:
-    blocks = []
-    for raw in re.sub(r"\\\r?\n", " ", text).splitlines():
-        line = raw.split("#", 1)[0]
-        match = _CONF_BLOCK.match(line)
-        if not match:
-            continue
-        nodes = _CONF_NODES.search(match.group(2))
-        hostlist = nodes.group(1).strip('"') if nodes else ""
-        blocks.append(Block(match.group(1), expand(hostlist, where) if hostlist else []))
-    return blocks
-
-
-def _block_entries(data: Any, topology: str | None) -> list[Any] | None:
-    """The ``blocks`` list of a topology.yaml (the named or first block topology), or the
-    document itself when it is a plain racks list."""
-    if not isinstance(data, list):
-        return None
-    if all(isinstance(item, dict) and isinstance(item.get("block"), str) for item in data):
-        return data
-    for item in data:
-        if not isinstance(item, dict) or not isinstance(item.get("block"), dict):
-            continue
-        if topology is None or item.get("topology") == topology:
-            blocks = item["block"].get("blocks")
-            return blocks if isinstance(blocks, list) else []
-    return None
-
-
-def _layout_from_yaml(text: str, where: str, topology: str | None) -> list[Block]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise InputError(f"{where}: invalid YAML") from None
-    entries = _block_entries(data, topology)
-    if entries is None:
-        return []
-    blocks = []
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("block"), str):
-            raise InputError(f"{where}: every block needs a 'block' name")
-        hostlist = entry.get("nodes") or ""
-        blocks.append(Block(entry["block"], expand(str(hostlist), where) if hostlist else []))
-    return blocks
-
-
-def parse_layout(text: str, where: str = "layout", topology: str | None = None) -> list[Block]:
-    """Block names, order and nodes from a topology.conf, a topology.yaml (the block topology
-    named *topology*, else the first one) or a racks list — whatever the admin points at."""
-    if re.search(r"^\s*blockname\s*=", text, re.IGNORECASE | re.MULTILINE):
-        return _layout_from_conf(text, where)
-    return _layout_from_yaml(text, where, topology)
-
-
-def load_layout(path: Path | str, topology: str | None = None) -> list[Block]:
-    """:func:`parse_layout` of a file; a missing file is an empty layout (first run)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    except OSError as err:
-        raise InputError(f"cannot read layout {path}: {err.strerror}") from None
-    return parse_layout(text, str(path), topology)
 
 
 # --------------------------------------------------------------------------- placement
