@@ -24,13 +24,13 @@ from topograph_slurm.model.result import Analysis, BlockTopology
 from topograph_slurm.render.environment import render
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources import ibnetdiscover
+from topograph_slurm.sources.node_name_map import load_node_name_map
 from topograph_slurm.topology.analysis import analyse, ib_blocks
 from topograph_slurm.topology.block import typical_size
 from topograph_slurm.topology.naming import (
     NamingPolicy,
     compile_hcas,
     compile_rewrites,
-    load_node_name_map,
 )
 
 # Sources and outputs a run does not ask for (UFM's HTTP stack, snapshots, NVLink, YAML,

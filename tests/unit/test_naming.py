@@ -11,6 +11,7 @@ from topograph_slurm.errors import ConfigError, InputError
 from topograph_slurm.model import names
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.result import HostAttachments
+from topograph_slurm.sources.node_name_map import parse_node_name_map
 from topograph_slurm.topology import naming
 from topograph_slurm.topology.adjacency import adjacency
 from topograph_slurm.topology.naming import NamingPolicy, name_switches
@@ -58,7 +59,7 @@ def test_every_ca_is_a_rail_or_an_exclusion_with_reason() -> None:
 def test_node_name_map_rescues_a_firmware_default_hca() -> None:
     fb = _fabric_with_oddities()
     guid = fb.guids["fw"]
-    mapping = naming.parse_node_name_map(f'# comment\n0x{guid.lstrip("0")} "gpu02 mlx5_0"\n')
+    mapping = parse_node_name_map(f'# comment\n0x{guid.lstrip("0")} "gpu02 mlx5_0"\n')
     hosts = attach_hosts(fb.fabric, NamingPolicy(node_name_map=mapping), name_switches(fb.fabric))
     assert "gpu02" in hosts.nodes
 
@@ -77,7 +78,7 @@ def test_bad_rewrite_and_bad_map_are_clear_errors() -> None:
     with pytest.raises(ConfigError, match="invalid rewrite pattern"):
         naming.compile_rewrites([("(", "x")])
     with pytest.raises(InputError, match="map:2"):
-        naming.parse_node_name_map('0x1 "a"\nnot-a-guid "b"\n', "map")
+        parse_node_name_map('0x1 "a"\nnot-a-guid "b"\n', "map")
 
 
 def test_switch_names_from_mf0_unique_and_guid_fallback() -> None:

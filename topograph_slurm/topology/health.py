@@ -13,23 +13,13 @@ from itertools import compress
 from operator import itemgetter
 
 from topograph_slurm.model.fabric import Fabric, Link
+from topograph_slurm.model.rates import is_rated, lanes, speed_rank
 from topograph_slurm.model.result import Finding, LeafGroup, Tree
 
 KIND_DEGRADED = "degraded-link"
 KIND_MISSING_RAIL = "missing-rail"
 KIND_ISLANDS = "islands"
 _HCA = itemgetter(0)  # of a rail (hca guid, leaf switch guid)
-
-#: Signalling rates in increasing order, as ibnetdiscover and UFM name them.
-SPEED_RANK = {
-    name: rank
-    for rank, name in enumerate(["SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR"])
-}
-
-
-def _lanes(width: str) -> int:
-    digits = width.lower().rstrip("x")
-    return int(digits) if digits.isdigit() else 0
 
 
 def _label(fabric: Fabric, names: Mapping[str, str], guid: str, port: int) -> str:
@@ -49,14 +39,14 @@ def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Find
     if len(set(links.width)) <= 1 and len(set(links.speed)) <= 1:
         return []  # one rate throughout, the usual fabric: two set passes, no pairs counted
     rates = Counter(zip(links.width, links.speed, strict=True))
-    rated = {rate: n for rate, n in rates.items() if rate[1] in SPEED_RANK and _lanes(rate[0])}
+    rated = {rate: n for rate, n in rates.items() if is_rated(*rate)}
     if not rated:
         return []
     norm_width, norm_speed = max(rated, key=lambda rate: (rated[rate], rate))
     slow = {
         (width, speed)
         for width, speed in rated
-        if _lanes(width) < _lanes(norm_width) or SPEED_RANK[speed] < SPEED_RANK[norm_speed]
+        if lanes(width) < lanes(norm_width) or speed_rank(speed) < speed_rank(norm_speed)
     }
     if not slow:
         return []

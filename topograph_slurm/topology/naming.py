@@ -16,11 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import and_, attrgetter, eq, is_not, itemgetter, not_
-from pathlib import Path
 from typing import cast
 
-from topograph_slurm.errors import ConfigError, InputError
-from topograph_slurm.model.fabric import Fabric, normalize_guid
+from topograph_slurm.errors import ConfigError
+from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.names import SLURM_NAMES, is_slurm_name, sanitize
 from topograph_slurm.model.result import Exclusion, HostAttachments
 
@@ -61,33 +60,6 @@ class NamingPolicy:
     #: Storage HCAs in the same dump (a converged fabric, or two subnets in one file) would
     #: otherwise become rails of their nodes.
     hcas: re.Pattern[str] | None = None
-
-
-def parse_node_name_map(text: str, source: str = "node-name-map") -> dict[str, str]:
-    """Parse an OpenSM node-name map: ``0x<guid> "<name>"`` per line, ``#`` comments."""
-    mapping: dict[str, str] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith('"') else raw.strip()
-        if not line:
-            continue
-        match = re.match(r'^(\S+)\s+"([^"]*)"', line) or re.match(r"^(\S+)\s+(\S+)$", line)
-        if not match:
-            raise InputError(f"{source}:{lineno}: expected '0x<guid> \"<name>\"', got {raw!r}")
-        try:
-            guid = normalize_guid(match.group(1))
-        except ValueError as err:
-            raise InputError(f"{source}:{lineno}: {err}") from None
-        mapping[guid] = match.group(2).strip()
-    return mapping
-
-
-def load_node_name_map(path: Path) -> dict[str, str]:
-    """Read a node-name map file; a missing or unreadable file is one clear error."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as err:
-        raise InputError(f"cannot read node-name map {path}: {err.strerror}") from None
-    return parse_node_name_map(text, str(path))
 
 
 def compile_hcas(pattern: str | None) -> re.Pattern[str] | None:
