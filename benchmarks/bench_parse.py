@@ -143,7 +143,7 @@ def write_fabric(nodes: int, rails: int, directory: Path) -> tuple[Path, float]:
 class Measured:
     """One stage over all rounds: best time, highest RSS, and the median of its per-round
     ratios to the bare scan run just before it (pairs share the machine's state of the moment,
-    which moves the bare scan alone by ±30 % on a shared host)."""
+    which on a shared host moves even the bare scan a lot from one round to the next)."""
 
     best: Sample
     paired_ratio: float

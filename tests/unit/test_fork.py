@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from topograph_slurm import fork
+from topograph_slurm.sources.ibnetdiscover import fork
 
 needs_fork = pytest.mark.skipif(
     not fork.spare_cpu(), reason="needs a second CPU and a single-threaded test process"

@@ -18,13 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import real_fixture
-from topograph_slurm import fork
 from topograph_slurm.errors import CollectError, ParseError
 from topograph_slurm.model.fabric import Fabric, Link
-from topograph_slurm.sources import ibnetdiscover as ibn
 from topograph_slurm.sources.ibnetdiscover import (
+    bulk,
+    fork,
     parse_ibnetdiscover,
     read_ibnetdiscover,
+    reference,
     run_ibnetdiscover,
     split_width_speed,
 )
@@ -114,8 +115,8 @@ def test_real_dump_counts(exp: Expect) -> None:
 def test_fast_path_equals_line_parser(exp: Expect) -> None:
     """The bulk path must give exactly what the line-by-line parser gives (or decline)."""
     text = _text(exp.file)
-    slow = ibn._robust_parse(text, "x")
-    fast = ibn._fast_parse(text, "x")
+    slow = reference.parse(text, "x")
+    fast = bulk.parse(text, "x")
     if exp.notes == ("link-mismatch",):
         assert fast is None  # disagreeing cable ends are the line parser's job
         return
@@ -249,7 +250,7 @@ def test_synthetic_good_dump() -> None:
     fab = parse_ibnetdiscover(GOOD, "t")
     assert (len(fab.switches), len(fab.cas), len(fab.links), fab.notes) == (1, 2, 2, [])
     assert fab.source == "t"
-    assert ibn._fast_parse(GOOD, "t") is not None
+    assert bulk.parse(GOOD, "t") is not None
 
 
 def test_dual_port_ca_between_single_port_ones_keeps_the_dump_order() -> None:
@@ -273,10 +274,10 @@ def test_dual_port_ca_between_single_port_ones_keeps_the_dump_order() -> None:
         + dual
         + _ca("e09d7303007a4bd9", "node2 mlx5_0", 2, 12)
     )
-    fast = ibn._fast_parse(text, "t")
+    fast = bulk.parse(text, "t")
     assert fast is not None and len(fast.links) == 4
     expected = ["e09d7303007a4bd8", "00000000000000aa", "e09d7303007a4bd9"]
-    assert list(fast.cas) == list(ibn._robust_parse(text, "t").cas) == expected
+    assert list(fast.cas) == list(reference.parse(text, "t").cas) == expected
 
 
 @pytest.mark.parametrize("junk", ["ibwarn: port 3 timed out", "\x1b[0m", "# a comment", ""])
@@ -287,11 +288,11 @@ def test_stray_line_between_switch_ports_is_noted_like_the_line_parser(junk: str
     first_port = GOOD.index("[1]\t")
     second_port = GOOD.index("[2]\t")
     text = GOOD[:second_port] + junk + "\n" + GOOD[second_port:]
-    fast, slow = ibn._fast_parse(text, "t"), ibn._robust_parse(text, "t")
+    fast, slow = bulk.parse(text, "t"), reference.parse(text, "t")
     assert fast is not None
     assert (fast.notes, len(fast.links)) == (slow.notes, len(slow.links)) == (fast.notes, 2)
     broken = GOOD[:first_port] + "[1]\tnot a port\n" + GOOD[first_port:]
-    assert ibn._fast_parse(broken, "t") is None
+    assert bulk.parse(broken, "t") is None
 
 
 def test_crlf_and_no_tabs_variants_agree() -> None:
@@ -521,8 +522,8 @@ def test_fast_path_in_two_processes_equals_one(source: str) -> None:
         text = generate_ibnetdiscover(parse_sim_spec("nodes=512,rails=8,su=32,tiers=3"))
     else:
         text = _text(source)
-    one = ibn._fast_parse(text, "x", fork_at=1 << 40)
-    two = ibn._fast_parse(text, "x", fork_at=0)
+    one = bulk.parse(text, "x", fork_at=1 << 40)
+    two = bulk.parse(text, "x", fork_at=0)
     if one is None:
         assert two is None
         return
@@ -536,8 +537,8 @@ def test_the_two_shares_cost_the_same_not_the_same_bytes() -> None:
     """Switch blocks (printed first) cost twice as much per byte as CA blocks, so the parent
     takes less than half of the text; without switches the split is at half the bytes."""
     text = generate_ibnetdiscover(parse_sim_spec("nodes=512,rails=8,su=32,tiers=3"))
-    bounds = ibn._chunk_bounds(text)
-    half = ibn._balanced_half(text, bounds)
+    bounds = bulk._chunk_bounds(text)
+    half = bulk._balanced_half(text, bounds)
 
     def cost(start: int, end: int) -> int:
         switch_bytes = sum(
@@ -545,15 +546,15 @@ def test_the_two_shares_cost_the_same_not_the_same_bytes() -> None:
             for a, b in zip(bounds[start:end], bounds[start + 1 : end + 1], strict=True)
             if text.startswith("\nSwitch", a)
         )
-        return bounds[end] - bounds[start] + (ibn._SWITCH_COST - 1) * switch_bytes
+        return bounds[end] - bounds[start] + (bulk._SWITCH_COST - 1) * switch_bytes
 
     parent, child = cost(0, half - 1), cost(half - 1, len(bounds) - 1)
     largest = max(cost(i, i + 1) for i in range(len(bounds) - 1))
     assert abs(parent - child) <= largest
     assert bounds[half - 1] < len(text) * 0.45
     cas_only = text[text.index("\nvendid=0x2c9\ndevid=0x1021") :]
-    ca_bounds = ibn._chunk_bounds(cas_only)
-    assert ibn._balanced_half(cas_only, ca_bounds) == bisect_left(ca_bounds, len(cas_only) / 2)
+    ca_bounds = bulk._chunk_bounds(cas_only)
+    assert bulk._balanced_half(cas_only, ca_bounds) == bisect_left(ca_bounds, len(cas_only) / 2)
 
 
 def test_damage_in_the_forked_half_declines_the_fast_path() -> None:
@@ -561,8 +562,8 @@ def test_damage_in_the_forked_half_declines_the_fast_path() -> None:
     text = generate_ibnetdiscover(parse_sim_spec("nodes=512,rails=8,su=32,tiers=3"))
     cut = text.rfind("\n[", 0, len(text) * 3 // 4)
     damaged = text[:cut] + "\n[garbage" + text[cut:]
-    assert ibn._fast_parse(damaged, "x", fork_at=0) is None
-    assert ibn._fast_parse(text, "x", fork_at=0) is not None
+    assert bulk.parse(damaged, "x", fork_at=0) is None
+    assert bulk.parse(text, "x", fork_at=0) is not None
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -580,10 +581,10 @@ def test_fuzz_fast_path_agrees_with_line_parser(data: st.DataObject) -> None:
         else:
             lines[i] = lines[i][: data.draw(st.integers(0, len(lines[i])))]
     text = "".join(lines)
-    fast = ibn._fast_parse(text, "")
+    fast = bulk.parse(text, "")
     if fast is None:
         return
-    slow = ibn._robust_parse(text, "")
+    slow = reference.parse(text, "")
     assert (fast.switches, fast.cas, fast.notes) == (slow.switches, slow.cas, slow.notes)
     assert list(fast.cas) == list(slow.cas)
     assert Counter(fast.links) == Counter(slow.links)

@@ -11,8 +11,7 @@ import pytest
 
 from topograph_slurm.errors import ConfigError
 from topograph_slurm.model.fabric import Fabric
-from topograph_slurm.sources import ibnetdiscover as ibn
-from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
+from topograph_slurm.sources.ibnetdiscover import bulk, parse_ibnetdiscover
 from topograph_slurm.sources.sim import (
     SHARP_DESCRIPTION,
     SimSpec,
@@ -250,7 +249,7 @@ def test_deterministic_and_streaming() -> None:
 
 def test_guids_unique_and_fast_path_used() -> None:
     text = generate_ibnetdiscover(parse_sim_spec("nodes=256,su=32,tiers=3,sharp=1"))
-    fab = ibn._fast_parse(text, "")
+    fab = bulk.parse(text, "")
     assert fab is not None, "simulated dumps must take the parser's bulk path"
     headers = [line for line in text.splitlines() if line.startswith(("Switch", "Ca"))]
     assert len(headers) == len(fab.switches) + len(fab.cas)

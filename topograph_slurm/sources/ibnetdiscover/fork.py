@@ -1,9 +1,9 @@
 """Compute one pure function in a forked child while the parent does other work.
 
-Parsing a 16,384-node dump is CPU-bound Python; its two halves are independent, so a second core
-halves that part of the wall time. ``fork`` rather than a process pool: the child needs the
-85 MB of text the parent already holds, which fork shares copy-on-write where a pool would
-pickle it across. The child sends its result back pickled through a pipe and leaves with
+Parsing a large dump is CPU-bound Python; its two halves are independent, so a second core
+takes half of that part of the wall time. ``fork`` rather than a process pool: the child needs
+the text the parent already holds, which fork shares copy-on-write where a pool would pickle
+it across. The child sends its result back pickled through a pipe and leaves with
 ``os._exit`` (no atexit handlers, no flushing of the parent's buffered output).
 
 The answer never depends on whether the fork happened: without a spare CPU, or when the child
