@@ -590,6 +590,19 @@ def test_fuzz_fast_path_agrees_with_line_parser(data: st.DataObject) -> None:
     assert Counter(fast.links) == Counter(slow.links)
 
 
+def test_stray_line_number_agrees_when_a_cut_line_joins_the_next() -> None:
+    """A CA block's id line cut short joins the next line ("d" + "caguid=…"): the bulk path
+    must number that stray line as the line parser does (found by the fuzz test above)."""
+    lines = _REAL_SNIPPET.splitlines(keepends=True)
+    lines[13] = lines[13][:1]
+    del lines[0]
+    text = "".join(lines)
+    fast = bulk.parse(text, "")
+    assert fast is not None
+    assert fast.notes == reference.parse(text, "").notes
+    assert "first at line 13" in fast.notes[0].message
+
+
 def test_guids_are_normalised() -> None:
     """Upper-case or unpadded GUIDs (hand-edited files) key the same devices."""
     text = GOOD.replace('"H-e09d7303007a4bd8"', '"H-E09D7303007A4BD8"').replace(

@@ -349,6 +349,14 @@ def _loops(lines: _SwitchLines) -> list[int] | None:
     return keep
 
 
+def _line_number(text: str, line: str) -> int:
+    """The 1-based number of the first line of *text* that reads *line* (trailing blanks and
+    CRs aside, which the chunk passes may carry differently): a plain ``find`` could land
+    inside a longer line, or nowhere."""
+    match = re.search(rf"^{re.escape(line.rstrip())}[ \t\r]*$", text, re.MULTILINE)
+    return text.count("\n", 0, match.start()) + 1 if match else 0
+
+
 def _other_lines(texts: list[str], skipped: list[str]) -> bool:
     """Lines that are not topology, as the slow path judges them; False for anything the
     chunk regexes should have consumed (a header they could not read, binary data)."""
@@ -441,7 +449,7 @@ def _finish(text: str, acc: _Accumulated, source: str) -> Fabric | None:
     st = State(fab.source, fabric=fab, portless=acc.portless)
     if acc.skipped:
         st.skipped = len(acc.skipped)
-        st.first_skipped = text.count("\n", 0, text.find(acc.skipped[0])) + 1
+        st.first_skipped = _line_number(text, acc.skipped[0])
     if acc.portless:
         # only the few portless GUIDs are looked up, not a set of every cable end built
         note_portless(st, set(acc.portless).intersection(chain(a, b)))
