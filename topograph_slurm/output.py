@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from topograph_slurm.errors import LockedError, OutputError, RefusedError
+from topograph_slurm.errors import LockedError, OutputError, RefusedError, UsageError
 from topograph_slurm.sources.layout import count_nodes
 
 NEW_FILE_MODE = 0o644
@@ -165,7 +165,7 @@ def write_topology(
     Raises :class:`RefusedError` (shrink guard), :class:`LockedError` or :class:`OutputError`.
     """
     if math.isnan(shrink_limit) or shrink_limit < 0:
-        raise ValueError(f"shrink_limit must be a fraction >= 0, got {shrink_limit!r}")
+        raise UsageError(f"the shrink limit must be a fraction >= 0, got {shrink_limit!r}")
     if _is_device(path):
         return _write_through(path, content, check)
     if check:

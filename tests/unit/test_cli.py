@@ -246,3 +246,52 @@ def test_output_to_a_fifo_is_written_through(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert received and received[0].decode() == run("generate", "--sim", "demo").output
     assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def _one_error_line(result: Result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("topograph-slurm: error:"), result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("limit", ["-1", "nan"])
+def test_a_negative_or_nan_shrink_limit_is_a_usage_error(tmp_path: Path, limit: str) -> None:
+    target = tmp_path / "topology.conf"
+    result = run("generate", "--sim", "demo", "-o", str(target), "--shrink-limit", limit)
+    assert result.exit_code == Exit.USAGE, result.output
+    assert not target.exists()
+
+
+def test_a_report_that_cannot_be_written_exits_9_and_writes_nothing(tmp_path: Path) -> None:
+    report = tmp_path / "missing-dir" / "report.txt"
+    result = run("generate", "--sim", "demo", "--report", str(report))
+    assert result.exit_code == Exit.OUTPUT, result.output
+    assert str(report) in _one_error_line(result)
+    assert not report.parent.exists()
+
+
+def test_the_report_is_replaced_atomically(tmp_path: Path) -> None:
+    report = tmp_path / "report.txt"
+    report.write_text("old\n")
+    assert run("generate", "--sim", "demo", "--report", str(report)).exit_code == 0
+    assert "old" not in report.read_text() and report.read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["report.txt"]  # no temp file left
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_generate_leaves_the_callers_gc_setting_as_it_was(enabled: bool) -> None:
+    import gc
+
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert run("generate", "--sim", "demo").exit_code == 0
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
+
+
+def test_a_broken_topology_template_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "topology.conf.tree.j2").write_text("{% for x in %}\n")
+    result = run("generate", "--sim", "demo", "--templates", str(tmp_path))
+    assert result.exit_code == Exit.CONFIG, result.output
+    assert "topology.conf.tree.j2" in _one_error_line(result)

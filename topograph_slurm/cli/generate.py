@@ -3,8 +3,9 @@ guarded writes → exit code."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +34,28 @@ def _parse_sizes(value: str | None) -> list[int] | None:
         raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Cyclic GC off while a fabric is read and analysed (a batch run allocating ~1M objects
+    that form no cycles worth collecting), back to what it was afterwards, so an in-process
+    caller (tests, a site's wrapper) keeps its own setting."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _emit_report(settings: Settings, text: str) -> None:
     """The report to a file, or to stdout (stderr when the topology itself goes to stdout)."""
     if settings.report == "-":
         click.echo(text, nl=False, err=settings.output is None)
     elif settings.report:
-        try:
-            Path(settings.report).write_text(text, encoding="utf-8")
-        except OSError as err:
-            raise InputError(f"cannot write report {settings.report}: {err.strerror}") from None
+        from topograph_slurm.output import write_file
+
+        write_file(Path(settings.report), text)
 
 
 def _write(
@@ -125,7 +139,7 @@ def _write(
 )
 @click.option(
     "--shrink-limit",
-    type=float,
+    type=click.FloatRange(min=0.0),
     metavar="FRACTION",
     help="Largest allowed node-count drop (default 0.10).",
 )
@@ -224,9 +238,9 @@ def generate(
     )
     if (check or diff) and settings.output is None and settings.filter_dir is None:
         raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
-    gc.disable()  # a one-shot batch run allocating ~1M objects: cyclic GC only slows it down
     env = environment(Path(settings.templates) if settings.templates else None)
-    result = pipeline.generate(settings, env, warn)
+    with _no_cyclic_gc():
+        result = pipeline.generate(settings, env, warn)
     if settings.report:
         _emit_report(settings, result.report)
     if result.topology is None:
