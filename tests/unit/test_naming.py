@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.fabric_builder import FabricBuilder
+from tests.support.fabric_builder import FabricBuilder
 from topograph_slurm.errors import ConfigError, InputError
 from topograph_slurm.model import names
 from topograph_slurm.model.fabric import Fabric

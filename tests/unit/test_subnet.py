@@ -11,7 +11,7 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from tests.conftest import real_fixture
-from tests.unit.fabric_builder import FabricBuilder
+from tests.support.fabric_builder import FabricBuilder
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.topology import naming, subnet

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.unit.fabric_builder import FabricBuilder
+from tests.support.fabric_builder import FabricBuilder
 from topograph_slurm.model.fabric import Links
 from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.leaf import KIND_RAIL_DISAGREE
