@@ -29,9 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "slurm-test-cluster")]
 
 import harness  # noqa: E402
+from ClusterShell.NodeSet import NodeSet  # noqa: E402
 
 from tests.integration import test_nvlink_collect as scenario  # noqa: E402
-from topograph_slurm import collect as c  # noqa: E402
+from topograph_slurm.collect import collect  # noqa: E402
+from topograph_slurm.collect.plan import DEFAULT_COMMANDS, CollectPlan  # noqa: E402
 
 
 def _nodes(count: int) -> list[str]:
@@ -41,10 +43,10 @@ def _nodes(count: int) -> list[str]:
 def _time_collect(
     nodes: list[str], fanout: int, work: Path, round_no: int, mode: str = "batch"
 ) -> float:
-    plan = c.CollectPlan(nodes=nodes, via="srun", timeout=60, fanout=fanout, srun_mode=mode)
+    plan = CollectPlan(nodes=nodes, via="srun", timeout=60, fanout=fanout, srun_mode=mode)
     start = time.perf_counter()
     snap = work / f"snap-{mode}-{len(nodes)}-{round_no}"
-    outcome = c.collect(plan, snap, progress=False)
+    outcome = collect(plan, snap)
     elapsed = time.perf_counter() - start
     if outcome.failed_nodes:
         raise SystemExit(f"collection failed on {outcome.failed_nodes}")
@@ -54,7 +56,7 @@ def _time_collect(
 def _time_srun_true(nodes: list[str]) -> float:
     """The floor: a bare ``srun … true`` over the same nodes through the same shim."""
     argv = ["srun", f"--nodes={len(nodes)}", "--ntasks-per-node=1"]
-    argv += [f"--nodelist={c.NodeSet.fromlist(nodes)}", "--quiet", "true"]
+    argv += [f"--nodelist={NodeSet.fromlist(nodes)}", "--quiet", "true"]
     start = time.perf_counter()
     subprocess.run(argv, check=True, capture_output=True, timeout=120)
     return time.perf_counter() - start
@@ -87,7 +89,7 @@ def run(version: str, count: int, rounds: int, fanout: int) -> dict[str, object]
         "nodes": count,
         "fanout": fanout,
         "rounds": rounds,
-        "commands_per_node": len(c.DEFAULT_COMMANDS),
+        "commands_per_node": len(DEFAULT_COMMANDS),
         "one_node_s": round(t1, 3),
         "all_nodes_s": round(tn, 3),
         "ratio": round(tn / t1, 2),

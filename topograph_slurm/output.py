@@ -23,15 +23,16 @@ import errno
 import fcntl
 import math
 import os
+import shutil
 import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from topograph_slurm.errors import LockedError, OutputError, RefusedError, UsageError
+from topograph_slurm.errors import LockedError, OutputError, RefusedError
 from topograph_slurm.sources.layout import count_nodes
 
 NEW_FILE_MODE = 0o644
@@ -165,7 +166,7 @@ def write_topology(
     Raises :class:`RefusedError` (shrink guard), :class:`LockedError` or :class:`OutputError`.
     """
     if math.isnan(shrink_limit) or shrink_limit < 0:
-        raise UsageError(f"the shrink limit must be a fraction >= 0, got {shrink_limit!r}")
+        raise ValueError(f"shrink_limit must be a fraction >= 0, got {shrink_limit!r}")
     if _is_device(path):
         return _write_through(path, content, check)
     if check:
@@ -332,6 +333,76 @@ def _fsync_dir(directory: Path) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def write_directory(
+    dest: Path,
+    files: Mapping[str, str],
+    *,
+    replaceable: Callable[[Path], bool],
+    what: str = "directory",
+) -> Path:
+    """Replace the directory *dest* as a whole by one holding *files* (relative path → text).
+
+    The new tree is built in a temp dir beside *dest*, each file fsynced, then swapped in. A
+    directory cannot be renamed over a non-empty one, so the old one is renamed aside first and
+    removed only after the new one is in place (and put back if that fails): readers see the
+    old or the new tree, never a half-written one. *dest* must pass *replaceable* — e.g. a
+    snapshot must never move ``/etc`` aside. *what* names the tree in errors. Raises
+    :class:`OutputError`.
+    """
+    if not replaceable(dest):
+        raise OutputError(f"{dest} exists and is not a topograph-slurm {what}; not replacing it")
+    parent = dest.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=parent))
+    except OSError as err:
+        raise OutputError(f"cannot create a {what} beside {dest}: {_reason(err)}") from None
+    try:
+        for rel, text in files.items():
+            _write_synced(tmp / rel, text)
+        os.chmod(tmp, 0o755)
+        _swap_in(tmp, dest)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputError(f"cannot write {what} {dest}: {_reason(err)}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _write_synced(path: Path, text: str) -> None:
+    """A new file in a temp tree: no rename needed, only the bytes on disk before the swap."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _swap_in(tmp: Path, dest: Path) -> None:
+    """Rename *tmp* to *dest*, moving an existing *dest* aside first and back on failure."""
+    old: Path | None = None
+    if dest.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
+        try:
+            os.rename(dest, old / dest.name)
+        except OSError:
+            shutil.rmtree(old, ignore_errors=True)
+            raise
+    try:
+        os.rename(tmp, dest)
+    except OSError:
+        if old is not None:
+            os.rename(old / dest.name, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    with contextlib.suppress(OSError):  # the swap is done; durability is best effort
+        _fsync_dir(dest.parent)
 
 
 def _make_dir(directory: Path) -> None:

@@ -38,9 +38,9 @@ from topograph_slurm.topology.naming import (
 if TYPE_CHECKING:
     import jinja2
 
-    from topograph_slurm.collect import Snapshot
     from topograph_slurm.model.result import NamedTopology
     from topograph_slurm.sources import ufm
+    from topograph_slurm.sources.snapshot import Snapshot
 
 Warn = Callable[[str], None]
 FORMATS = ("tree", "block", "yaml")
@@ -116,7 +116,7 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
         names = " and ".join("--" + key for key in given)
         raise UsageError(f"give one fabric source, not {names}")
     if settings.snapshot:
-        from topograph_slurm.collect import load_snapshot
+        from topograph_slurm.sources.snapshot import load_snapshot
 
         path = Path(settings.snapshot)
         snapshot = load_snapshot(path)
@@ -173,16 +173,19 @@ def choose_blocks(
     if not _wants_nvlink(settings, inputs.snapshot):
         return ib_blocks(analysis, version, settings.block_sizes) if analysis.node_count else None
     from topograph_slurm.sources.layout import load_layout
-    from topograph_slurm.topology.nvlink import NvlinkPolicy
+    from topograph_slurm.topology.clique import domain_results
+    from topograph_slurm.topology.nvlink import NvlinkPolicy, nvlink_blocks
 
     assert inputs.snapshot is not None
     layout_path = settings.layout or settings.output
-    return inputs.snapshot.nvlink_blocks(
+    return nvlink_blocks(
+        domain_results(inputs.snapshot.gpus),
         version,
         policy=NvlinkPolicy(settings.nvlink_unhealthy, settings.block_name_pattern),
         block_sizes=settings.block_sizes,
         tree=analysis.tree if analysis.node_count else None,
         layout=load_layout(layout_path) if layout_path else (),
+        findings=inputs.snapshot.findings,
     )
 
 

@@ -41,7 +41,6 @@ from tests.support.sim_gpu import (
     render_query_q,
     render_topo_matrix,
 )
-from topograph_slurm.collect import load_snapshot
 from topograph_slurm.model.result import NamedTopology, Tree
 from topograph_slurm.render.environment import environment, render
 from topograph_slurm.render.report import render_report
@@ -54,8 +53,9 @@ from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
 from topograph_slurm.sources.layout import parse_layout
 from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
+from topograph_slurm.sources.snapshot import load_snapshot
 from topograph_slurm.topology.analysis import analyse
-from topograph_slurm.topology.clique import FindingKind
+from topograph_slurm.topology.clique import FindingKind, domain_results
 from topograph_slurm.topology.naming import NamingPolicy
 from topograph_slurm.topology.nvlink import KIND_RACK_MISSING, nvlink_blocks
 
@@ -216,7 +216,7 @@ def test_collect_blocks_and_yaml_on_real_slurm(
 
     # 2. blocks from the snapshot (ordered by the IB tree), accepted by slurmctld
     topo = nvlink_blocks(
-        snapshot.domain_results(), version, tree=analysis.tree, findings=snapshot.findings
+        domain_results(snapshot.gpus), version, tree=analysis.tree, findings=snapshot.findings
     )
     env = environment()
     nodes = sum(len(b.nodes) for b in topo.blocks)
@@ -237,7 +237,7 @@ def test_collect_blocks_and_yaml_on_real_slurm(
 
     # 2b. a rack disappears: with the first file as layout, 26.05 keeps an empty block in
     # its place (same names, same order); 24.11 leaves it out and reports the shift
-    gone = {n: r for n, r in snapshot.domain_results().items() if n not in rack(0)}
+    gone = {n: r for n, r in domain_results(snapshot.gpus).items() if n not in rack(0)}
     again = nvlink_blocks(gone, version, layout=parse_layout(conf))
     missing = [f for f in again.findings if f.kind == KIND_RACK_MISSING]
     assert [f.subject for f in missing] == ["nvl-gb0001"]

@@ -22,9 +22,15 @@ from tests.support.sim_gpu import (
     render_topo_matrix,
 )
 from topograph_slurm import collect as c
+from topograph_slurm import output
 from topograph_slurm.cli.collect import collect as collect_command
+from topograph_slurm.cli.progress import ProgressBar, progress_wanted
+from topograph_slurm.collect import plan as cp
+from topograph_slurm.collect import protocol, transport
 from topograph_slurm.errors import CollectError, Exit, InputError, OutputError
 from topograph_slurm.model.gpu import DomainKind
+from topograph_slurm.sources import snapshot as sn
+from topograph_slurm.topology.clique import domain_results
 
 RACK = "5f8e1c2a-7b3d-4e9f-a1c6-0d2e4b6a8c10"
 IB_DUMP = 'Switch 36 "S-0002c903007e5f60" # "MF0;leaf1:MQM9700/U1" lid 1\n'
@@ -148,14 +154,14 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
     return cluster
 
 
-def plan(nodes: list[str], **kw: object) -> c.CollectPlan:
+def plan(nodes: list[str], **kw: object) -> cp.CollectPlan:
     defaults: dict[str, object] = {"timeout": 2.0, "grace": 0.5, "fanout": 16}
     defaults.update(kw)
-    return c.CollectPlan(nodes=nodes, **defaults)  # type: ignore[arg-type]
+    return cp.CollectPlan(nodes=nodes, **defaults)  # type: ignore[arg-type]
 
 
 def manifest(path: Path) -> dict[str, object]:
-    return json.loads((path / c.MANIFEST).read_text())
+    return json.loads((path / sn.MANIFEST).read_text())
 
 
 def by_key(path: Path) -> dict[tuple[str, str], dict[str, object]]:
@@ -169,7 +175,7 @@ def test_every_node_gets_its_own_output_files_byte_exact(fake: FakeCluster, tmp_
     for i in range(1, 4):
         fake.healthy(f"gb{i}", i)
     snap = tmp_path / "snap"
-    outcome = c.collect(plan(["gb1", "gb2", "gb3"]), snap, progress=False)
+    outcome = c.collect(plan(["gb1", "gb2", "gb3"]), snap)
     assert outcome.ok_nodes == ["gb1", "gb2", "gb3"] and outcome.failed_nodes == []
     for node, texts in fake.outputs.items():
         # the fake prints through a heredoc, which ends every output with a newline
@@ -188,11 +194,11 @@ def test_manifest_records_node_command_exit_duration_timestamp(
         "with the NVIDIA driver' >&2\nexit 9\n",
     )
     snap = tmp_path / "snap"
-    c.collect(plan(["gb1", "gb2"]), snap, progress=False)
+    c.collect(plan(["gb1", "gb2"]), snap)
     data = manifest(snap)
-    assert data["format"] == c.SNAPSHOT_FORMAT and data["version"] == c.SNAPSHOT_VERSION
+    assert data["format"] == sn.SNAPSHOT_FORMAT and data["version"] == sn.SNAPSHOT_VERSION
     assert data["via"] == "srun" and data["nodes"] == ["gb1", "gb2"]
-    assert set(data["commands"]) == set(c.DEFAULT_COMMANDS)  # type: ignore[arg-type]
+    assert set(data["commands"]) == set(cp.DEFAULT_COMMANDS)  # type: ignore[arg-type]
     entries = by_key(snap)
     assert len(entries) == 6
     ok = entries[("gb1", "nvidia-smi-query")]
@@ -216,7 +222,7 @@ def test_failing_timing_out_and_unreachable_nodes_are_recorded_not_fatal(
     snap = tmp_path / "snap"
     start = time.monotonic()
     nodes = ["gb1", "slow1", "down1", "hang1"]
-    outcome = c.collect(plan(nodes, grace=2.0), snap, progress=False)
+    outcome = c.collect(plan(nodes, grace=2.0), snap)
     elapsed = time.monotonic() - start
     assert elapsed < 15, elapsed  # timeouts are per node and in parallel, never serial
     assert outcome.ok_nodes == ["gb1"]
@@ -242,14 +248,12 @@ def test_fanout_limits_concurrency_and_runs_in_parallel(fake: FakeCluster, tmp_p
     c.collect(
         plan(nodes, fanout=2, srun_mode="per-node", commands={"q": ("nvidia-smi",)}),
         tmp_path / "a",
-        progress=False,
     )
     assert fake.concurrency() <= 2
     (fake.root / "srun.log").unlink()
     c.collect(
         plan(nodes, fanout=6, srun_mode="per-node", commands={"q": ("nvidia-smi",)}),
         tmp_path / "b",
-        progress=False,
     )
     assert fake.concurrency() > 2
 
@@ -257,7 +261,7 @@ def test_fanout_limits_concurrency_and_runs_in_parallel(fake: FakeCluster, tmp_p
 def test_batch_mode_collects_all_nodes_in_one_srun(fake: FakeCluster, tmp_path: Path) -> None:
     for i in range(1, 5):
         fake.healthy(f"gb{i}", i)
-    outcome = c.collect(plan(["gb1", "gb2", "gb3", "gb4"]), tmp_path / "s", progress=False)
+    outcome = c.collect(plan(["gb1", "gb2", "gb3", "gb4"]), tmp_path / "s")
     assert outcome.ok_nodes == ["gb1", "gb2", "gb3", "gb4"]
     assert fake.srun_calls() == ["gb[1-4]"]
     for node, texts in fake.outputs.items():
@@ -267,7 +271,7 @@ def test_batch_mode_collects_all_nodes_in_one_srun(fake: FakeCluster, tmp_path: 
 def test_batch_failure_falls_back_to_one_srun_per_node(fake: FakeCluster, tmp_path: Path) -> None:
     fake.healthy("gb1", 1)
     fake.healthy("gb2", 2)
-    outcome = c.collect(plan(["gb1", "gb2", "down1"]), tmp_path / "s", progress=False)
+    outcome = c.collect(plan(["gb1", "gb2", "down1"]), tmp_path / "s")
     assert outcome.ok_nodes == ["gb1", "gb2"] and outcome.failed_nodes == ["down1"]
     calls = fake.srun_calls()
     assert calls[0] == "down1,gb[1-2]" and sorted(calls[1:]) == ["down1", "gb1", "gb2"]
@@ -278,7 +282,7 @@ def test_batch_with_a_hung_node_keeps_the_others_and_does_not_retry(
 ) -> None:
     fake.healthy("gb1", 1)
     fake.healthy("gb2", 2)
-    outcome = c.collect(plan(["gb1", "gb2", "hang1"]), tmp_path / "s", progress=False)
+    outcome = c.collect(plan(["gb1", "gb2", "hang1"]), tmp_path / "s")
     assert outcome.ok_nodes == ["gb1", "gb2"] and outcome.failed_nodes == ["hang1"]
     assert len(fake.srun_calls()) == 1
     hang = by_key(tmp_path / "s")[("hang1", "nvidia-smi-q")]
@@ -290,7 +294,7 @@ def test_split_labelled_output_by_node_header() -> None:
         " 0: @@topograph-ab12 node gb7\n 1: @@topograph-ab12 node gb3\n"
         " 0: payload-a\n 1: payload-b\nsrun: warning on stdout\n 2: no header\n"
     )
-    assert c.split_labelled(text) == {
+    assert protocol.split_labelled(text) == {
         "gb7": "@@topograph-ab12 node gb7\npayload-a\n",
         "gb3": "@@topograph-ab12 node gb3\npayload-b\n",
     }
@@ -299,19 +303,19 @@ def test_split_labelled_output_by_node_header() -> None:
 def test_ibnetdiscover_on_one_node(fake: FakeCluster, tmp_path: Path) -> None:
     fake.healthy("gb1", 1)
     snap = tmp_path / "snap"
-    outcome = c.collect(plan(["gb1"], ibnetdiscover_on="gb1"), snap, progress=False)
+    outcome = c.collect(plan(["gb1"], ibnetdiscover_on="gb1"), snap)
     assert outcome.fabric is not None and outcome.fabric.ok
     assert (snap / "fabric" / "ibnetdiscover.txt").read_text() == IB_DUMP
     fabric = manifest(snap)["fabric"]
     assert fabric["node"] == "gb1" and fabric["command"] == "ibnetdiscover"  # type: ignore[index]
-    assert c.load_snapshot(snap).ibnetdiscover == IB_DUMP
+    assert sn.load_snapshot(snap).ibnetdiscover == IB_DUMP
 
 
 def test_clush_transport_over_fake_ssh(fake: FakeCluster, tmp_path: Path) -> None:
     fake.healthy("gb1", 1)
     fake.healthy("gb2", 2)
     snap = tmp_path / "snap"
-    outcome = c.collect(plan(["gb1", "gb2", "down1"], via="clush"), snap, progress=False)
+    outcome = c.collect(plan(["gb1", "gb2", "down1"], via="clush"), snap)
     assert outcome.ok_nodes == ["gb1", "gb2"] and outcome.failed_nodes == ["down1"]
     assert (snap / "nodes/gb2/nvidia-smi-topo.txt").read_text() == fake.outputs["gb2"]["topo"]
     down = by_key(snap)[("down1", "nvidia-smi-query")]
@@ -323,7 +327,7 @@ def test_missing_transport_binary_is_a_collect_error(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(CollectError, match="srun not found"):
-        c.collect(plan(["gb1"]), tmp_path / "snap", progress=False)
+        c.collect(plan(["gb1"]), tmp_path / "snap")
 
 
 # --------------------------------------------------------------------------- atomicity
@@ -337,8 +341,8 @@ def test_new_snapshot_replaces_old_without_leftovers(fake: FakeCluster, tmp_path
     fake.healthy("gb1", 1)
     fake.healthy("gb2", 2)
     snap = tmp_path / "snap"
-    c.collect(plan(["gb1", "gb2"]), snap, progress=False)
-    c.collect(plan(["gb1"]), snap, progress=False)
+    c.collect(plan(["gb1", "gb2"]), snap)
+    c.collect(plan(["gb1"]), snap)
     assert manifest(snap)["nodes"] == ["gb1"]
     assert not (snap / "nodes" / "gb2").exists()  # a new snapshot, not a merge
     assert _siblings(snap) == []
@@ -347,12 +351,12 @@ def test_new_snapshot_replaces_old_without_leftovers(fake: FakeCluster, tmp_path
 def test_old_snapshot_kept_when_no_node_answers(fake: FakeCluster, tmp_path: Path) -> None:
     fake.healthy("gb1", 1)
     snap = tmp_path / "snap"
-    c.collect(plan(["gb1"]), snap, progress=False)
-    before = (snap / c.MANIFEST).read_bytes()
+    c.collect(plan(["gb1"]), snap)
+    before = (snap / sn.MANIFEST).read_bytes()
     with pytest.raises(CollectError, match=r"previous snapshot .* is kept") as err:
-        c.collect(plan(["down1", "down2"]), snap, progress=False)
+        c.collect(plan(["down1", "down2"]), snap)
     assert err.value.exit_code == Exit.COLLECT
-    assert (snap / c.MANIFEST).read_bytes() == before
+    assert (snap / sn.MANIFEST).read_bytes() == before
     assert _siblings(snap) == []
 
 
@@ -364,7 +368,7 @@ def test_a_directory_that_is_not_a_snapshot_is_never_replaced(
     precious.mkdir()
     (precious / "slurm.conf").write_text("ClusterName=x\n")
     with pytest.raises(OutputError, match="not a topograph-slurm snapshot"):
-        c.collect(plan(["gb1"]), precious, progress=False)
+        c.collect(plan(["gb1"]), precious)
     assert (precious / "slurm.conf").read_text() == "ClusterName=x\n"
     assert _siblings(precious) == []
 
@@ -374,7 +378,7 @@ def test_write_failure_keeps_old_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: int
 ) -> None:
     snap = tmp_path / "snap"
-    c.write_snapshot(snap, {"format": c.SNAPSHOT_FORMAT, "old": True}, {"nodes/a/x.txt": "1"})
+    c.write_snapshot(snap, {"format": sn.SNAPSHOT_FORMAT, "old": True}, {"nodes/a/x.txt": "1"})
 
     real_rename = os.rename
     calls: list[object] = []
@@ -385,11 +389,11 @@ def test_write_failure_keeps_old_snapshot(
             raise OSError(28, "No space left on device")
         real_rename(src, dst)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(c.os, "rename", broken)
+    monkeypatch.setattr(output.os, "rename", broken)
     with pytest.raises(OutputError, match="No space left"):
-        c.write_snapshot(snap, {"format": c.SNAPSHOT_FORMAT}, {"nodes/a/x.txt": "2"})
+        c.write_snapshot(snap, {"format": sn.SNAPSHOT_FORMAT}, {"nodes/a/x.txt": "2"})
     monkeypatch.undo()
-    assert json.loads((snap / c.MANIFEST).read_text())["old"] is True
+    assert json.loads((snap / sn.MANIFEST).read_text())["old"] is True
     assert (snap / "nodes/a/x.txt").read_text() == "1"
     assert _siblings(snap) == []
 
@@ -399,29 +403,29 @@ def test_write_failure_keeps_old_snapshot(
 
 def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
-    assert not c.progress_wanted()
+    assert not progress_wanted()
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    assert c.progress_wanted()
-    assert not c.progress_wanted(quiet=True)
+    assert progress_wanted()
+    assert not progress_wanted(quiet=True)
 
 
 def test_no_progress_output_when_not_a_tty(
     fake: FakeCluster, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     fake.healthy("gb1", 1)
-    c.collect(plan(["gb1"]), tmp_path / "snap")  # progress=None: auto, stderr is not a TTY
+    c.collect(plan(["gb1"]), tmp_path / "snap")  # no progress callback: nothing printed
     out, err = capfd.readouterr()
     assert out == "" and err == ""
 
 
 def test_progress_bar_counts_every_node(fake: FakeCluster, tmp_path: Path) -> None:
     fake.healthy("gb1", 1)
-    bar = c._Progress(2, enabled=True)
+    bar = ProgressBar(2, enabled=True)
     seen: list[str] = []
     original = bar.advance
     bar.advance = lambda node: (seen.append(node), original(node))[1]  # type: ignore[method-assign]
     with bar:
-        c._run_all(plan(["gb1", "down1"]), ["gb1", "down1"], c.DEFAULT_COMMANDS, 2.0, bar)
+        c._run_all(plan(["gb1", "down1"]), ["gb1", "down1"], cp.DEFAULT_COMMANDS, 2.0, bar.advance)
     assert sorted(seen) == ["down1", "gb1"]
 
 
@@ -433,9 +437,9 @@ def test_framing_survives_markers_crlf_and_binary(tmp_path: Path) -> None:
     weird = tmp_path / "weird"
     weird.write_bytes(b"line1\r\n@@topograph-test end x\n\x00\xff no newline")
     commands = {"a": ("cat", str(weird)), "b": ("sh", "-c", "echo err >&2; exit 3")}
-    script = c.node_script(commands, 10, marker)
+    script = protocol.node_script(commands, 10, marker)
     out = subprocess.run(["sh", "-c", script], capture_output=True, check=True).stdout
-    framed = c.parse_framed(out.decode(), marker)
+    framed = protocol.parse_framed(out.decode(), marker)
     assert framed["a"].exit_code == 0
     assert framed["a"].stdout == weird.read_bytes().decode("utf-8", errors="replace")
     assert framed["b"].exit_code == 3 and framed["b"].stderr == "err\n"
@@ -443,7 +447,7 @@ def test_framing_survives_markers_crlf_and_binary(tmp_path: Path) -> None:
 
 def test_truncated_frames_are_dropped() -> None:
     text = "@@m begin a 0 1 2\naGk=\n@@m stderr a\n"  # no end line
-    assert c.parse_framed(text, "@@m") == {}
+    assert protocol.parse_framed(text, "@@m") == {}
 
 
 # --------------------------------------------------------------------------- load_snapshot
@@ -454,30 +458,30 @@ def test_load_snapshot_parses_nodes_and_reports_failures(fake: FakeCluster, tmp_
     fake.healthy("gb2", 2, state="In Progress")
     fake.script("gb3", "echo 'No devices were found'; exit 6\n")
     snap = tmp_path / "snap"
-    c.collect(plan(["gb1", "gb2", "gb3", "down1"]), snap, progress=False)
-    loaded = c.load_snapshot(snap)
+    c.collect(plan(["gb1", "gb2", "gb3", "down1"]), snap)
+    loaded = sn.load_snapshot(snap)
     assert list(loaded.nodes) == ["down1", "gb1", "gb2", "gb3"]
     gb1 = loaded.nodes["gb1"]
-    assert gb1.fabric_source == c.KEY_Q and gb1.gpus is not None and len(gb1.gpus) == 4
+    assert gb1.fabric_source == sn.KEY_Q and gb1.gpus is not None and len(gb1.gpus) == 4
     assert gb1.topology is not None and gb1.topology.all_nvlink
     assert loaded.unread_nodes == ["down1", "gb3"]
-    domains = loaded.domain_results()
+    domains = domain_results(loaded.gpus)
     assert domains["gb1"].kind is DomainKind.MULTI_NODE
     assert domains["gb2"].kind is DomainKind.INVALID
     kinds = {(f.subject, f.kind) for f in loaded.findings}
-    assert ("gb3", c.KIND_FAILED) in kinds and ("down1", c.KIND_FAILED) in kinds
+    assert ("gb3", sn.KIND_FAILED) in kinds and ("down1", sn.KIND_FAILED) in kinds
     # one line per node and failure, naming every command it hit
     down = [f for f in loaded.findings if f.subject == "down1"]
-    assert len(down) == 1 and all(k in down[0].message for k in c.DEFAULT_COMMANDS)
+    assert len(down) == 1 and all(k in down[0].message for k in cp.DEFAULT_COMMANDS)
 
 
 def test_load_snapshot_falls_back_to_csv_and_flags_garbage(tmp_path: Path) -> None:
     gpus = nvl_node_gpus(RACK, 1)
     entries = [
-        {"node": "gb1", "command": c.KEY_Q, "exit_code": 0, "file": "nodes/gb1/q.txt"},
-        {"node": "gb1", "command": c.KEY_QUERY, "exit_code": 0, "file": "nodes/gb1/csv.txt"},
-        {"node": "gb2", "command": c.KEY_QUERY, "exit_code": 0, "file": "nodes/gb2/csv.txt"},
-        {"node": "gb2", "command": c.KEY_TOPO, "exit_code": 0, "file": "nodes/gb2/topo.txt"},
+        {"node": "gb1", "command": sn.KEY_Q, "exit_code": 0, "file": "nodes/gb1/q.txt"},
+        {"node": "gb1", "command": sn.KEY_QUERY, "exit_code": 0, "file": "nodes/gb1/csv.txt"},
+        {"node": "gb2", "command": sn.KEY_QUERY, "exit_code": 0, "file": "nodes/gb2/csv.txt"},
+        {"node": "gb2", "command": sn.KEY_TOPO, "exit_code": 0, "file": "nodes/gb2/topo.txt"},
     ]
     files = {
         "nodes/gb1/q.txt": "",
@@ -485,12 +489,12 @@ def test_load_snapshot_falls_back_to_csv_and_flags_garbage(tmp_path: Path) -> No
         "nodes/gb2/csv.txt": "this is, not, a, fabric\n",
         "nodes/gb2/topo.txt": "garbage\n",
     }
-    data = {"format": c.SNAPSHOT_FORMAT, "version": c.SNAPSHOT_VERSION, "results": entries}
+    data = {"format": sn.SNAPSHOT_FORMAT, "version": sn.SNAPSHOT_VERSION, "results": entries}
     c.write_snapshot(tmp_path / "s", data, files)
-    loaded = c.load_snapshot(tmp_path / "s")
-    assert loaded.nodes["gb1"].fabric_source == c.KEY_QUERY
+    loaded = sn.load_snapshot(tmp_path / "s")
+    assert loaded.nodes["gb1"].fabric_source == sn.KEY_QUERY
     assert loaded.nodes["gb2"].gpus is None
-    assert {f.kind for f in loaded.findings if f.subject == "gb2"} == {c.KIND_PARSE}
+    assert {f.kind for f in loaded.findings if f.subject == "gb2"} == {sn.KIND_PARSE}
 
 
 @pytest.mark.parametrize(
@@ -506,32 +510,32 @@ def test_load_snapshot_rejects_unusable_snapshots(
     tmp_path: Path, content: str | None, message: str
 ) -> None:
     if content is not None:
-        (tmp_path / c.MANIFEST).write_text(content)
+        (tmp_path / sn.MANIFEST).write_text(content)
     with pytest.raises(InputError, match=message):
-        c.load_snapshot(tmp_path)
+        sn.load_snapshot(tmp_path)
 
 
 def test_load_snapshot_refuses_paths_outside_the_snapshot(tmp_path: Path) -> None:
     (tmp_path / "secret").write_text("x")
-    entry = {"node": "gb1", "command": c.KEY_Q, "exit_code": 0, "file": "../secret"}
+    entry = {"node": "gb1", "command": sn.KEY_Q, "exit_code": 0, "file": "../secret"}
     snap = tmp_path / "s"
     snap.mkdir()
-    data = {"format": c.SNAPSHOT_FORMAT, "version": c.SNAPSHOT_VERSION, "results": [entry]}
-    (snap / c.MANIFEST).write_text(json.dumps(data))
+    data = {"format": sn.SNAPSHOT_FORMAT, "version": sn.SNAPSHOT_VERSION, "results": [entry]}
+    (snap / sn.MANIFEST).write_text(json.dumps(data))
     with pytest.raises(InputError, match="outside the snapshot"):
-        c.load_snapshot(snap)
+        sn.load_snapshot(snap)
 
 
 @pytest.mark.parametrize("bad", ["../x", "a/b", "-rf", "", "a b"])
 def test_node_names_that_are_not_plain_are_rejected(bad: str) -> None:
     with pytest.raises(InputError):
-        c.check_node_name(bad)
+        sn.check_node_name(bad)
 
 
 def test_expand_nodes_orders_naturally() -> None:
-    assert c.expand_nodes("gb[9-11],gb2") == ["gb2", "gb9", "gb10", "gb11"]
+    assert cp.expand_nodes("gb[9-11],gb2") == ["gb2", "gb9", "gb10", "gb11"]
     with pytest.raises(InputError):
-        c.expand_nodes("gb[1-")
+        cp.expand_nodes("gb[1-")
 
 
 # --------------------------------------------------------------------------- srun argv
@@ -540,12 +544,12 @@ def test_expand_nodes_orders_naturally() -> None:
 def test_srun_argv_outside_and_inside_an_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
     p = plan(["gb1"], partition="gpu", srun_args=["--reservation=maint"])
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    argv = c.srun_argv(p, "gb1", "true", 60)
+    argv = transport.srun_argv(p, "gb1", "true", 60)
     assert argv[:4] == ["srun", "--nodes=1", "--ntasks=1", "--nodelist=gb1"]
     assert "--time=3" in argv and "--immediate=60" in argv and "--overlap" not in argv
     assert "--partition=gpu" in argv and "--reservation=maint" in argv
     assert argv[-3:] == ["sh", "-c", "true"]
-    batch = c.srun_batch_argv(p, ["gb1", "gb2", "gb3"], "true", 60)
+    batch = transport.srun_batch_argv(p, ["gb1", "gb2", "gb3"], "true", 60)
     assert batch[:7] == [
         "srun",
         "--nodes=3",
@@ -558,9 +562,11 @@ def test_srun_argv_outside_and_inside_an_allocation(monkeypatch: pytest.MonkeyPa
     assert "--immediate=30" in batch and "--partition=gpu" in batch
     assert "--immediate=60" not in batch
     monkeypatch.setenv("SLURM_JOB_ID", "42")
-    argv = c.srun_argv(p, "gb1", "true", 60)
+    argv = transport.srun_argv(p, "gb1", "true", 60)
     assert "--overlap" in argv and not any(a.startswith(("--time", "--imm")) for a in argv)
-    assert not any(a.startswith("--immediate") for a in c.srun_batch_argv(p, ["a", "b"], "x", 9))
+    assert not any(
+        a.startswith("--immediate") for a in transport.srun_batch_argv(p, ["a", "b"], "x", 9)
+    )
 
 
 # --------------------------------------------------------------------------- CLI
@@ -606,9 +612,8 @@ def test_extra_files_only_snapshot(tmp_path: Path) -> None:
     """A UFM-only collect: no nodes, the caller's files and manifest keys, written atomically."""
     files = {"ufm/systems.json": "[]", "ufm/url.txt": "https://ufm\n"}
     outcome = c.collect(
-        c.CollectPlan(nodes=[]),
+        cp.CollectPlan(nodes=[]),
         tmp_path / "s",
-        progress=False,
         extra_files=files,
         extra_manifest={"ufm": {"url": "https://ufm", "files": sorted(files)}},
     )
@@ -616,7 +621,7 @@ def test_extra_files_only_snapshot(tmp_path: Path) -> None:
     assert (tmp_path / "s/ufm/systems.json").read_text() == "[]"
     data = manifest(tmp_path / "s")
     assert data["ufm"] == {"url": "https://ufm", "files": sorted(files)}
-    assert c.load_snapshot(tmp_path / "s").nodes == {}
+    assert sn.load_snapshot(tmp_path / "s").nodes == {}
 
 
 def test_cli_collect_ufm_only_stores_responses(

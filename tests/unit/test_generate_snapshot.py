@@ -11,9 +11,10 @@ from click.testing import CliRunner, Result
 
 from tests.support.sim_gpu import nvl_node_gpus, render_query_q
 from topograph_slurm.cli.main import main
-from topograph_slurm.collect import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, write_snapshot
+from topograph_slurm.collect import write_snapshot
 from topograph_slurm.errors import Exit
 from topograph_slurm.sources import sim
+from topograph_slurm.sources.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 
 KEY_Q = "nvidia-smi-q"
 UUID = "{:08x}-7b3d-4e9f-a1c6-0d2e4b6a8c10"

@@ -6,13 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.sim_gpu import nvl_node_gpus, render_query_q
-from topograph_slurm.collect import (
-    KEY_Q,
-    SNAPSHOT_FORMAT,
-    SNAPSHOT_VERSION,
-    load_snapshot,
-    write_snapshot,
-)
+from topograph_slurm.collect import write_snapshot
 from topograph_slurm.errors import ConfigError
 from topograph_slurm.model.gpu import ZERO_UUID, DomainResult
 from topograph_slurm.model.names import sanitize
@@ -20,9 +14,10 @@ from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree, 
 from topograph_slurm.render.environment import environment, render
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources.layout import load_layout, parse_layout
+from topograph_slurm.sources.snapshot import KEY_Q, SNAPSHOT_FORMAT, SNAPSHOT_VERSION, load_snapshot
 from topograph_slurm.topology import nvlink as nv
 from topograph_slurm.topology.block import KIND_UNDERSIZED
-from topograph_slurm.topology.clique import FindingKind, node_domain
+from topograph_slurm.topology.clique import FindingKind, domain_results, node_domain
 
 V2411 = SlurmVersion(24, 11)
 V2605 = SlurmVersion(26, 5)
@@ -346,8 +341,7 @@ def test_blocks_from_a_snapshot_carry_collection_findings(tmp_path: object) -> N
     data = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "results": entries}
     write_snapshot(root, data, files)
     snap = load_snapshot(root)
-    topo = snap.nvlink_blocks(V2605)
-    assert topo == nv.nvlink_blocks(snap.domain_results(), V2605, findings=snap.findings)
+    topo = nv.nvlink_blocks(domain_results(snap.gpus), V2605, findings=snap.findings)
     assert [b.nodes for b in topo.blocks] == [rack_nodes(0), ["gb05", "gb07", "gb08"]]
     subjects = {(f.subject, f.kind) for f in topo.findings}
     assert ("gb06", FindingKind.NOT_COMPLETED) in subjects

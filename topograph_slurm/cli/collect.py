@@ -13,15 +13,15 @@ from typing import Any
 import click
 
 from topograph_slurm.cli.options import ufm_options, warn
-from topograph_slurm.collect import (
+from topograph_slurm.cli.progress import ProgressBar, progress_wanted
+from topograph_slurm.collect import collect as run_collect
+from topograph_slurm.collect.plan import (
     DEFAULT_COMMANDS,
     DEFAULT_IBNETDISCOVER,
     CollectOutcome,
     CollectPlan,
     expand_nodes,
-    progress_wanted,
 )
-from topograph_slurm.collect import collect as run_collect
 from topograph_slurm.config import Settings, load_settings, override
 from topograph_slurm.errors import CollectError, Exit
 from topograph_slurm.pipeline import fetch_ufm
@@ -215,13 +215,15 @@ def collect(
     )
     quiet = bool(obj.get("quiet"))
     show = False if no_progress else progress_wanted(quiet)
-    outcome = run_collect(
-        plan,
-        Path(snapshot),
-        progress=show,
-        extra_files=extra_files,
-        extra_manifest=extra_manifest,
-    )
+    total = len(plan.nodes) + (1 if plan.ibnetdiscover_on else 0)
+    with ProgressBar(total, show) as bar:
+        outcome = run_collect(
+            plan,
+            Path(snapshot),
+            on_progress=bar.advance,
+            extra_files=extra_files,
+            extra_manifest=extra_manifest,
+        )
     if not quiet or outcome.failed_nodes:
         click.echo(_summary(outcome), err=True)
     if strict and outcome.failed_nodes:

@@ -14,7 +14,7 @@ import click
 from topograph_slurm import pipeline
 from topograph_slurm.cli.options import log, ufm_options, warn
 from topograph_slurm.config import RewriteRule, Settings, load_settings, override
-from topograph_slurm.errors import Exit, InputError
+from topograph_slurm.errors import Exit, InputError, UsageError
 from topograph_slurm.render.environment import environment
 
 
@@ -238,6 +238,8 @@ def generate(
     )
     if (check or diff) and settings.output is None and settings.filter_dir is None:
         raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
+    if not settings.shrink_limit >= 0:  # NaN fails this too
+        raise UsageError(f"--shrink-limit must be a fraction >= 0, got {settings.shrink_limit}")
     env = environment(Path(settings.templates) if settings.templates else None)
     with _no_cyclic_gc():
         result = pipeline.generate(settings, env, warn)

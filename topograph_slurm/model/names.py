@@ -60,7 +60,7 @@ def expand(hostlist: str, where: str = "", error: type[TopographError] = InputEr
     """A Slurm/ClusterShell hostlist (``gpu[001-064],login1``) as names in natural order,
     without duplicates. A malformed one raises *error* naming *where* it came from."""
     try:
-        nodes = NodeSet(hostlist, resolver=RESOLVER_NOGROUP)
+        nodes = NodeSet(hostlist)  # ClusterShell's resolver: a site's @groups work too
     except NodeSetException as err:
         prefix = f"{where}: " if where else ""
         raise error(f"{prefix}invalid hostlist {hostlist!r}: {err}") from None

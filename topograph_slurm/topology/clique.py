@@ -178,6 +178,11 @@ def node_domain(gpus: list[GpuFabric], node: str = "") -> DomainResult:
     return DomainResult(DomainKind.MULTI_NODE, len(gpus), domain, uuid, clique)
 
 
+def domain_results(gpus_by_node: Mapping[str, list[GpuFabric]]) -> dict[str, DomainResult]:
+    """The NVLink verdict (:func:`node_domain`) of every node, by node."""
+    return {node: node_domain(gpus, node) for node, gpus in gpus_by_node.items()}
+
+
 def _count_findings(
     domains: Mapping[str, list[str]], gpu_counts: Mapping[str, int]
 ) -> list[Finding]:

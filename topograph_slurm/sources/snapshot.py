@@ -1,0 +1,221 @@
+"""A collected snapshot directory, read back: raw nvidia-smi texts and collection findings →
+per-node GPU fabric and topology. The format's reader owns the format, so its names (format,
+version, file layout, command keys, finding kinds) are defined here once and the writer
+(``topograph_slurm.collect``) imports them.
+
+Layout of a snapshot directory::
+
+    DIR/manifest.json                    format, version, created, via, srun_mode, nodes,
+                                         commands, and one result per node and command:
+                                         node, command, argv, exit_code, duration (the node's
+                                         run), timestamp, error, timed_out, stderr_tail, file
+    DIR/nodes/<node>/<command-key>.txt   raw stdout of each command that succeeded
+    DIR/fabric/ibnetdiscover.txt         with --ibnetdiscover-on NODE
+    DIR/ufm/*.json                       with --ufm URL (sources/ufm.py reads them)
+
+A node that failed (non-zero exit, timeout, unreachable, garbage) is in the manifest with its
+exit code, error and stderr tail; reading turns it into a finding, so a node that could not be
+read is reported rather than silently missing. Deciding what the GPUs mean for the topology
+is not done here (see ``topology.clique`` and ``topology.nvlink``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topograph_slurm.errors import InputError, ParseError
+from topograph_slurm.model.gpu import GpuFabric, GpuTopology
+from topograph_slurm.model.names import is_slurm_name, natural_key
+from topograph_slurm.model.result import Finding
+from topograph_slurm.sources.nvidia_smi import parse_fabric_output, parse_topo_matrix
+
+SNAPSHOT_FORMAT = "topograph-slurm-snapshot"
+SNAPSHOT_VERSION = 1
+MANIFEST = "manifest.json"
+NODES_DIR = "nodes"
+FABRIC_DIR = "fabric"
+IBNETDISCOVER_KEY = "ibnetdiscover"
+IBNETDISCOVER_FILE = "ibnetdiscover.txt"
+
+#: Command keys of the node outputs the reader parses (file ``nodes/<node>/<key>.txt``).
+KEY_QUERY = "nvidia-smi-query"
+KEY_Q = "nvidia-smi-q"
+KEY_TOPO = "nvidia-smi-topo"
+
+KIND_FAILED = "collect-failed"
+KIND_TIMEOUT = "collect-timeout"
+KIND_MISSING = "collect-missing"
+KIND_PARSE = "collect-parse-error"
+
+
+def check_node_name(node: str) -> str:
+    """Reject names that cannot be a Slurm node or a safe directory name (node names become
+    directories of the snapshot)."""
+    if not is_slurm_name(node):
+        raise InputError(f"invalid node name {node!r}")
+    return node
+
+
+@dataclass(slots=True)
+class NodeSnapshot:
+    """One node's parsed outputs. ``gpus`` is None when no fabric output could be read;
+    ``fabric_source`` names the command it came from (``-q`` is preferred: it has Health)."""
+
+    name: str
+    gpus: list[GpuFabric] | None = None
+    fabric_source: str | None = None
+    topology: GpuTopology | None = None
+    raw: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A collected snapshot, parsed. ``findings`` hold every per-node collection or parse
+    problem, so a node that could not be read is reported rather than silently missing."""
+
+    path: Path
+    created: str
+    via: str
+    nodes: dict[str, NodeSnapshot]
+    manifest: dict[str, Any]
+    ibnetdiscover: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> dict[str, list[GpuFabric]]:
+        """The GPUs of every node whose fabric output could be read, by node."""
+        return {name: node.gpus for name, node in self.nodes.items() if node.gpus is not None}
+
+    @property
+    def unread_nodes(self) -> list[str]:
+        """Nodes in the manifest without readable fabric output."""
+        return [name for name, node in self.nodes.items() if node.gpus is None]
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path} is not a snapshot: {MANIFEST} missing") from None
+    except OSError as err:
+        raise InputError(f"cannot read {path / MANIFEST}: {err.strerror}") from None
+    except ValueError as err:
+        raise InputError(f"{path / MANIFEST}: invalid JSON ({err})") from None
+    if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
+        raise InputError(f"{path / MANIFEST}: not a {SNAPSHOT_FORMAT} manifest")
+    if data.get("version") != SNAPSHOT_VERSION:
+        raise InputError(f"{path / MANIFEST}: unsupported snapshot version {data.get('version')}")
+    if not isinstance(data.get("results"), list):
+        raise InputError(f"{path / MANIFEST}: 'results' must be a list")
+    return data
+
+
+def _failure(entry: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(node, kind, what went wrong) for one failed manifest entry."""
+    kind = KIND_TIMEOUT if entry.get("timed_out") else KIND_FAILED
+    detail = str(entry.get("error") or f"exit code {entry.get('exit_code')}")
+    tail = str(entry.get("stderr_tail") or "").strip().splitlines()
+    return str(entry.get("node")), kind, detail + (f": {tail[-1].strip()}" if tail else "")
+
+
+def _failure_findings(entries: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """One finding per node and distinct failure, naming every command it hit, so a dead
+    node is one line in the report rather than one per command."""
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for entry in entries:
+        grouped.setdefault(_failure(entry), []).append(str(entry.get("command")))
+    return [
+        Finding(kind, node, f"{', '.join(commands)}: {detail}")
+        for (node, kind, detail), commands in grouped.items()
+    ]
+
+
+def _entries(data: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for entry in data["results"]:
+        if isinstance(entry, dict) and isinstance(entry.get("node"), str):
+            yield entry
+
+
+def _read_output(root: Path, entry: Mapping[str, Any]) -> str | None:
+    rel = entry.get("file")
+    if not isinstance(rel, str):
+        return None
+    path = (root / rel).resolve()
+    if root.resolve() not in path.parents:
+        raise InputError(f"{root / MANIFEST}: file {rel!r} points outside the snapshot")
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _parse_node(node: NodeSnapshot, findings: list[Finding]) -> None:
+    """Fill gpus/topology from raw outputs; -q first (it carries Health), then the CSV."""
+    for key in (KEY_Q, KEY_QUERY):
+        text = node.raw.get(key)
+        if text is None:
+            continue
+        try:
+            gpus = parse_fabric_output(text)
+        except ParseError as err:
+            findings.append(Finding(KIND_PARSE, node.name, f"{key}: {err}"))
+            continue
+        if gpus:
+            node.gpus, node.fabric_source = gpus, key
+            break
+    if node.gpus is None and not any(f.subject == node.name for f in findings):
+        findings.append(Finding(KIND_MISSING, node.name, "no nvidia-smi fabric output"))
+    text = node.raw.get(KEY_TOPO)
+    if text is not None:
+        try:
+            node.topology = parse_topo_matrix(text)
+        except ParseError as err:
+            findings.append(Finding(KIND_PARSE, node.name, f"{KEY_TOPO}: {err}"))
+
+
+def load_snapshot(path: Path | str) -> Snapshot:
+    """Read and parse a snapshot directory written by ``topograph_slurm.collect.collect``.
+
+    Raises InputError only when the snapshot as a whole is unusable (no manifest, bad JSON);
+    per-node failures and unparsable outputs become findings.
+    """
+    root = Path(path)
+    data = _read_manifest(root)
+    nodes: dict[str, NodeSnapshot] = {}
+    findings: list[Finding] = []
+    failed: list[Mapping[str, Any]] = []
+    for entry in _entries(data):
+        name = check_node_name(entry["node"])
+        node = nodes.setdefault(name, NodeSnapshot(name))
+        text = _read_output(root, entry) if entry.get("exit_code") == 0 else None
+        if text is not None:
+            node.raw[str(entry.get("command"))] = text
+        elif entry.get("exit_code") == 0 and not entry.get("error"):
+            what = f"{entry.get('command')}: output file missing"
+            findings.append(Finding(KIND_MISSING, name, what))
+        else:
+            failed.append(entry)
+    findings += _failure_findings(failed)
+    for name in sorted(nodes, key=natural_key):
+        _parse_node(nodes[name], findings)
+    fabric_text = None
+    fabric = data.get("fabric")
+    if isinstance(fabric, dict):
+        fabric_text = _read_output(root, fabric) if fabric.get("exit_code") == 0 else None
+        if fabric_text is None:
+            findings += _failure_findings([fabric])
+    findings.sort(key=lambda f: (natural_key(f.subject), f.kind))
+    ordered = {name: nodes[name] for name in sorted(nodes, key=natural_key)}
+    return Snapshot(
+        root,
+        str(data.get("created", "")),
+        str(data.get("via", "")),
+        ordered,
+        data,
+        fabric_text,
+        findings,
+    )
