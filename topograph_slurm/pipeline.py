@@ -234,17 +234,25 @@ def _yaml(
 def _filters(
     env: jinja2.Environment,
     settings: Settings,
+    inputs: Inputs,
     analysis: Analysis,
     blocks: BlockTopology | None,
+    warn: Warn,
 ) -> dict[str, str]:
-    """The --tp-size filter files, with block and leaf sizes measured on this fabric."""
+    """The --tp-size filter files, with block and leaf sizes measured on this fabric and GPUs
+    per node counted in the snapshot's ``nvidia-smi topo -m``. Their findings become warnings:
+    the report is rendered before the filters."""
     from topograph_slurm.render.filters import filter_facts, render_filters
 
     if not settings.filter:
         raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
     leaf_size = typical_size(len(leaf.nodes) for leaf in analysis.tree.leaves)
     measured = {"block": blocks.block_sizes[0] if blocks else 0, "tree": leaf_size}
-    facts = filter_facts(settings.filter, measured, settings.slurm_version)
+    nodes = inputs.snapshot.nodes if inputs.snapshot else {}
+    node_gpus = {name: node.topology.gpu_count for name, node in nodes.items() if node.topology}
+    facts, findings = filter_facts(settings.filter, measured, settings.slurm_version, node_gpus)
+    for finding in findings:
+        warn(f"[{finding.kind}] {finding.subject}: {finding.message}")
     return render_filters(facts, env)
 
 
@@ -294,5 +302,5 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
             node_count=out.node_count,
         )
     if settings.filter_dir:
-        out.filters = _filters(env, settings, analysis, blocks)
+        out.filters = _filters(env, settings, inputs, analysis, blocks, warn)
     return out
