@@ -527,6 +527,17 @@ function M.apply_to_job_desc(job_desc, d)
   end
 end
 
+-- What an entry point returns after pcall(ok, rc) of its unsafe body: rc when it is a return
+-- code, else SUCCESS with the fault logged as "topograph <what><error>" (the entry points never
+-- raise; each says below why SUCCESS is the safe answer for it).
+local function guarded(slurm, what, ok, rc)
+  if ok and type(rc) == "number" then
+    return rc
+  end
+  pcall(slurm.log_error, "%s", "topograph " .. what .. tostring(rc))
+  return slurm.SUCCESS or 0
+end
+
 local function job_submit_unsafe(slurm, job_desc, submit_uid)
   local tp = M.spank_tp(job_desc)
   if tp == nil and not M.ANY_DEFAULT_TP then
@@ -560,13 +571,8 @@ end
 -- accept the job silently, on 26.05 it rejects it; an internal fault keeps the job as
 -- submitted and is logged.
 function M.job_submit(slurm, job_desc, submit_uid)
-  local ok, rc = pcall(job_submit_unsafe, slurm, job_desc, submit_uid)
-  if ok and type(rc) == "number" then
-    return rc
-  end
-  pcall(slurm.log_error, "%s",
-    "topograph job_submit: internal error, job kept as submitted: " .. tostring(rc))
-  return slurm.SUCCESS or 0
+  return guarded(slurm, "job_submit: internal error, job kept as submitted: ",
+    pcall(job_submit_unsafe, slurm, job_desc, submit_uid))
 end
 
 -- The decision record of a job (see M.record), or nil when the job has none.
@@ -616,13 +622,8 @@ end
 -- job_submit entry point for slurm_job_modify(). Never raises; an internal fault lets the
 -- change through and is logged.
 function M.job_modify(slurm, job_desc, job_rec, modify_uid)
-  local ok, rc = pcall(job_modify_unsafe, slurm, job_desc, job_rec, modify_uid)
-  if ok and type(rc) == "number" then
-    return rc
-  end
-  pcall(slurm.log_error, "%s",
-    "topograph job_modify: internal error, change let through: " .. tostring(rc))
-  return slurm.SUCCESS or 0
+  return guarded(slurm, "job_modify: internal error, change let through: ",
+    pcall(job_modify_unsafe, slurm, job_desc, job_rec, modify_uid))
 end
 
 -- A cli_filter option value, or nil for the unset sentinels ("unset", "", nil).
@@ -699,13 +700,8 @@ end
 -- cli_filter entry point for slurm_cli_pre_submit(). Fails open (the controller re-checks):
 -- an internal fault leaves the options alone and is reported.
 function M.cli_pre_submit(slurm, options, offset) -- luacheck: no unused args
-  local ok, rc = pcall(cli_pre_submit_unsafe, slurm, options)
-  if ok and type(rc) == "number" then
-    return rc
-  end
-  pcall(slurm.log_error, "%s",
-    "topograph cli_filter: internal error, options left as given: " .. tostring(rc))
-  return slurm.SUCCESS or 0
+  return guarded(slurm, "cli_filter: internal error, options left as given: ",
+    pcall(cli_pre_submit_unsafe, slurm, options))
 end
 
 return M
