@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.unit.lua_fakes import RUNTIMES, LuaFilter, tp_env
+from tests.support.lua_fakes import RUNTIMES, LuaFilter, tp_env
 from topograph_slurm.render.filters import FilterFacts, PartitionFacts, render_filters
 from topograph_slurm.slurm_version import SlurmVersion
 

@@ -50,9 +50,9 @@ from topograph_slurm.render.filters import (  # noqa: E402
     FilterFacts,
     PartitionFacts,
     render_filters,
-    spank_compile_command,
 )
 from topograph_slurm.slurm_version import SlurmVersion  # noqa: E402
+from topograph_slurm.spank import spank_compile_command  # noqa: E402
 
 TARGET_PCT = 10.0
 SPANK_SO = "/etc/slurm/tpsize.so"

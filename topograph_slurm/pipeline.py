@@ -20,7 +20,7 @@ from topograph_slurm.config import Settings
 from topograph_slurm.errors import ConfigError, InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.fabric import Fabric
-from topograph_slurm.model.result import Analysis, BlockTopology
+from topograph_slurm.model.result import Analysis, BlockTopology, Finding
 from topograph_slurm.render.environment import render
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources import ibnetdiscover
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import jinja2
 
     from topograph_slurm.model.result import NamedTopology
+    from topograph_slurm.render.filters import FilterFacts
     from topograph_slurm.sources import ufm
     from topograph_slurm.sources.snapshot import Snapshot
 
@@ -235,21 +236,20 @@ def _yaml(
     return text, render_partition_lines(env, partitions, default)
 
 
-def _filters(
-    env: jinja2.Environment,
-    settings: Settings,
-    analysis: Analysis,
-    blocks: BlockTopology | None,
-) -> dict[str, str]:
-    """The --tp-size filter files, with block and leaf sizes measured on this fabric."""
-    from topograph_slurm.render.filters import filter_facts, render_filters
+def _filter_facts(
+    settings: Settings, inputs: Inputs, analysis: Analysis, blocks: BlockTopology | None
+) -> tuple[FilterFacts, list[Finding]]:
+    """The --tp-size filter facts: block and leaf sizes measured on this fabric, GPUs per node
+    counted in the snapshot's ``nvidia-smi topo -m`` (the config overrides either)."""
+    from topograph_slurm.render.filters import filter_facts
 
     if not settings.filter:
         raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
     leaf_size = typical_size(len(leaf.nodes) for leaf in analysis.tree.leaves)
     measured = {"block": blocks.block_sizes[0] if blocks else 0, "tree": leaf_size}
-    facts = filter_facts(settings.filter, measured, settings.slurm_version)
-    return render_filters(facts, env)
+    nodes = inputs.snapshot.nodes if inputs.snapshot else {}
+    node_gpus = {name: node.topology.gpu_count for name, node in nodes.items() if node.topology}
+    return filter_facts(settings.filter, measured, settings.slurm_version, node_gpus)
 
 
 def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
@@ -277,6 +277,12 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     wants_blocks = settings.format != "tree" or settings.filter_dir
     blocks = choose_blocks(settings, inputs, analysis, version) if wants_blocks else None
     shown = blocks if settings.format != "tree" else None
+    facts = None
+    if settings.filter_dir:
+        facts, filter_findings = _filter_facts(settings, inputs, analysis, blocks)
+        analysis.findings += filter_findings
+        for finding in filter_findings:
+            warn(f"[{finding.kind}] {finding.subject}: {finding.message}")
     # the report folds every leaf's hostlist again: render it only when someone reads it
     report = ""
     if settings.report:
@@ -297,6 +303,8 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
             blocks=blocks,
             node_count=out.node_count,
         )
-    if settings.filter_dir:
-        out.filters = _filters(env, settings, analysis, blocks)
+    if facts is not None:
+        from topograph_slurm.render.filters import render_filters
+
+        out.filters = render_filters(facts, env)
     return out

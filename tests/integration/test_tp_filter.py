@@ -48,9 +48,9 @@ from harness import (
     parse_show_topology,
 )
 
-from tests.unit.lua_fakes import OPTION_SENTINELS
+from tests.support.lua_fakes import OPTION_SENTINELS
 from topograph_slurm.cli.main import main
-from topograph_slurm.render.filters import spank_compile_command
+from topograph_slurm.spank import spank_compile_command
 
 pytestmark = pytest.mark.integration
 
@@ -491,7 +491,7 @@ def test_nested_sbatch_does_not_inherit_the_hint(tp: TpCluster) -> None:
 
 
 def test_cli_filter_options_match_the_fakes(tp: TpCluster) -> None:
-    """What slurm_cli_pre_submit really receives, against tests/unit/lua_fakes.py."""
+    """What slurm_cli_pre_submit really receives, against tests/support/lua_fakes.py."""
 
     def probe(args: str) -> dict[str, str]:
         res = tp.cluster.exec(f"SLURM_CONF={PROBE_CONF} sbatch --hold {args} --wrap true")

@@ -8,6 +8,7 @@ documented exit codes that write nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,17 +18,28 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from tests.support.sim_gpu import (
+    gb200_tray_topology,
+    nvl_node_gpus,
+    render_query_q,
+    render_topo_matrix,
+)
 from topograph_slurm.cli.main import main
+from topograph_slurm.collect import write_snapshot
 from topograph_slurm.errors import Exit
-from topograph_slurm.render.filters import FILTER_TEMPLATES
+from topograph_slurm.render.environment import builtin_templates
+from topograph_slurm.render.filters import FILTER_FILES
+from topograph_slurm.sources.snapshot import KEY_Q, KEY_TOPO, SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 
 SIM = "nodes=16,rails=1,su=4"  # four leaves of 4 nodes: measured base block 4
-FILES = sorted(FILTER_TEMPLATES)
+FILES = sorted(FILTER_FILES)
 
 
 def config(tmp_path: Path, **partition: object) -> Path:
-    """A config whose filter section has one block partition (base_block left to the fabric)."""
-    spec = {"topology": "block", "gpus_per_node": 4, **partition}
+    """A config whose filter section has one block partition (base_block left to the fabric;
+    a key given as None is left out)."""
+    given = {"topology": "block", "gpus_per_node": 4, **partition}
+    spec = {key: value for key, value in given.items() if value is not None}
     facts = {"partitions": {"gpu": spec}, "default_partition": "gpu", "switch_wait": 300}
     facts["spank_path"] = "/usr/lib/topograph/tpsize.so"
     path = tmp_path / "config.yaml"
@@ -35,8 +47,11 @@ def config(tmp_path: Path, **partition: object) -> Path:
     return path
 
 
-def generate(cfg: Path | str, out: Path, *extra: str, sim: str = SIM) -> Result:
-    args = ["--config", str(cfg), "generate", "--sim", sim, "--format", "block"]
+def generate(
+    cfg: Path | str, out: Path, *extra: str, sim: str = SIM, snap: Path | None = None
+) -> Result:
+    source = ["--snapshot", str(snap)] if snap else ["--sim", sim]
+    args = ["--config", str(cfg), "generate", *source, "--format", "block"]
     args += ["--slurm-version", "26.05", "--filter-dir", str(out), *extra]
     return CliRunner().invoke(main, args)
 
@@ -110,6 +125,20 @@ def test_only_on_change_and_check(tmp_path: Path) -> None:
     assert "base_block = 4," in (out / "job_submit.lua").read_text()
 
 
+def test_site_rules_from_templates_dir_are_used_verbatim(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    rules = (builtin_templates() / "topograph_tp.lua").read_text()
+    (site / "topograph_tp.lua").write_text("-- site rules: {{ not jinja }}\n" + rules)
+    out = tmp_path / "filters"
+    result = generate(config(tmp_path), out, "--templates", str(site))
+    assert result.exit_code == 0, result.output
+    for name in ("topograph_tp.lua", "job_submit.lua", "cli_filter.lua"):
+        text = (out / name).read_text()
+        assert "-- site rules: {{ not jinja }}\n" in text
+        assert "gpus_per_node = 4," in text  # the facts still come first
+
+
 def test_missing_filter_section_is_a_config_error_and_writes_nothing(tmp_path: Path) -> None:
     out, topo = tmp_path / "filters", tmp_path / "topology.conf"
     result = generate(os.devnull, out, "-o", str(topo))
@@ -137,6 +166,86 @@ def test_bad_filter_facts_write_nothing(
     assert_one_line_error(result, Exit.CONFIG, fragment)
     assert (out / "job_submit.lua").read_text() == "-- the site's working filter\n"
     assert sorted(snapshot(out)) == ["job_submit.lua"]
+
+
+# --------------------------------------------------------------------------------------------
+# gpus_per_node measured from a snapshot's nvidia-smi topo -m
+# --------------------------------------------------------------------------------------------
+
+
+def gpu_snapshot(root: Path, gpus: list[int]) -> Path:
+    """A snapshot of racks of 4 nodes (gpu0001...), one NVLink clique per rack; node i has
+    gpus[i] GPUs in both its ``nvidia-smi -q`` and its ``topo -m`` output."""
+    entries, files = [], {}
+    for i, count in enumerate(gpus):
+        node = f"gpu{i + 1:04d}"
+        cluster = f"{i // 4 + 1:08x}-7b3d-4e9f-a1c6-0d2e4b6a8c10"
+        outputs = {
+            KEY_Q: render_query_q(nvl_node_gpus(cluster, 1, count)),
+            KEY_TOPO: render_topo_matrix(gb200_tray_topology(count)),
+        }
+        for key, text in outputs.items():
+            rel = f"nodes/{node}/{key}.txt"
+            files[rel] = text
+            entries.append({"node": node, "command": key, "exit_code": 0, "file": rel})
+    manifest = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "results": entries}
+    write_snapshot(root, manifest, files)
+    return root
+
+
+def test_gpus_per_node_comes_from_topo_m_unless_configured(tmp_path: Path) -> None:
+    snap = gpu_snapshot(tmp_path / "snap", [4] * 8)
+    measured = tmp_path / "measured"
+    result = generate(config(tmp_path, gpus_per_node=None), measured, snap=snap)
+    assert result.exit_code == 0, result.output
+    assert "gpus_per_node = 4," in (measured / "topograph_tp.lua").read_text()
+    assert "gpus-per-node-disagree" not in result.stderr
+    configured = tmp_path / "configured"
+    result = generate(config(tmp_path, gpus_per_node=8), configured, snap=snap)
+    assert result.exit_code == 0, result.output
+    assert "gpus_per_node = 8," in (configured / "job_submit.lua").read_text()
+
+
+def test_disagreeing_gpu_counts_use_the_most_common_and_warn(tmp_path: Path) -> None:
+    snap = gpu_snapshot(tmp_path / "snap", [8, 8, 8, 8, 8, 8, 4, 4])
+    out = tmp_path / "filters"
+    result = generate(config(tmp_path, gpus_per_node=None), out, snap=snap)
+    assert result.exit_code == 0, result.output
+    assert "gpus_per_node = 8," in (out / "cli_filter.lua").read_text()
+    [warning] = [line for line in result.stderr.splitlines() if "gpus-per-node-disagree" in line]
+    assert warning.startswith("topograph-slurm: warning: [gpus-per-node-disagree] gpu: ")
+    assert (
+        "8 GPUs on 6 nodes (gpu0001, gpu0002, gpu0003, ...); 4 GPUs on 2 nodes (gpu0007, gpu0008)"
+        in warning
+    )
+    configured = generate(config(tmp_path), tmp_path / "configured", snap=snap)
+    assert configured.exit_code == 0, configured.output
+    assert "gpus-per-node-disagree" not in configured.stderr  # the config chose
+
+
+def test_the_gpu_count_disagreement_is_a_finding_in_the_report(tmp_path: Path) -> None:
+    snap = gpu_snapshot(tmp_path / "snap", [8, 8, 8, 8, 8, 8, 4, 4])
+    report = tmp_path / "report.json"
+    result = generate(
+        config(tmp_path, gpus_per_node=None),
+        tmp_path / "filters",
+        "--report",
+        str(report),
+        "--report-format",
+        "json",
+        snap=snap,
+    )
+    assert result.exit_code == 0, result.output
+    findings = json.loads(report.read_text())["findings"]
+    [finding] = [f for f in findings if f["kind"] == "gpus-per-node-disagree"]
+    assert finding["subject"] == "gpu" and "using 8" in finding["message"]
+
+
+def test_without_topo_m_the_config_must_set_gpus_per_node(tmp_path: Path) -> None:
+    out = tmp_path / "filters"
+    result = generate(config(tmp_path, gpus_per_node=None), out)
+    assert_one_line_error(result, Exit.CONFIG, "gpus_per_node must be a positive integer")
+    assert not out.exists()
 
 
 # --------------------------------------------------------------------------------------------
@@ -192,3 +301,14 @@ def test_builds_a_loadable_plugin(source: Path, tmp_path: Path) -> None:
     if symbols.returncode == 0:  # nm comes with binutils, which gcc pulls in
         for name in ("slurm_spank_init", "plugin_name", "plugin_type", "plugin_version"):
             assert f" {name}\n" in symbols.stdout, symbols.stdout
+
+
+@pytest.mark.parametrize("template", ["job_submit.lua.j2", "topograph_facts.lua.j2"])
+def test_a_broken_site_filter_template_is_a_config_error(tmp_path: Path, template: str) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / template).write_text("{% if %}\n")
+    out = tmp_path / "filters"
+    result = generate(config(tmp_path), out, "--templates", str(site))
+    assert_one_line_error(result, Exit.CONFIG, template)
+    assert not out.exists() or not any(out.iterdir())

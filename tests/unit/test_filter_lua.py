@@ -20,17 +20,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.lua_fakes import ERRORS, RUNTIMES, LuaFilter, Outcome, tp_env
+from tests.support.lua_fakes import ERRORS, RUNTIMES, LuaFilter, Outcome, tp_env
 from topograph_slurm.errors import CollectError, ConfigError
 from topograph_slurm.render.environment import lua_str
 from topograph_slurm.render.filters import (
     FilterFacts,
     PartitionFacts,
-    build_spank,
     facts_from_mapping,
     render_filters,
 )
 from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.spank import build_spank
 
 OLD = "24.11.5"  # job_submit.lua cannot touch segment_size
 NEW = "25.11.2"  # it can
@@ -251,6 +251,22 @@ def test_rendered_lua_avoids_5_3_only_syntax() -> None:
         assert "//" not in code
         assert not re.search(r"[^~=<>]~[^=]|&|\|", code.replace('"', " ")), name
         assert "assoc_qos" not in code
+
+
+def test_generated_lua_passes_luacheck(tmp_path: Path) -> None:
+    """The repository's .luacheckrc holds for the generated files too, not only for the rules
+    file that scripts/test checks."""
+    luacheck = shutil.which("luacheck")
+    if luacheck is None:
+        pytest.skip("luacheck absent (Debian package lua-check)")
+    for version in (OLD, NEW):
+        for name in ("topograph_tp.lua", "job_submit.lua", "cli_filter.lua"):
+            (tmp_path / f"{version}-{name}").write_text(rendered(version)[name])
+    rc = Path(__file__).resolve().parents[2] / ".luacheckrc"
+    files = sorted(str(path) for path in tmp_path.iterdir())
+    cmd = [luacheck, "--no-color", "--config", str(rc), *files]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout
 
 
 def test_hostile_partition_name_is_data(runtime: str) -> None:

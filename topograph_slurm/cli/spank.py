@@ -40,10 +40,15 @@ def spank_build(
     Rebuild it for every Slurm major release. Then add the printed line to plugstack.conf on
     login and compute nodes (and the controller).
     """
-    from topograph_slurm.render.filters import build_spank
+    from topograph_slurm.config import load_settings
+    from topograph_slurm.render.environment import environment
+    from topograph_slurm.render.filters import render_plugstack_line
+    from topograph_slurm.spank import build_spank
 
+    templates = load_settings(ctx.obj["config_file"]).templates
+    env = environment(Path(templates) if templates else None)
     plugin = build_spank(
         Path(source), Path(outdir), cc=cc, include_dir=Path(include_dir) if include_dir else None
     )
     log(ctx, f"built {plugin}")
-    click.echo(f"optional {plugin.resolve()}")
+    click.echo(render_plugstack_line(env, str(plugin.resolve())), nl=False)

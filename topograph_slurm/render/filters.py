@@ -1,30 +1,30 @@
-"""Job filters for ``--tp-size``: cluster facts, rendering of the Lua/SPANK templates, SPANK build.
+"""Job filters for ``--tp-size``: cluster facts and rendering of the Lua/SPANK templates.
 
-The rules themselves live in Lua (``templates/topograph_tp.lua.j2``) because they must run inside
-``slurmctld`` (job_submit.lua) and inside sbatch/salloc/srun (cli_filter.lua). Python only
+The rules themselves live in plain Lua (``templates/topograph_tp.lua``) because they must run
+inside ``slurmctld`` (job_submit.lua) and inside sbatch/salloc/srun (cli_filter.lua). Python only
 validates the cluster facts the rules need (GPUs per node, topology kind, block and leaf sizes,
-target Slurm version) and renders them into the Lua as a *data table*: every name that comes from
-the fabric or the config goes through :func:`lua_str`, so no Lua code is ever built from fabric
-strings.
+target Slurm version) and renders them as a *data table* (``templates/topograph_facts.lua.j2``)
+that is put in front of the rules: every name that comes from the fabric or the config goes
+through :func:`lua_str`, so no Lua code is ever built from fabric strings, and the rules are
+never run through Jinja, so luacheck reads them as they ship. Building the SPANK plugin is I/O
+and lives in :mod:`topograph_slurm.spank`.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, cast
 
 import jinja2
 
-from topograph_slurm.errors import CollectError, ConfigError
-from topograph_slurm.render.environment import environment
+from topograph_slurm.errors import ConfigError
+from topograph_slurm.model.names import natural_key
+from topograph_slurm.model.result import Finding
+from topograph_slurm.render.environment import environment, render
 from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.topology.block import typical_size
 
 TopologyKind = Literal["block", "tree", "flat"]
 TOPOLOGY_KINDS: tuple[str, ...] = ("block", "tree", "flat")
@@ -32,14 +32,24 @@ TOPOLOGY_KINDS: tuple[str, ...] = ("block", "tree", "flat")
 #: Largest --tp-size the filters accept; the Lua and the SPANK plugin share this bound.
 MAX_TP = 65536
 
-#: File name -> template name, in the order a site installs them.
+#: The rules module, shipped as it is generated: the rendered facts, then this static file.
+MODULE = "topograph_tp.lua"
+FACTS_TEMPLATE = "topograph_facts.lua.j2"
+
+#: The files rendered around the module (the Lua ones inline it): name -> template, in the
+#: order a site installs them.
 FILTER_TEMPLATES: dict[str, str] = {
-    "topograph_tp.lua": "topograph_tp.lua.j2",
     "job_submit.lua": "job_submit.lua.j2",
     "cli_filter.lua": "cli_filter.lua.j2",
     "tpsize.c": "tpsize.c.j2",
     "plugstack.conf": "plugstack.conf.j2",
 }
+
+#: Every file ``generate --filter-dir`` writes.
+FILTER_FILES: tuple[str, ...] = (MODULE, *FILTER_TEMPLATES)
+
+#: Finding kind: the snapshot's nodes do not all have the same number of GPUs.
+KIND_GPUS_DISAGREE = "gpus-per-node-disagree"
 
 _PLUGIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -154,6 +164,21 @@ class FilterFacts:
         }
 
 
+def render_module(env: jinja2.Environment, context: Mapping[str, Any]) -> str:
+    """The rules module: the facts template rendered, then the rules file exactly as it is.
+
+    The rules are looked up like any template (a site's ``--templates DIR`` first) but never
+    rendered, so they stay plain Lua: a ``{{`` in them is Lua, not Jinja.
+    """
+    try:
+        rules = env.loader.get_source(env, MODULE)[0] if env.loader else None
+    except jinja2.TemplateNotFound:
+        rules = None
+    if rules is None:
+        raise ConfigError(f"template {MODULE} not found")
+    return render(env, FACTS_TEMPLATE, **context) + rules
+
+
 def render_filters(facts: FilterFacts, env: jinja2.Environment | None = None) -> dict[str, str]:
     """Render every filter file; returns file name -> content.
 
@@ -163,90 +188,19 @@ def render_filters(facts: FilterFacts, env: jinja2.Environment | None = None) ->
     """
     env = env or environment()
     context = facts.template_context()
-    return {
-        name: env.get_template(template).render(context)
-        for name, template in FILTER_TEMPLATES.items()
-    }
+    context["module"] = render_module(env, context)
+    files = {MODULE: context["module"]}
+    files.update(
+        (name, render(env, template, **context)) for name, template in FILTER_TEMPLATES.items()
+    )
+    return files
 
 
-def _find_spank_header(include_dir: Path | None) -> Path | None:
-    """Where ``slurm/spank.h`` is, if anywhere the compiler will look."""
-    candidates = [include_dir] if include_dir else []
-    candidates += [Path("/usr/include"), Path("/usr/local/include")]
-    cpath = os.environ.get("CPATH", "")
-    candidates += [Path(p) for p in cpath.split(os.pathsep) if p]
-    for base in candidates:
-        if (base / "slurm" / "spank.h").is_file():
-            return base
-    return None
-
-
-def spank_compile_command(
-    compiler: str, source: Path, output: Path, include_dir: Path | None = None
-) -> list[str]:
-    """The compiler command line that builds the SPANK plugin.
-
-    One definition, so the integration tests compile the plugin inside a Slurm container with
-    exactly the flags ``spank build`` uses (the container has no Python to run the CLI).
-    """
-    cmd = [compiler, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(output), str(source)]
-    if include_dir is not None:
-        cmd[1:1] = ["-I", str(include_dir)]
-    return cmd
-
-
-def build_spank(
-    source: Path,
-    outdir: Path,
-    *,
-    cc: str = "cc",
-    include_dir: Path | None = None,
-    timeout: float = 120.0,
-) -> Path:
-    """Compile the SPANK plugin *source* into ``outdir/<stem>.so`` and return its path.
-
-    The ``.so`` is built under a temporary name and renamed, so a failed build never leaves a
-    half-written plugin where slurmd/sbatch would load it. Raises CollectError when the compiler
-    or ``slurm/spank.h`` is missing or compilation fails.
-    """
-    compiler = shutil.which(cc)
-    if compiler is None:
-        raise CollectError(
-            f"C compiler {cc!r} not found: install gcc (Debian: apt-get install gcc)"
-        )
-    if not source.is_file():
-        raise CollectError(f"SPANK source {source} does not exist: run generate --filter-dir first")
-    header_base = _find_spank_header(include_dir)
-    if include_dir is not None and header_base != include_dir:
-        raise CollectError(f"slurm/spank.h not found under {include_dir}")
-    outdir.mkdir(parents=True, exist_ok=True)
-    target = outdir / f"{source.stem}.so"
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{source.stem}.", suffix=".so", dir=outdir)
-    os.close(fd)
-    cmd = spank_compile_command(compiler, source, Path(tmp_name), include_dir)
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-        if proc.returncode != 0:
-            raise CollectError(_compile_error(proc.stderr, header_base is None))
-        os.chmod(tmp_name, 0o755)
-        os.replace(tmp_name, target)
-    except subprocess.TimeoutExpired as exc:
-        raise CollectError(f"compiling {source} timed out after {timeout:.0f}s") from exc
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-    return target
-
-
-def _compile_error(stderr: str, header_missing: bool) -> str:
-    """One line that says what to do, not a page of compiler output."""
-    if header_missing or "spank.h" in stderr:
-        return (
-            "slurm/spank.h not found: install the Slurm development headers "
-            "(Debian/Ubuntu: libslurm-dev, RPM: slurm-devel) or pass include_dir"
-        )
-    first = next((line for line in stderr.splitlines() if "error" in line), stderr.strip())
-    return f"compiling the SPANK plugin failed: {first}"
+def render_plugstack_line(env: jinja2.Environment, spank_path: str) -> str:
+    """The plugstack.conf entry for a plugin installed at *spank_path*, for ``spank build`` to
+    print: plugstack.conf.j2 rendered as ``generate --filter-dir`` does, without its comments."""
+    text = render(env, FILTER_TEMPLATES["plugstack.conf"], spank_path=spank_path)
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
 
 
 def facts_from_mapping(data: Mapping[str, Any]) -> FilterFacts:
@@ -279,31 +233,73 @@ def facts_from_mapping(data: Mapping[str, Any]) -> FilterFacts:
 
 
 def filter_facts(
-    config: Mapping[str, Any], measured: Mapping[str, int], slurm_version: str
-) -> FilterFacts:
-    """FilterFacts from the config's ``filter`` section, completed from the fabric.
+    config: Mapping[str, Any],
+    measured: Mapping[str, int],
+    slurm_version: str,
+    node_gpus: Mapping[str, int] | None = None,
+) -> tuple[FilterFacts, list[Finding]]:
+    """FilterFacts from the config's ``filter`` section, completed from what was measured.
 
     A block partition without ``base_block`` gets the measured base block size, a tree
     partition without ``leaf_size`` the typical number of nodes under one leaf, so the filters
     always match the topology generated in the same run; ``slurm_version`` defaults to the
-    one topology is generated for.
+    one topology is generated for. A partition without ``gpus_per_node`` gets the most common
+    GPU count of *node_gpus* (node -> GPUs that ``nvidia-smi topo -m`` lists; nodes without
+    GPUs do not count): the config names no nodes per partition, so every node counts for
+    every partition. When the nodes disagree, such a partition also gets a
+    ``gpus-per-node-disagree`` finding.
     """
     data = dict(config)
     data.setdefault("slurm_version", slurm_version)
+    counts = {node: count for node, count in (node_gpus or {}).items() if count}
+    gpus = typical_size(counts.values())
+    disagree = len(set(counts.values())) > 1
+    findings: list[Finding] = []
     parts = data.get("partitions")
     if isinstance(parts, Mapping):
-        data["partitions"] = {name: _with_measured(spec, measured) for name, spec in parts.items()}
-    return facts_from_mapping(data)
+        data["partitions"] = {
+            name: _with_measured(spec, measured, gpus) for name, spec in parts.items()
+        }
+        findings = [
+            _gpus_disagree(str(name), counts, gpus)
+            for name, spec in parts.items()
+            if disagree and isinstance(spec, Mapping) and "gpus_per_node" not in spec
+        ]
+    return facts_from_mapping(data), findings
 
 
-def _with_measured(spec: object, measured: Mapping[str, int]) -> object:
-    """*spec* with the measured size for its topology kind filled in when missing."""
+def _with_measured(spec: object, measured: Mapping[str, int], gpus_per_node: int) -> object:
+    """*spec* with the measured size for its topology kind and the measured GPUs per node
+    filled in where missing (a GPU count of 0 means none was measured)."""
     if not isinstance(spec, Mapping):
         return spec
+    filled = dict(spec)
     key = {"block": "base_block", "tree": "leaf_size"}.get(str(spec.get("topology")))
-    if key is None or key in spec:
-        return spec
-    return {**spec, key: measured[str(spec["topology"])]}
+    if key is not None and key not in spec:
+        filled[key] = measured[str(spec["topology"])]
+    if gpus_per_node and "gpus_per_node" not in spec:
+        filled["gpus_per_node"] = gpus_per_node
+    return filled
+
+
+def _gpus_disagree(partition: str, counts: Mapping[str, int], chosen: int) -> Finding:
+    """The finding for a partition whose nodes have different GPU counts: each count with how
+    many nodes have it and the first few of them, most common first."""
+    by_count: dict[int, list[str]] = {}
+    for node, count in counts.items():
+        by_count.setdefault(count, []).append(node)
+    described = []
+    for count in sorted(by_count, key=lambda c: (-len(by_count[c]), -c)):
+        nodes = sorted(by_count[count], key=natural_key)
+        shown = ", ".join(nodes[:3]) + (", ..." if len(nodes) > 3 else "")
+        plural = "s" if len(nodes) > 1 else ""
+        described.append(f"{count} GPUs on {len(nodes)} node{plural} ({shown})")
+    return Finding(
+        KIND_GPUS_DISAGREE,
+        partition,
+        f"nodes disagree on GPUs per node (nvidia-smi topo -m): {'; '.join(described)}; "
+        f"using {chosen}, set gpus_per_node in the filter config to choose",
+    )
 
 
 def _partition_from_mapping(name: str, spec: object) -> PartitionFacts:
