@@ -20,7 +20,14 @@ from topograph_slurm.config import Settings
 from topograph_slurm.errors import ConfigError, InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.fabric import Fabric
-from topograph_slurm.model.result import Analysis, BlockTopology, Finding
+from topograph_slurm.model.result import (
+    KIND_BLOCK,
+    KIND_FLAT,
+    KIND_TREE,
+    Analysis,
+    BlockTopology,
+    Finding,
+)
 from topograph_slurm.render.environment import render
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources import ibnetdiscover
@@ -44,11 +51,11 @@ if TYPE_CHECKING:
     from topograph_slurm.sources.snapshot import Snapshot
 
 Warn = Callable[[str], None]
-FORMATS = ("tree", "block", "yaml")
+FORMATS = (KIND_TREE, KIND_BLOCK, "yaml")
 #: topology.yaml name of blocks made from IB scalable units (NVLink blocks are "nvl").
 IB_BLOCK_NAME = "su"
 BLOCK_SOURCES = ("auto", "nvlink", "ib")
-TEMPLATES = {"tree": "topology.conf.tree.j2", "block": "topology.conf.block.j2"}
+TEMPLATES = {KIND_TREE: "topology.conf.tree.j2", KIND_BLOCK: "topology.conf.block.j2"}
 #: ``--sim demo``: a small DGX SuperPOD-like fabric (4 scalable units of 8 nodes, 8 rails).
 DEMO_SIM = "nodes=32,gpus=8,rails=8,su=8,tiers=2,sharp=1"
 
@@ -197,14 +204,14 @@ def _topologies(
     from topograph_slurm.model.result import NamedTopology
     from topograph_slurm.render.topology_yaml import DEFAULT_NAMES
 
-    defaults = {**DEFAULT_NAMES, "block": DEFAULT_NAMES["block"] if nvlink else IB_BLOCK_NAME}
+    defaults = {**DEFAULT_NAMES, KIND_BLOCK: DEFAULT_NAMES[KIND_BLOCK] if nvlink else IB_BLOCK_NAME}
     names = {**defaults, **(settings.yaml_names or {})}
     topologies = []
     if analysis.node_count:
-        topologies.append(NamedTopology(names["tree"], tree=analysis.tree))
+        topologies.append(NamedTopology(names[KIND_TREE], tree=analysis.tree))
     if blocks is not None and blocks.blocks:
-        topologies.append(NamedTopology(names["block"], blocks=blocks))
-    topologies.append(NamedTopology(names["flat"]))
+        topologies.append(NamedTopology(names[KIND_BLOCK], blocks=blocks))
+    topologies.append(NamedTopology(names[KIND_FLAT]))
     return topologies
 
 
@@ -240,16 +247,21 @@ def _filter_facts(
     settings: Settings, inputs: Inputs, analysis: Analysis, blocks: BlockTopology | None
 ) -> tuple[FilterFacts, list[Finding]]:
     """The --tp-size filter facts: block and leaf sizes measured on this fabric, GPUs per node
-    counted in the snapshot's ``nvidia-smi topo -m`` (the config overrides either)."""
+    counted in the snapshot's ``nvidia-smi topo -m`` (the config overrides either). The config
+    names no nodes per partition, so every snapshot node counts for every partition."""
     from topograph_slurm.render.filters import filter_facts
+    from topograph_slurm.topology.gpus import disagreement, typical_gpus
 
     if not settings.filter:
         raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
     leaf_size = typical_size(len(leaf.nodes) for leaf in analysis.tree.leaves)
-    measured = {"block": blocks.block_sizes[0] if blocks else 0, "tree": leaf_size}
+    measured = {KIND_BLOCK: blocks.block_sizes[0] if blocks else 0, KIND_TREE: leaf_size}
     nodes = inputs.snapshot.nodes if inputs.snapshot else {}
     node_gpus = {name: node.topology.gpu_count for name, node in nodes.items() if node.topology}
-    return filter_facts(settings.filter, measured, settings.slurm_version, node_gpus)
+    gpus = typical_gpus(node_gpus)
+    facts, filled = filter_facts(settings.filter, measured, settings.slurm_version, gpus)
+    findings = [disagreement(partition, node_gpus, gpus) for partition in filled]
+    return facts, [finding for finding in findings if finding is not None]
 
 
 def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
@@ -260,7 +272,7 @@ def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
         in_blocks = blocks_node_count(blocks)
     else:
         in_blocks = 0
-    return {"tree": analysis.node_count, "block": in_blocks}.get(
+    return {KIND_TREE: analysis.node_count, KIND_BLOCK: in_blocks}.get(
         fmt, max(analysis.node_count, in_blocks)
     )
 
@@ -274,9 +286,9 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     version = SlurmVersion.parse(settings.slurm_version)
     inputs = load_inputs(settings, warn)
     analysis = analyse(inputs.fabric, naming_policy(settings), settings.max_tiers)
-    wants_blocks = settings.format != "tree" or settings.filter_dir
+    wants_blocks = settings.format != KIND_TREE or settings.filter_dir
     blocks = choose_blocks(settings, inputs, analysis, version) if wants_blocks else None
-    shown = blocks if settings.format != "tree" else None
+    shown = blocks if settings.format != KIND_TREE else None
     facts = None
     if settings.filter_dir:
         facts, filter_findings = _filter_facts(settings, inputs, analysis, blocks)

@@ -9,6 +9,7 @@ from topograph_slurm.model.names import natural_key
 
 #: The kinds of topology Slurm knows, as topology.yaml and the CLI name them.
 KIND_TREE, KIND_BLOCK, KIND_FLAT = "tree", "block", "flat"
+TOPOLOGY_KINDS: tuple[str, ...] = (KIND_TREE, KIND_BLOCK, KIND_FLAT)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,14 +20,11 @@ from typing import Any, Literal, cast
 import jinja2
 
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.model.names import natural_key
-from topograph_slurm.model.result import Finding
+from topograph_slurm.model.result import KIND_BLOCK, KIND_TREE, TOPOLOGY_KINDS
 from topograph_slurm.render.environment import environment, render
 from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.topology.block import typical_size
 
 TopologyKind = Literal["block", "tree", "flat"]
-TOPOLOGY_KINDS: tuple[str, ...] = ("block", "tree", "flat")
 
 #: Largest --tp-size the filters accept; the Lua and the SPANK plugin share this bound.
 MAX_TP = 65536
@@ -48,8 +45,6 @@ FILTER_TEMPLATES: dict[str, str] = {
 #: Every file ``generate --filter-dir`` writes.
 FILTER_FILES: tuple[str, ...] = (MODULE, *FILTER_TEMPLATES)
 
-#: Finding kind: the snapshot's nodes do not all have the same number of GPUs.
-KIND_GPUS_DISAGREE = "gpus-per-node-disagree"
 
 _PLUGIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -101,9 +96,9 @@ class PartitionFacts:
             and _positive_int(self.default_tp, f"partition {self.name}: default_tp") > MAX_TP
         ):
             raise ConfigError(f"partition {self.name}: default_tp must be at most {MAX_TP}")
-        if self.topology == "block" and self.base_block is None:
+        if self.topology == KIND_BLOCK and self.base_block is None:
             raise ConfigError(f"partition {self.name}: a block partition needs base_block")
-        if self.topology == "tree" and self.leaf_size is None:
+        if self.topology == KIND_TREE and self.leaf_size is None:
             raise ConfigError(f"partition {self.name}: a tree partition needs leaf_size")
 
 
@@ -236,36 +231,31 @@ def filter_facts(
     config: Mapping[str, Any],
     measured: Mapping[str, int],
     slurm_version: str,
-    node_gpus: Mapping[str, int] | None = None,
-) -> tuple[FilterFacts, list[Finding]]:
-    """FilterFacts from the config's ``filter`` section, completed from what was measured.
+    gpus_per_node: int = 0,
+) -> tuple[FilterFacts, list[str]]:
+    """FilterFacts from the config's ``filter`` section, completed from what was measured, and
+    the partitions that took the measured *gpus_per_node*.
 
     A block partition without ``base_block`` gets the measured base block size, a tree
     partition without ``leaf_size`` the typical number of nodes under one leaf, so the filters
     always match the topology generated in the same run; ``slurm_version`` defaults to the
-    one topology is generated for. A partition without ``gpus_per_node`` gets the most common
-    GPU count of *node_gpus* (node -> GPUs that ``nvidia-smi topo -m`` lists; nodes without
-    GPUs do not count): the config names no nodes per partition, so every node counts for
-    every partition. When the nodes disagree, such a partition also gets a
-    ``gpus-per-node-disagree`` finding.
+    one topology is generated for. A partition without ``gpus_per_node`` gets *gpus_per_node*
+    when one was measured (0: none was, and the config must say).
     """
     data = dict(config)
     data.setdefault("slurm_version", slurm_version)
-    counts = {node: count for node, count in (node_gpus or {}).items() if count}
-    gpus = typical_size(counts.values())
-    disagree = len(set(counts.values())) > 1
-    findings: list[Finding] = []
+    filled: list[str] = []
     parts = data.get("partitions")
     if isinstance(parts, Mapping):
         data["partitions"] = {
-            name: _with_measured(spec, measured, gpus) for name, spec in parts.items()
+            name: _with_measured(spec, measured, gpus_per_node) for name, spec in parts.items()
         }
-        findings = [
-            _gpus_disagree(str(name), counts, gpus)
+        filled = [
+            str(name)
             for name, spec in parts.items()
-            if disagree and isinstance(spec, Mapping) and "gpus_per_node" not in spec
+            if gpus_per_node and isinstance(spec, Mapping) and "gpus_per_node" not in spec
         ]
-    return facts_from_mapping(data), findings
+    return facts_from_mapping(data), filled
 
 
 def _with_measured(spec: object, measured: Mapping[str, int], gpus_per_node: int) -> object:
@@ -274,32 +264,12 @@ def _with_measured(spec: object, measured: Mapping[str, int], gpus_per_node: int
     if not isinstance(spec, Mapping):
         return spec
     filled = dict(spec)
-    key = {"block": "base_block", "tree": "leaf_size"}.get(str(spec.get("topology")))
+    key = {KIND_BLOCK: "base_block", KIND_TREE: "leaf_size"}.get(str(spec.get("topology")))
     if key is not None and key not in spec:
         filled[key] = measured[str(spec["topology"])]
     if gpus_per_node and "gpus_per_node" not in spec:
         filled["gpus_per_node"] = gpus_per_node
     return filled
-
-
-def _gpus_disagree(partition: str, counts: Mapping[str, int], chosen: int) -> Finding:
-    """The finding for a partition whose nodes have different GPU counts: each count with how
-    many nodes have it and the first few of them, most common first."""
-    by_count: dict[int, list[str]] = {}
-    for node, count in counts.items():
-        by_count.setdefault(count, []).append(node)
-    described = []
-    for count in sorted(by_count, key=lambda c: (-len(by_count[c]), -c)):
-        nodes = sorted(by_count[count], key=natural_key)
-        shown = ", ".join(nodes[:3]) + (", ..." if len(nodes) > 3 else "")
-        plural = "s" if len(nodes) > 1 else ""
-        described.append(f"{count} GPUs on {len(nodes)} node{plural} ({shown})")
-    return Finding(
-        KIND_GPUS_DISAGREE,
-        partition,
-        f"nodes disagree on GPUs per node (nvidia-smi topo -m): {'; '.join(described)}; "
-        f"using {chosen}, set gpus_per_node in the filter config to choose",
-    )
 
 
 def _partition_from_mapping(name: str, spec: object) -> PartitionFacts:
