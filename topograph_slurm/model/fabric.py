@@ -69,9 +69,9 @@ class Link(NamedTuple):
     signalling rate name (``NDR``, ``HDR``, ``EDR``, ``FDR``, ``QDR``, ``DDR``, ``SDR``).
 
     A named tuple rather than a frozen dataclass: a 16,384-node fabric has ~400k links, and
-    ``tuple.__new__(Link, row)`` builds one without running Python code (2x faster than
-    setting a slots dataclass's fields). Fields, equality, hashing and immutability are
-    those of the dataclass it replaces.
+    ``tuple.__new__(Link, row)`` builds one without running Python code (measured in
+    benchmarks/PERFORMANCE.md). Fields, equality, hashing and immutability are those of the
+    dataclass it replaces.
     """
 
     a_guid: str
