@@ -23,6 +23,7 @@ import errno
 import fcntl
 import math
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -123,11 +124,21 @@ def output_lock(path: Path, timeout: float = 30.0) -> Iterator[Path]:
         os.close(fd)  # closing the descriptor releases the flock
 
 
+_LOCK_FLAGS = os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+
+
 def _open_lock(lock: Path) -> int:
+    """Open (or create) the lock file without following a link and without blocking: a
+    symlink planted there must not make root create its target, a FIFO must not hang the run."""
     try:
-        return os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, NEW_FILE_MODE)
+        fd = os.open(lock, _LOCK_FLAGS, NEW_FILE_MODE)
     except OSError as exc:
-        raise OutputError(f"cannot open lock file {lock}: {_reason(exc)}") from exc
+        why = "it is a symbolic link" if exc.errno == errno.ELOOP else _reason(exc)
+        raise OutputError(f"cannot open lock file {lock}: {why}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OutputError(f"cannot open lock file {lock}: not a regular file")
+    return fd
 
 
 def _acquire(fd: int, lock: Path, timeout: float) -> None:
@@ -171,15 +182,17 @@ def write_topology(
         return _write_through(path, content, check)
     if check:
         return _plan(path, content, with_diff=True, count=count)
-    if not path.parent.is_dir():
-        raise OutputError(f"cannot write {path}: directory {path.parent} does not exist")
-    with output_lock(path, lock_timeout):
-        plan = _plan(path, content, with_diff=show_diff, count=count)
+    target = trusted_target(path)
+    if not target.parent.is_dir():
+        raise OutputError(f"cannot write {path}: directory {target.parent} does not exist")
+    with output_lock(target, lock_timeout):
+        _remove_stale_temps(target)
+        plan = replace(_plan(target, content, with_diff=show_diff, count=count), path=path)
         if not plan.changed:
             return plan
         if not force:
             _guard_shrink(path, plan.old_nodes, plan.new_nodes, shrink_limit)
-        write_file(path, content)
+        write_file(target, content)
         return replace(plan, written=True)
 
 
@@ -205,6 +218,7 @@ def write_tree(
     with output_lock(directory, lock_timeout):
         outcomes = []
         for name in sorted(files):
+            _remove_stale_temps(trusted_target(directory / name))
             plan = _plan(directory / name, files[name], with_diff=show_diff)
             if plan.changed:
                 write_file(plan.path, files[name])
@@ -277,18 +291,85 @@ def _guard_shrink(path: Path, old_nodes: int, new_nodes: int, limit: float) -> N
 
 
 def write_file(path: Path, content: str | bytes, *, mode: int | None = None) -> None:
-    """Atomically replace ``path`` (its symlink target, if it is one) with ``content``.
+    """Atomically replace ``path`` (its target, if it is a symlink :func:`trusted_target`
+    accepts) with ``content``.
 
     The one primitive every other writer (topology, filters, report, SPANK plugin, snapshot
     files) goes through. ``mode`` overrides the kept-or-0o644 mode (e.g. 0o755 for a plugin).
     Raises :class:`OutputError` naming ``path``.
     """
-    target = Path(os.path.realpath(path))
+    target = trusted_target(path)
     data = content.encode("utf-8") if isinstance(content, str) else content
     try:
         _atomic_replace(target, data, mode)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {_reason(exc)}") from exc
+
+
+_MAX_LINKS = 40  # as the kernel's own limit on a chain of symbolic links
+_TEMP_NAME = r"\.{name}\.[a-z0-9_]{{8}}\.tmp"  # what _atomic_replace's mkstemp names
+
+
+def trusted_target(path: Path) -> Path:
+    """The file *path* names, following symbolic links only where nobody else could have
+    planted them: each link, and the directory holding it, must belong to root or to the
+    running user, and that directory must not be writable by others unless it is sticky.
+    Root writing through a link another user left in a shared directory would replace
+    whatever file that user chose. Raises :class:`OutputError` saying which link and why.
+    """
+    current = Path(os.path.abspath(path))
+    for _ in range(_MAX_LINKS):
+        try:
+            link = current.lstat()
+        except FileNotFoundError:
+            return current
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {_reason(exc)}") from exc
+        if not stat.S_ISLNK(link.st_mode):
+            return current
+        _check_link(path, current, link)
+        current = Path(os.path.abspath(current.parent / os.readlink(current)))
+    raise OutputError(f"cannot write {path}: too many levels of symbolic links")
+
+
+def _check_link(path: Path, link_path: Path, link: os.stat_result) -> None:
+    trusted = {0, os.geteuid()}
+    directory = link_path.parent.stat()
+    shared = directory.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (
+        directory.st_mode & stat.S_ISVTX
+    )
+    why = (
+        "the link belongs to another user"
+        if link.st_uid not in trusted
+        else "its directory belongs to another user"
+        if directory.st_uid not in trusted
+        else "its directory is writable by others and not sticky"
+        if shared
+        else ""
+    )
+    if why:
+        raise OutputError(
+            f"refusing to write {path} through the symbolic link {link_path}: {why}, so it "
+            "could have been planted; replace the link by the file or fix its ownership"
+        )
+
+
+def _remove_stale_temps(target: Path) -> None:
+    """Remove temp files of ours for *target* that an earlier run left when it was killed
+    inside the write window. Called under the lock, so no live writer owns them."""
+    pattern = re.compile(_TEMP_NAME.format(name=re.escape(target.name)))
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(target.parent):
+            if pattern.fullmatch(entry.name) and _is_ours(entry):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def _is_ours(entry: os.DirEntry[str]) -> bool:
+    """A regular file (not a link) that the running user owns."""
+    return entry.is_file(follow_symlinks=False) and (
+        entry.stat(follow_symlinks=False).st_uid == os.geteuid()
+    )
 
 
 def _atomic_replace(target: Path, data: bytes, mode: int | None = None) -> None:

@@ -23,6 +23,7 @@ from topograph_slurm.output import (
     lock_path,
     output_lock,
     unified_diff,
+    write_file,
     write_topology,
     write_tree,
 )
@@ -194,6 +195,113 @@ def test_symlinked_target_is_followed(tmp_path: Path) -> None:
     write_topology(link, tree(9))
     assert link.is_symlink()
     assert real.read_text() == tree(9)
+
+
+OTHER_UID = 54321  # a user that is neither root nor the one running the tests
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+
+
+def _planted_link(tmp_path: Path, *, link_owner: int = 0, dir_mode: int = 0o755) -> Path:
+    """``shared/topology.conf`` -> ``victim`` (a file holding "precious"), as another user
+    could plant it in a shared directory."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, dir_mode)
+    link = shared / "topology.conf"
+    link.symlink_to(victim)
+    os.lchown(link, link_owner, link_owner)
+    return link
+
+
+@needs_root
+@pytest.mark.parametrize(
+    ("link_owner", "dir_mode", "why"),
+    [
+        (OTHER_UID, 0o755, "the link belongs to another user"),
+        (0, 0o777, "writable by others and not sticky"),
+    ],
+)
+def test_a_link_someone_else_could_have_planted_is_not_followed(
+    tmp_path: Path, link_owner: int, dir_mode: int, why: str
+) -> None:
+    link = _planted_link(tmp_path, link_owner=link_owner, dir_mode=dir_mode)
+    with pytest.raises(OutputError, match=why):
+        write_topology(link, tree(9))
+    with pytest.raises(OutputError, match=why):
+        write_file(link, tree(9))
+    assert (tmp_path / "victim").read_text() == "precious\n"
+    assert not (tmp_path / ".victim.lock").exists()
+
+
+@needs_root
+def test_a_link_in_a_directory_of_another_user_is_not_followed(tmp_path: Path) -> None:
+    link = _planted_link(tmp_path)
+    os.chown(link.parent, OTHER_UID, OTHER_UID)
+    with pytest.raises(OutputError, match="its directory belongs to another user"):
+        write_topology(link, tree(9))
+    assert (tmp_path / "victim").read_text() == "precious\n"
+
+
+def test_own_links_in_a_sticky_shared_directory_are_followed(tmp_path: Path) -> None:
+    link = _planted_link(tmp_path, link_owner=os.geteuid(), dir_mode=0o1777)
+    assert write_topology(link, tree(9)).written
+    assert (tmp_path / "victim").read_text() == tree(9)
+
+
+def test_the_lock_guards_the_real_file_not_the_link(tmp_path: Path) -> None:
+    real = tmp_path / "repo" / "topology.conf"
+    real.parent.mkdir()
+    link = tmp_path / "topology.conf"
+    link.symlink_to(real)
+    write_topology(link, tree(9))
+    assert lock_path(real).is_file()
+    assert not lock_path(link).exists()
+
+
+def test_a_symlink_at_the_lock_path_is_refused_and_its_target_not_created(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "topology.conf"
+    lock_path(target).symlink_to(tmp_path / "created-by-root")
+    with pytest.raises(OutputError, match="symbolic link"):
+        write_topology(target, tree(9))
+    assert not (tmp_path / "created-by-root").exists()
+    assert not target.exists()
+
+
+def test_a_fifo_at_the_lock_path_is_refused_without_hanging(tmp_path: Path) -> None:
+    target = tmp_path / "topology.conf"
+    os.mkfifo(lock_path(target))
+    with pytest.raises(OutputError, match="not a regular file"):
+        write_topology(target, tree(9))
+    assert not target.exists()
+
+
+def test_stale_temp_files_of_a_killed_run_are_removed_under_the_lock(tmp_path: Path) -> None:
+    target = tmp_path / "topology.conf"
+    stale = [tmp_path / ".topology.conf.abcd1234.tmp", tmp_path / ".topology.conf.zz_9yx8w.tmp"]
+    kept = [tmp_path / ".other.conf.abcd1234.tmp", tmp_path / "notes.tmp"]
+    for path in stale + kept:
+        path.write_text("half a file")
+    assert write_topology(target, tree(9)).written
+    assert not any(path.exists() for path in stale)
+    assert all(path.exists() for path in kept)
+    # unchanged content still cleans up (the next cron run after a kill has nothing to write)
+    stale[0].write_text("half a file")
+    assert not write_topology(target, tree(9)).written
+    assert not stale[0].exists()
+
+
+@needs_root
+def test_another_users_temp_file_is_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "topology.conf"
+    theirs = tmp_path / ".topology.conf.abcd1234.tmp"
+    theirs.write_text("theirs")
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    write_topology(target, tree(9))
+    assert theirs.read_text() == "theirs"
 
 
 # --------------------------------------------------------------------------- check mode
@@ -627,3 +735,18 @@ def test_check_against_a_fifo_is_a_clean_error(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(OutputError, match="not a regular file"):
         write_topology(fifo, TREE_CONF, check=True)
+
+
+@needs_root
+def test_generate_through_a_planted_link_is_one_line_and_exit_9(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from topograph_slurm.cli.main import main
+
+    link = _planted_link(tmp_path, link_owner=OTHER_UID)
+    result = CliRunner().invoke(
+        main, ["--config", os.devnull, "generate", "--sim", "demo", "-o", str(link)]
+    )
+    assert result.exit_code == Exit.OUTPUT, result.output
+    assert result.stderr.count("\n") == 1 and "could have been planted" in result.stderr
+    assert (tmp_path / "victim").read_text() == "precious\n"
