@@ -161,18 +161,22 @@ def _disagreement(node: str, done: list[GpuFabric]) -> Finding | None:
     return Finding(FindingKind.DISAGREE, node, f"GPUs disagree on the NVLink domain: {detail}")
 
 
+def _no_fabric(node: str, gpus: list[GpuFabric], what: str) -> DomainResult:
+    """No GPU reports fabric information (*what* says which): not in a multi-node domain."""
+    finding = Finding(
+        FindingKind.FABRIC_NA,
+        node,
+        f"{what} on {_gpus(g.index for g in gpus)}: not part of a multi-node NVLink domain",
+    )
+    return DomainResult(DomainKind.NONE, len(gpus), findings=(finding,))
+
+
 def _ids_only(node: str, gpus: list[GpuFabric]) -> DomainResult:
     """The verdict from ClusterUUID/CliqueId alone, when State, Status and Health were not
     collected: GPUs without ids are not in a domain, GPUs must agree, and nothing is said
     about registration or health that nobody asked nvidia-smi about."""
     if all(g.domain_id is None for g in gpus):
-        finding = Finding(
-            FindingKind.FABRIC_NA,
-            node,
-            f"ClusterUUID/CliqueId N/A on {_gpus(g.index for g in gpus)} (State not "
-            "collected): not part of a multi-node NVLink domain",
-        )
-        return DomainResult(DomainKind.NONE, len(gpus), findings=(finding,))
+        return _no_fabric(node, gpus, "ClusterUUID/CliqueId N/A (State not collected)")
     findings = []
     no_id = [g.index for g in gpus if g.domain_id is None]
     if no_id:
@@ -209,13 +213,7 @@ def node_domain(gpus: list[GpuFabric], node: str = "") -> DomainResult:
     if not any(g.state_collected for g in gpus):
         return _ids_only(node, gpus)
     if all(g.state is None for g in gpus):
-        finding = Finding(
-            FindingKind.FABRIC_NA,
-            node,
-            f"no NVLink fabric information (State N/A) on {_gpus(g.index for g in gpus)}: "
-            "not part of a multi-node NVLink domain",
-        )
-        return DomainResult(DomainKind.NONE, len(gpus), findings=(finding,))
+        return _no_fabric(node, gpus, "no NVLink fabric information (State N/A)")
     done = [g for g in gpus if g.state == STATE_COMPLETED]
     findings = _state_findings(node, gpus) + _completed_findings(node, done)
     disagree = _disagreement(node, done)
