@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.model.result import Block, LeafGroup, Tree, TreeSwitch
+from topograph_slurm.model.result import LEVEL_INFO, Block, LeafGroup, Tree, TreeSwitch
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology.block import (
+    KIND_SHORT_BASE,
     adjacency_order,
     covering_base,
     infer_block_sizes,
@@ -83,3 +84,34 @@ def test_version_parsing() -> None:
     assert not V2411.allows_small_blocks and V2505.allows_small_blocks
     with pytest.raises(ConfigError, match="invalid Slurm version"):
         SlurmVersion.parse("latest")
+
+
+def test_a_base_below_the_unit_size_is_explained() -> None:
+    """su03 and su07 are short: the base falls to 28, and the report says why and what it
+    costs, as information (the topology is fine, just not what the units could do)."""
+    blocks = [
+        Block(f"su{i:02d}", [f"n{i}-{j}" for j in range({3: 28, 7: 30}.get(i, 32))])
+        for i in range(1, 9)
+    ]
+    for version in (V2411, V2505):
+        planned = plan_blocks(blocks, version)
+        assert planned.block_sizes[0] == 28
+        [finding] = [f for f in planned.findings if f.kind == KIND_SHORT_BASE]
+        assert finding.level == LEVEL_INFO and finding.subject == "BlockSizes"
+        assert finding.message.startswith("BlockSizes=28 instead of the unit size 32:")
+        assert "(su03 (28 nodes), su07 (30 nodes))" in finding.message
+        assert "jobs of 29-32 nodes cannot stay in one block" in finding.message
+        assert "--block-sizes 32,64,..." in finding.message
+
+
+def test_no_base_explanation_when_pinned_or_at_unit_size() -> None:
+    short = _blocks(32, 32, 32, 20)
+    assert not plan_blocks(short, V2505, [32, 64]).findings
+    assert not plan_blocks(_blocks(*[32] * 9, 31), V2505).findings  # 31 < 10 %: base 32
+    assert not plan_blocks(short, V2505, base_rule=typical_base).findings
+
+
+def test_base_explanation_names_eight_short_blocks_and_counts_the_rest() -> None:
+    planned = plan_blocks(_blocks(*([8] * 12 + [5] * 10)), V2505)
+    [finding] = planned.findings
+    assert finding.message.count(" nodes)") == 8 and "and 2 more" in finding.message

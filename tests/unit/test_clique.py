@@ -379,3 +379,50 @@ def test_every_non_completed_state_is_a_finding(state: str) -> None:
     result = node_domain(nvl_node_gpus(RACK_A, 1, state=state), "gbx")
     assert result.kind is DomainKind.INVALID
     assert _kinds(result.findings) == [FindingKind.NOT_COMPLETED]
+
+
+# --------------------------------------------------------------------------- ids only
+
+# NVIDIA topograph's `--query-gpu=fabric.clusterUuid,fabric.cliqueId --format=csv,noheader`
+TOPOGRAPH_TRAY = "".join(f"{RACK_A}, 7\n" for _ in range(4))
+
+
+def test_ids_only_gives_the_domain_and_an_info_note() -> None:
+    result = node_domain(parse_query_csv(TOPOGRAPH_TRAY), "gb1")
+    assert result.kind is DomainKind.MULTI_NODE and result.domain_id == f"{RACK_A}.7"
+    assert result.ok
+    assert _kinds(result.findings) == [FindingKind.NOT_COLLECTED]
+    assert not any(is_problem(f) for f in result.findings)
+    assert "State N/A" not in result.findings[0].message
+
+
+def test_ids_only_rack_groups_and_reports_info_only() -> None:
+    per_node = {f"gb{n}": node_domain(parse_query_csv(TOPOGRAPH_TRAY), f"gb{n}") for n in (1, 2)}
+    domains, findings = group_domains(per_node)
+    assert domains == {f"{RACK_A}.7": ["gb1", "gb2"]}
+    assert [(f.subject, f.kind) for f in findings] == [
+        ("gb1", FindingKind.NOT_COLLECTED),
+        ("gb2", FindingKind.NOT_COLLECTED),
+    ]
+    assert not any(is_problem(f) for f in findings)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "words"),
+    [
+        ("N/A, N/A\nN/A, N/A\n", DomainKind.NONE, "(State not collected) on GPU 0-1"),
+        (f"{RACK_A}, 7\nN/A, N/A\n", DomainKind.INVALID, "GPU 1 report ClusterUUID or CliqueId"),
+        (f"{RACK_A}, 7\n{RACK_B}, 7\n", DomainKind.INVALID, "GPUs disagree"),
+    ],
+)
+def test_ids_only_problems(text: str, kind: DomainKind, words: str) -> None:
+    result = node_domain(parse_query_csv(text), "gb3")
+    assert result.kind is kind and not result.ok
+    problems = [f for f in result.findings if is_problem(f)]
+    assert len(problems) == 1 and words in problems[0].message
+    assert "State N/A" not in problems[0].message
+
+
+def test_ids_only_zero_uuid_is_single_node() -> None:
+    result = node_domain(parse_query_csv(f"{ZERO_UUID}, 0\n" * 8), "hgx1")
+    assert result.kind is DomainKind.SINGLE_NODE and result.ok

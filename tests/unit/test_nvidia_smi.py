@@ -764,3 +764,56 @@ def test_topo_mutations_of_valid_matrix(gpus: int, data: st.DataObject) -> None:
     except ParseError:
         return
     assert isinstance(result, GpuTopology)
+
+
+# --------------------------------------------------------------------------- NVIDIA topograph
+
+# What NVIDIA topograph's collector runs (pkg/accelerator/nvidia_smi.go, NvidiaSMICommand):
+# `nvidia-smi --query-gpu=fabric.clusterUuid,fabric.cliqueId --format=csv,noheader`, one line
+# per GPU. No real capture of it was found (SOURCES.md lists none); these lines follow the
+# format nvidia-smi prints for the collector's own six-column query: cells joined by ", ",
+# fabric fields N/A when the GPU has no fabric.
+TOPOGRAPH_TRAY = "".join(f"{GB200_UUID}, 32767\n" for _ in range(4))
+
+
+def test_two_column_topograph_output_is_read_without_state() -> None:
+    gpus = parse_query_csv(TOPOGRAPH_TRAY)
+    assert [g.index for g in gpus] == [0, 1, 2, 3]
+    assert {g.domain_id for g in gpus} == {f"{GB200_UUID}.32767"}
+    assert all(g.state is None and g.status is None and not g.state_collected for g in gpus)
+    assert parse_fabric_output(TOPOGRAPH_TRAY) == gpus
+
+
+def test_two_column_with_header_na_and_crlf() -> None:
+    text = "fabric.clusterUuid, fabric.cliqueId\r\nN/A, N/A\r\n[N/A], [N/A]\r\n"
+    a, b = parse_query_csv(text)
+    assert (a.domain_id, b.domain_id, a.state_collected) == (None, None, False)
+
+
+def test_six_columns_still_mean_state_collected() -> None:
+    gpus = nvl_node_gpus(GB200_UUID, 2)
+    assert all(g.state_collected for g in parse_query_csv(render_query_csv(gpus)))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (f"{GB200_UUID}, 1\n{GB200_UUID}, 1, Completed\n", "expected 2 comma-separated"),
+        ("zzz, 1\n", "ClusterUUID 'zzz'"),
+        (f"{GB200_UUID}, x\n", "CliqueId 'x'"),
+    ],
+)
+def test_two_column_bad_input_is_parse_error(text: str, message: str) -> None:
+    with pytest.raises(ParseError) as err:
+        parse_fabric_output(text)
+    assert message in str(err.value)
+
+
+def test_parse_errors_escape_control_characters() -> None:
+    """ParseError messages quote input with !r: repr escapes every control character, so
+    the CLI's one error line stays one line and cannot drive the terminal."""
+    with pytest.raises(ParseError) as err:
+        parse_query_csv("0, 1, zz\x07\x1b1\x7f, 1, Completed, Success\n")
+    message = str(err.value)
+    assert "'zz\\x07\\x1b1\\x7f'" in message
+    assert not any(ord(c) < 32 or ord(c) == 127 for c in message)

@@ -62,10 +62,14 @@ class Cli(click.Group):
 
 
 def _fail(ctx: click.Context, message: str, code: int) -> None:
-    """Print one error line (plus the traceback at -v) and exit with *code*."""
+    """Print one error line (plus the traceback at -v) and exit with *code*. Control
+    characters a message quotes from the fabric or a command's output are escaped, so the
+    line stays one line and cannot drive the terminal."""
+    from topograph_slurm.render.environment import printable
+
     if ctx.obj and ctx.obj.get("verbose", 0) > 0:
         traceback.print_exc()
-    click.echo(f"topograph-slurm: error: {message}", err=True)
+    click.echo(f"topograph-slurm: error: {printable(message)}", err=True)
     sys.exit(int(code))
 
 

@@ -11,8 +11,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def warn(message: str) -> None:
-    """One warning line on stderr (``--ufm-insecure``, plain-http UFM, …)."""
-    click.echo(f"topograph-slurm: warning: {message}", err=True)
+    """One warning line on stderr (``--ufm-insecure``, plain-http UFM, a finding), control
+    characters escaped as in the error line."""
+    from topograph_slurm.render.environment import printable
+
+    click.echo(f"topograph-slurm: warning: {printable(message)}", err=True)
 
 
 def ufm_options(url_help: str) -> Callable[[F], F]:

@@ -31,6 +31,9 @@ class GpuFabric:
     (``Completed``, ``In Progress``, ``Success``, ``Insufficient Resources``, ``Unhealthy``).
     ``health_flags`` names the yes/no Health entries of newer drivers that read ``True``
     (``Route Unhealthy``, ``Route Recovery in progress``), lower-cased.
+    ``state_collected`` is False when the output had no State/Status/Health at all (NVIDIA
+    topograph's two-column ``--query-gpu=fabric.clusterUuid,fabric.cliqueId``): their None
+    then means "not asked", not "reported N/A".
     """
 
     index: int
@@ -44,6 +47,7 @@ class GpuFabric:
     health: str | None = None
     health_bandwidth: str | None = None
     health_flags: tuple[str, ...] = ()
+    state_collected: bool = True
 
     @property
     def domain_id(self) -> str | None:
@@ -151,8 +155,10 @@ class DomainResult:
 
     @property
     def ok(self) -> bool:
-        """The node's fabric is consistent (multi-node or single-node) and has no findings."""
-        return self.kind in (DomainKind.MULTI_NODE, DomainKind.SINGLE_NODE) and not self.findings
+        """The node's fabric is consistent (multi-node or single-node) and no finding is a
+        problem (information, such as "state not collected", does not count)."""
+        consistent = self.kind in (DomainKind.MULTI_NODE, DomainKind.SINGLE_NODE)
+        return consistent and not any(finding.is_problem for finding in self.findings)
 
 
 @dataclass(slots=True)

@@ -11,6 +11,10 @@ from topograph_slurm.model.names import natural_key
 KIND_TREE, KIND_BLOCK, KIND_FLAT = "tree", "block", "flat"
 TOPOLOGY_KINDS: tuple[str, ...] = (KIND_TREE, KIND_BLOCK, KIND_FLAT)
 
+#: Finding levels: a problem an admin should act on (alerting pages on it), or information
+#: about a healthy but notable configuration (the report shows it, alerting does not page).
+LEVEL_PROBLEM, LEVEL_INFO = "problem", "info"
+
 
 @dataclass(frozen=True, slots=True)
 class Exclusion:
@@ -31,12 +35,19 @@ class Finding:
     a degraded link, a node whose rails disagree, a GPU whose NVLink fabric is not ready.
 
     ``subject`` is what it is about (a node name, a switch name, ``guid/port``); ``kind`` is a
-    stable machine-readable key for reports and alerting.
+    stable machine-readable key for reports and alerting; ``level`` is ``LEVEL_PROBLEM`` or
+    ``LEVEL_INFO``.
     """
 
     kind: str
     subject: str
     message: str
+    level: str = LEVEL_PROBLEM
+
+    @property
+    def is_problem(self) -> bool:
+        """False for information (a single-node NVSwitch system, a base size explained)."""
+        return self.level != LEVEL_INFO
 
 
 @dataclass(slots=True)
@@ -147,6 +158,27 @@ class HostAttachments:
         return sorted(self.rails)
 
 
+@dataclass(frozen=True, slots=True)
+class UnnamedHca:
+    """An excluded HCA that sits where a missing node's cabling says that node's HCA goes:
+    ``name`` is the description it probably should carry (``<node> <hca>``)."""
+
+    guid: str
+    name: str
+    leaf: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnnamedNode:
+    """A Slurm node missing from the fabric whose HCAs are probably there, unnamed: the
+    neighbours whose port numbers placed it, and each HCA found at that position."""
+
+    node: str
+    neighbours: tuple[str, ...]
+    hcas: tuple[UnnamedHca, ...]
+
+
 @dataclass(slots=True)
 class Analysis:
     """The fabric as Slurm will see it, plus what did not make it in."""
@@ -157,6 +189,8 @@ class Analysis:
     tree: Tree
     findings: list[Finding] = field(default_factory=list)
     missing_nodes: list[str] = field(default_factory=list)
+    #: missing nodes whose HCAs are probably on the fabric without a host name
+    unnamed: list[UnnamedNode] = field(default_factory=list)
 
     @property
     def exclusions(self) -> list[Exclusion]:

@@ -46,6 +46,29 @@ def lua_str(value: object) -> str:
     return "".join(out)
 
 
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    if char in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[char]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+_SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def printable(value: object) -> object:
+    """*value* with every control or other non-printable character of a string shown as an
+    escape (``\\x1b``, ``\\r``, ``\\u202e``), so fabric text (a switch's or HCA's
+    description) cannot move the cursor, clear the screen or ring the bell of the terminal
+    the report is read on. Non-strings (counts) pass through unchanged.
+    """
+    if not isinstance(value, str) or value.isprintable():
+        return value
+    return "".join(char if char.isprintable() else _escape_char(char) for char in value)
+
+
 def lua_int(value: object) -> str:
     """Render a non-negative int as a Lua number literal; anything else is a template bug."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -78,6 +101,7 @@ def environment(override: Path | None = None) -> jinja2.Environment:
     env.filters["hostlist"] = names.fold
     env.filters.update(lua_str=lua_str, lua_int=lua_int, lua_bool=lua_bool)
     env.filters["tojson"] = lambda value: json.dumps(value, sort_keys=True)
+    env.filters["printable"] = printable
     return env
 
 

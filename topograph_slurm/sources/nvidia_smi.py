@@ -7,7 +7,10 @@ Three outputs are read, each as text captured on a node (by the collector or by 
   collectors produce: ``grep -C`` excerpts with ``--`` separators, blocks de-indented by a
   forum post, a bare Fabric block without the ``GPU 0000…`` header.
 * ``nvidia-smi --query-gpu=index,serial,fabric.clusterUuid,fabric.cliqueId,fabric.state,
-  fabric.status --format=csv,noheader``: the cheap, stable form the collector prefers.
+  fabric.status --format=csv,noheader``: the cheap, stable form the collector prefers; also
+  the two-column ``--query-gpu=fabric.clusterUuid,fabric.cliqueId --format=csv,noheader``
+  that NVIDIA topograph runs (``pkg/accelerator/nvidia_smi.go``), one ``<uuid>, <clique>``
+  line per GPU, without State, Status or Health.
 * ``nvidia-smi topo -m`` (and ``-mp``): the GPU/NIC link matrix, CPU/NUMA affinity and the
   NIC legend — GPUs per node, NVLink all-to-all or not, and which NIC is each GPU's rail.
 
@@ -40,6 +43,13 @@ CSV_FIELDS: tuple[str, ...] = (
     "fabric.state",
     "fabric.status",
 )
+
+#: NVIDIA topograph's query (``fabric.clusterUuid,fabric.cliqueId``): ClusterUUID and
+#: CliqueId only, so a registration's state and health are not known.
+TOPOGRAPH_FIELDS: tuple[str, ...] = ("fabric.clusterUuid", "fabric.cliqueId")
+
+#: Header-less outputs told apart by their column count.
+_HEADERLESS = {len(CSV_FIELDS): CSV_FIELDS, len(TOPOGRAPH_FIELDS): TOPOGRAPH_FIELDS}
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -287,6 +297,9 @@ def _csv_header(cells: list[str]) -> tuple[str, ...] | None:
     return None
 
 
+_STATE_COLUMNS = frozenset({"fabric.state", "fabric.status"})
+
+
 def _csv_row(cells: list[str], fields: tuple[str, ...], lineno: int, ordinal: int) -> GpuFabric:
     """One CSV row as a GpuFabric; unknown columns are ignored."""
     row = {name.lower(): cell for name, cell in zip(fields, cells, strict=True)}
@@ -297,6 +310,7 @@ def _csv_row(cells: list[str], fields: tuple[str, ...], lineno: int, ordinal: in
             raise ParseError(f"GPU index {raw!r} is not a non-negative integer", lineno, SRC_CSV)
         index = int(raw)
     uuid = row.get("uuid", row.get("gpu_uuid"))
+    collected = not _STATE_COLUMNS.isdisjoint(row)
     return GpuFabric(
         index=index,
         bus_id=_value(row.get("pci.bus_id", "")),
@@ -306,17 +320,29 @@ def _csv_row(cells: list[str], fields: tuple[str, ...], lineno: int, ordinal: in
         status=_value(row.get("fabric.status", "")),
         clique_id=_clique(row.get("fabric.cliqueid"), SRC_CSV, lineno),
         cluster_uuid=_cluster_uuid(row.get("fabric.clusteruuid"), SRC_CSV, lineno),
+        state_collected=collected,
     )
 
 
-def parse_query_csv(text: str, fields: Iterable[str] = CSV_FIELDS) -> list[GpuFabric]:
+def _columns(fields: tuple[str, ...] | None, cells: list[str]) -> tuple[str, ...]:
+    """The columns of a header-less row: *fields* when given, else the known query whose
+    column count matches (the collector's six, NVIDIA topograph's two)."""
+    if fields is not None:
+        return fields
+    return _HEADERLESS.get(len(cells), CSV_FIELDS)
+
+
+def parse_query_csv(text: str, fields: Iterable[str] | None = None) -> list[GpuFabric]:
     """Read ``nvidia-smi --query-gpu=<fields> --format=csv[,noheader]`` output.
 
     *fields* is the ``--query-gpu`` list the output was made with; a header line, when
-    present, overrides it. A line with the wrong number of cells is an error naming the line
-    — that is how nvidia-smi's own failure messages ("No devices were found") show up.
+    present, overrides it. Without either, the first row's cell count picks the collector's
+    six columns (:data:`CSV_FIELDS`) or NVIDIA topograph's two (:data:`TOPOGRAPH_FIELDS`).
+    A line with the wrong number of cells is an error naming the line — that is how
+    nvidia-smi's own failure messages ("No devices were found") show up.
     """
-    columns = tuple(fields)
+    given = tuple(fields) if fields is not None else None
+    columns: tuple[str, ...] | None = None
     gpus: list[GpuFabric] = []
     for lineno, line in enumerate(_clean_lines(text), 1):
         if not line.strip():
@@ -326,6 +352,7 @@ def parse_query_csv(text: str, fields: Iterable[str] = CSV_FIELDS) -> list[GpuFa
         if header is not None:
             columns = header
             continue
+        columns = columns or _columns(given, cells)
         if len(cells) != len(columns):
             raise ParseError(
                 f"expected {len(columns)} comma-separated values ({', '.join(columns)}), "

@@ -16,9 +16,23 @@ from topograph_slurm.topology import health
 from topograph_slurm.topology.adjacency import Adjacency, adjacency, components
 from topograph_slurm.topology.block import blocks_from_tree, plan_blocks
 from topograph_slurm.topology.leaf import group_leaves
-from topograph_slurm.topology.naming import REASON_SHARP, NamingPolicy, attach_hosts, name_switches
-from topograph_slurm.topology.subnet import keep_main_subnet
+from topograph_slurm.topology.naming import (
+    REASON_HCA,
+    REASON_SHARP,
+    NamingPolicy,
+    attach_hosts,
+    name_switches,
+)
+from topograph_slurm.topology.subnet import REASON_OTHER_SUBNET, keep_main_subnet
 from topograph_slurm.topology.tree import build_tree
+from topograph_slurm.topology.unnamed import find_unnamed
+
+#: Exclusions that are the fabric working as designed, not a node lost: SHARP aggregation
+#: nodes (one inside every Quantum switch), HCAs the admin left out with ``--hcas``, and a
+#: node's HCAs on another subnet (storage; the ``split-subnets`` finding counts them). The
+#: text report shows each of these reasons as one line with its count; the JSON report and
+#: every other reason list every adapter.
+EXPECTED_REASONS = frozenset({REASON_SHARP, REASON_HCA, REASON_OTHER_SUBNET})
 
 
 def _service_switches(hosts: HostAttachments, ca_leaves: Mapping[str, tuple[str, ...]]) -> set[str]:
@@ -65,7 +79,8 @@ def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) 
     findings += health.missing_rails(groups, hosts.rails)
     findings += health.degraded_links(fabric, switch_names)
     missing = sorted(policy.slurm_nodes - hosts.rails.keys()) if policy.slurm_nodes else []
-    return Analysis(fabric, switch_names, hosts, tree, findings, missing)
+    unnamed = find_unnamed(fabric, hosts, missing, switch_names)
+    return Analysis(fabric, switch_names, hosts, tree, findings, missing, unnamed)
 
 
 def ib_blocks(

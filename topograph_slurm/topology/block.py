@@ -13,10 +13,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.model.result import Block, BlockTopology, Finding, Tree
+from topograph_slurm.model.result import LEVEL_INFO, Block, BlockTopology, Finding, Tree
 from topograph_slurm.slurm_version import SlurmVersion
 
 KIND_UNDERSIZED = "undersized-block"
+KIND_SHORT_BASE = "block-base-below-unit"
+#: Short blocks named in the base-size message; the rest are counted.
+_SHOWN_SHORT = 8
 
 
 def adjacency_order(tree: Tree) -> list[str]:
@@ -116,6 +119,28 @@ def validate_block_sizes(sizes: Sequence[int], block_count: int) -> list[int]:
     return list(sizes)
 
 
+def _short_base(blocks: Sequence[Block], base: int) -> Finding | None:
+    """Why the inferred base is below the unit size (the most common block size), and what
+    it costs: which blocks are short, by how much, and which job sizes lose one block."""
+    unit = typical_size(len(block.nodes) for block in blocks)
+    if base >= unit:
+        return None
+    short = sorted((b for b in blocks if 0 < len(b.nodes) < unit), key=lambda b: len(b.nodes))
+    shown = ", ".join(f"{b.name} ({len(b.nodes)} nodes)" for b in short[:_SHOWN_SHORT])
+    more = f" and {len(short) - _SHOWN_SHORT} more" if len(short) > _SHOWN_SHORT else ""
+    jobs = f"{base + 1}-{unit}" if unit > base + 1 else str(unit)
+    return Finding(
+        KIND_SHORT_BASE,
+        "BlockSizes",
+        f"BlockSizes={base} instead of the unit size {unit}: blocks shorter than {unit} hold "
+        f"more than {MAX_UNDERSIZED_SHARE:.0%} of the nodes ({shown}{more}); jobs of {jobs} "
+        "nodes cannot stay in one block. "
+        f"--block-sizes {unit},{2 * unit},... pins the base (the short blocks are then below "
+        "it: Slurm 24.11 leaves them out, 25.05+ keeps them)",
+        LEVEL_INFO,
+    )
+
+
 def plan_blocks(
     blocks: list[Block],
     version: SlurmVersion,
@@ -134,9 +159,11 @@ def plan_blocks(
         else infer_block_sizes(base_rule(nonempty), len(nonempty))
     )
     base = sizes[0]
+    explained = None if block_sizes else _short_base(nonempty, base)
+    findings = [explained] if explained is not None else []
     if version.allows_small_blocks:
-        return BlockTopology(blocks, sizes)
-    kept, findings = [], []
+        return BlockTopology(blocks, sizes, findings)
+    kept = []
     for block in blocks:
         if len(block.nodes) >= base:
             kept.append(block)

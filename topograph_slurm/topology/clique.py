@@ -24,7 +24,7 @@ from ClusterShell.RangeSet import RangeSet
 
 from topograph_slurm.model.gpu import ZERO_UUID, DomainKind, DomainResult, GpuFabric
 from topograph_slurm.model.names import natural_key
-from topograph_slurm.model.result import Finding
+from topograph_slurm.model.result import LEVEL_INFO, Finding
 
 STATE_COMPLETED = "Completed"
 STATUS_SUCCESS = "Success"
@@ -45,16 +45,27 @@ class FindingKind(StrEnum):
     DISAGREE = "fabric-disagree"
     GPU_COUNT = "gpu-count-mismatch"
     SINGLE_NODE = "single-node-nvswitch"
+    NOT_COLLECTED = "fabric-state-not-collected"
 
 
-#: Kinds that describe a healthy configuration rather than a fault (reported, not alarmed).
-INFO_KINDS = frozenset({FindingKind.SINGLE_NODE})
+#: Kinds that describe a healthy configuration rather than a fault (reported, not alarmed);
+#: their findings carry ``LEVEL_INFO``.
+INFO_KINDS = frozenset({FindingKind.SINGLE_NODE, FindingKind.NOT_COLLECTED})
+
+#: The one message of every node read from ClusterUUID/CliqueId alone (identical on every
+#: node, so the text report folds them into one line).
+NOT_COLLECTED_MESSAGE = (
+    "fabric State, Status and Health were not collected (two-column "
+    "--query-gpu=fabric.clusterUuid,fabric.cliqueId output, as NVIDIA topograph stores it): "
+    "the NVLink domain is taken from ClusterUUID and CliqueId alone"
+)
 
 
 def is_problem(finding: Finding) -> bool:
-    """False for informational findings (a single-node NVSwitch system): those describe a
-    healthy configuration the report shows but alerting should not page on."""
-    return finding.kind not in INFO_KINDS
+    """False for informational findings (a single-node NVSwitch system, state not
+    collected): those describe a configuration the report shows but alerting should not
+    page on."""
+    return finding.is_problem and finding.kind not in INFO_KINDS
 
 
 def _gpus(indices: Iterable[int]) -> str:
@@ -150,32 +161,65 @@ def _disagreement(node: str, done: list[GpuFabric]) -> Finding | None:
     return Finding(FindingKind.DISAGREE, node, f"GPUs disagree on the NVLink domain: {detail}")
 
 
+def _no_fabric(node: str, gpus: list[GpuFabric], what: str) -> DomainResult:
+    """No GPU reports fabric information (*what* says which): not in a multi-node domain."""
+    finding = Finding(
+        FindingKind.FABRIC_NA,
+        node,
+        f"{what} on {_gpus(g.index for g in gpus)}: not part of a multi-node NVLink domain",
+    )
+    return DomainResult(DomainKind.NONE, len(gpus), findings=(finding,))
+
+
+def _ids_only(node: str, gpus: list[GpuFabric]) -> DomainResult:
+    """The verdict from ClusterUUID/CliqueId alone, when State, Status and Health were not
+    collected: GPUs without ids are not in a domain, GPUs must agree, and nothing is said
+    about registration or health that nobody asked nvidia-smi about."""
+    if all(g.domain_id is None for g in gpus):
+        return _no_fabric(node, gpus, "ClusterUUID/CliqueId N/A (State not collected)")
+    findings = []
+    no_id = [g.index for g in gpus if g.domain_id is None]
+    if no_id:
+        message = f"{_gpus(no_id)} report ClusterUUID or CliqueId N/A while other GPUs do not"
+        findings.append(Finding(FindingKind.MISSING_ID, node, message))
+    disagree = _disagreement(node, gpus)
+    if disagree is not None:
+        findings.append(disagree)
+    note = Finding(FindingKind.NOT_COLLECTED, node, NOT_COLLECTED_MESSAGE, LEVEL_INFO)
+    return _verdict(gpus, findings, note)
+
+
+def _verdict(
+    gpus: list[GpuFabric], problems: list[Finding], note: Finding | None = None
+) -> DomainResult:
+    """INVALID with the problems, else single-node (all-zero ClusterUUID) or multi-node;
+    an informational *note* is kept either way."""
+    ids = {(g.cluster_uuid, g.clique_id) for g in gpus if g.domain_id}
+    uuid, clique = next(iter(ids)) if len(ids) == 1 else (None, None)
+    findings = (*problems, note) if note is not None else tuple(problems)
+    if problems:
+        return DomainResult(DomainKind.INVALID, len(gpus), None, uuid, clique, findings)
+    if uuid == ZERO_UUID:
+        return DomainResult(DomainKind.SINGLE_NODE, len(gpus), None, uuid, clique, findings)
+    domain = f"{uuid}.{clique}"
+    return DomainResult(DomainKind.MULTI_NODE, len(gpus), domain, uuid, clique, findings)
+
+
 def node_domain(gpus: list[GpuFabric], node: str = "") -> DomainResult:
     """Decide which NVLink domain one node's GPUs put it in, with findings for every doubt."""
     if not gpus:
         finding = Finding(FindingKind.NO_GPUS, node, "no GPUs reported")
         return DomainResult(DomainKind.NONE, 0, findings=(finding,))
+    if not any(g.state_collected for g in gpus):
+        return _ids_only(node, gpus)
     if all(g.state is None for g in gpus):
-        finding = Finding(
-            FindingKind.FABRIC_NA,
-            node,
-            f"no NVLink fabric information (State N/A) on {_gpus(g.index for g in gpus)}: "
-            "not part of a multi-node NVLink domain",
-        )
-        return DomainResult(DomainKind.NONE, len(gpus), findings=(finding,))
+        return _no_fabric(node, gpus, "no NVLink fabric information (State N/A)")
     done = [g for g in gpus if g.state == STATE_COMPLETED]
     findings = _state_findings(node, gpus) + _completed_findings(node, done)
     disagree = _disagreement(node, done)
     if disagree is not None:
         findings.append(disagree)
-    ids = {(g.cluster_uuid, g.clique_id) for g in gpus if g.domain_id}
-    uuid, clique = next(iter(ids)) if len(ids) == 1 else (None, None)
-    if findings:
-        return DomainResult(DomainKind.INVALID, len(gpus), None, uuid, clique, tuple(findings))
-    if uuid == ZERO_UUID:
-        return DomainResult(DomainKind.SINGLE_NODE, len(gpus), None, uuid, clique)
-    domain = f"{uuid}.{clique}"
-    return DomainResult(DomainKind.MULTI_NODE, len(gpus), domain, uuid, clique)
+    return _verdict(gpus, findings)
 
 
 def domain_results(gpus_by_node: Mapping[str, list[GpuFabric]]) -> dict[str, DomainResult]:
@@ -210,7 +254,9 @@ def group_domains(
 
     Only clean multi-node nodes join a domain; the rest are reported: faults with their
     reason and single-node NVSwitch systems as informational findings, so no node vanishes
-    from the report silently. Domains are keyed and ordered by domain id, nodes naturally.
+    from the report silently. A node judged on ClusterUUID/CliqueId alone also gets an
+    informational finding saying its state and health were not collected. Domains are keyed
+    and ordered by domain id, nodes naturally.
     """
     domains: dict[str, list[str]] = defaultdict(list)
     findings: list[Finding] = []
@@ -218,16 +264,17 @@ def group_domains(
     for node in sorted(per_node, key=natural_key):
         result = per_node[node]
         findings.extend(replace(f, subject=node) for f in result.findings)
-        if result.kind is DomainKind.MULTI_NODE and result.domain_id and not result.findings:
+        if result.kind is DomainKind.MULTI_NODE and result.domain_id and result.ok:
             domains[result.domain_id].append(node)
             gpu_counts[node] = result.gpu_count
-        elif result.kind is DomainKind.SINGLE_NODE and not result.findings:
+        elif result.kind is DomainKind.SINGLE_NODE and result.ok:
             findings.append(
                 Finding(
                     FindingKind.SINGLE_NODE,
                     node,
                     f"all-zero ClusterUUID on {result.gpu_count} GPUs: single-node NVSwitch "
                     "system, not a multi-node NVLink domain",
+                    LEVEL_INFO,
                 )
             )
     ordered = {d: domains[d] for d in sorted(domains)}
