@@ -55,6 +55,10 @@ class Settings:
     ufm_ca_bundle: str | None = None
     ufm_insecure: bool = False
     ufm_timeout: float = 30.0
+    #: Seconds for the whole UFM fetch (every endpoint, retry and backoff); see sources.ufm.
+    ufm_deadline: float = 300.0
+    #: Largest UFM response body accepted, per endpoint, in MiB.
+    ufm_max_response_mib: int = 512
     node_name_map: str | None = None
     rewrites: list[RewriteRule] = field(default_factory=list)
     slurm_nodes: str | None = None

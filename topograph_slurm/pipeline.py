@@ -94,15 +94,15 @@ def fetch_ufm(settings: Settings, warn: Warn) -> ufm.UfmResponses:
     from topograph_slurm.sources import ufm
 
     assert settings.ufm is not None
-    return ufm.collect_ufm(
-        settings.ufm,
-        Path(settings.ufm_credentials) if settings.ufm_credentials else None,
-        env=os.environ,
+    options = ufm.FetchOptions(
         ca_bundle=Path(settings.ufm_ca_bundle) if settings.ufm_ca_bundle else None,
         insecure=settings.ufm_insecure,
         timeout=settings.ufm_timeout,
-        warn=warn,
+        deadline=settings.ufm_deadline,
+        max_bytes=settings.ufm_max_response_mib * ufm.MIB,
     )
+    credentials = Path(settings.ufm_credentials) if settings.ufm_credentials else None
+    return ufm.collect_ufm(settings.ufm, credentials, options, env=os.environ, warn=warn)
 
 
 def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Fabric:

@@ -5,7 +5,8 @@ any :class:`Fabric` (a simulated one, or a real dump parsed by the ibnetdiscover
 UFM's REST API reports it — systems, ports, links, unhealthy ports — and serves it over TLS with
 a certificate made for the test, checking basic/token/client-certificate authentication like UFM
 does. Fault modes (401, 403, 404, 500-then-success, slow, invalid JSON, truncated body, wrong
-schema) exercise every error path of the client through a real socket.
+schema, a body or a status line trickled byte by byte, a huge body with or without its length)
+exercise every error path of the client through a real socket.
 
 Where UFM's exact representation is unknown (SHARP aggregation nodes, switches without a
 ``MF0;`` description) the stand-in picks a plausible one and the source handles both.
@@ -354,6 +355,10 @@ FAULTS = (
     "truncated",
     "wrong-schema",
     "missing-fields",
+    "trickle",  # headers at once, then one body byte every `delay` seconds
+    "trickle-head",  # the status line itself, one byte every `delay` seconds
+    "huge",  # `size` bytes of body, with Content-Length
+    "huge-stream",  # `size` bytes of body, no Content-Length: the end is the connection closing
 )
 _ROUTES = {
     "resources/systems": "systems",
@@ -374,7 +379,8 @@ class StandinState:
     cert_auth: bool = False
     fault: str | None = None
     failures: int = 2  # how many 500s "500-then-ok" sends before succeeding
-    delay: float = 2.0  # seconds "slow" waits before answering
+    delay: float = 2.0  # seconds "slow" waits before answering; "trickle*": between bytes
+    size: int = 4 << 20  # bytes of body the "huge*" modes send
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -444,9 +450,36 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b'{"systems": "not a list"}')
         elif fault == "missing-fields" and endpoint == "links":
             self._send(200, b'[{"src": "0x1", "dst": "0x2"}]')
+        elif fault in ("trickle", "trickle-head", "huge", "huge-stream"):
+            self._stream(fault, st)
         else:
             return False
         return True
+
+    def _stream(self, fault: str, st: StandinState) -> None:
+        """Bodies the client must cut off: endless trickles and oversized answers. Writing
+        stops when the client hangs up (BrokenPipe ends the handler quietly)."""
+        self.close_connection = True
+        if fault == "trickle-head":
+            return self._trickle(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]", st.delay)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if fault != "huge-stream":
+            self.send_header("Content-Length", str(st.size if fault == "huge" else 1 << 20))
+        self.end_headers()
+        self.wfile.flush()
+        if fault == "trickle":
+            return self._trickle(b"[" + b" " * (1 << 20), st.delay)
+        chunk = b" " * (1 << 16)
+        for start in range(0, st.size, len(chunk)):
+            self.wfile.write(chunk[: st.size - start])
+        return None
+
+    def _trickle(self, data: bytes, delay: float) -> None:
+        for i in range(len(data)):
+            self.wfile.write(data[i : i + 1])
+            self.wfile.flush()
+            time.sleep(delay)
 
     def _count_failure(self) -> bool:
         st = self.server.state

@@ -30,6 +30,7 @@ from topograph_slurm.collect import protocol, transport
 from topograph_slurm.errors import CollectError, Exit, InputError, OutputError
 from topograph_slurm.model.gpu import DomainKind
 from topograph_slurm.sources import snapshot as sn
+from topograph_slurm.sources.ufm import CREDENTIAL_ENV_VARS
 from topograph_slurm.topology.clique import domain_results
 
 RACK = "5f8e1c2a-7b3d-4e9f-a1c6-0d2e4b6a8c10"
@@ -320,6 +321,29 @@ def test_clush_transport_over_fake_ssh(fake: FakeCluster, tmp_path: Path) -> Non
     assert (snap / "nodes/gb2/nvidia-smi-topo.txt").read_text() == fake.outputs["gb2"]["topo"]
     down = by_key(snap)[("down1", "nvidia-smi-query")]
     assert down["exit_code"] == 255 and "No route to host" in str(down["stderr_tail"])
+
+
+@pytest.mark.parametrize(
+    ("via", "mode"), [("srun", "batch"), ("srun", "per-node"), ("clush", "batch")]
+)
+def test_no_ufm_credential_reaches_a_node(
+    fake: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, via: str, mode: str
+) -> None:
+    """srun exports its whole environment to every task; ssh children inherit ours. The node
+    script prints what arrived: no UFM variable, and ours are back after the fan-out."""
+    secrets = {name: f"secret-{name.lower()}" for name in CREDENTIAL_ENV_VARS}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    for node in ("gb1", "gb2"):
+        fake.script(node, "env\n")
+    snap = tmp_path / "snap"
+    outcome = c.collect(plan(["gb1", "gb2"], via=via, srun_mode=mode), snap)
+    assert outcome.failed_nodes == []
+    printed = [path.read_text() for path in sorted((snap / "nodes").rglob("*.txt"))]
+    assert len(printed) == 6 and all("FAKE_ROOT=" in text for text in printed)
+    for text in printed:
+        assert "UFM_" not in text and "secret-" not in text
+    assert {name: os.environ[name] for name in secrets} == secrets
 
 
 def test_missing_transport_binary_is_a_collect_error(
@@ -628,20 +652,24 @@ def test_cli_collect_ufm_only_stores_responses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from topograph_slurm.cli import collect as cli_collect
-    from topograph_slurm.sources.ufm import UfmResponses
+    from topograph_slurm.sources.ufm import MIB, FetchOptions, UfmResponses
 
     seen: dict[str, object] = {}
 
-    def fake_collect_ufm(url: str, creds: object, **kw: object) -> UfmResponses:
-        seen.update(url=url, creds=creds, **kw)
+    def fake_collect_ufm(
+        url: str, creds: object, options: FetchOptions, **kw: object
+    ) -> UfmResponses:
+        seen.update(url=url, creds=creds, options=options, **kw)
         return UfmResponses("[1]", "[2]", "[3]", "[]", url="https://ufm.example")
 
     monkeypatch.setattr(cli_collect.ufm_source, "collect_ufm", fake_collect_ufm)
     snap = tmp_path / "snap"
-    args = ["--ufm", "ufm.example", "--ufm-timeout", "7", "--snapshot", str(snap)]
+    args = ["--ufm", "ufm.example", "--ufm-timeout", "7", "--ufm-deadline", "9"]
+    args += ["--ufm-max-response-mib", "3", "--snapshot", str(snap)]
     result = CliRunner().invoke(collect_command, args, obj={"config_file": "/dev/null"})
     assert result.exit_code == 0, result.output
-    assert seen["url"] == "ufm.example" and seen["timeout"] == 7.0
+    assert seen["url"] == "ufm.example"
+    assert seen["options"] == FetchOptions(timeout=7.0, deadline=9.0, max_bytes=3 * MIB)
     assert sorted(p.name for p in (snap / "ufm").iterdir()) == [
         "links.json",
         "ports.json",

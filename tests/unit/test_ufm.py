@@ -7,14 +7,19 @@ Every fabric (simulated and real dumps) goes ibnetdiscover text → parser → F
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import real_fixture
 from tests.support.ufm import parse_systems, store_responses
@@ -33,6 +38,7 @@ from topograph_slurm.errors import (
     InputError,
     ParseError,
     TopographError,
+    UsageError,
 )
 from topograph_slurm.model.fabric import Fabric, Link
 from topograph_slurm.render.environment import environment, render
@@ -40,6 +46,7 @@ from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources import sim
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover, read_ibnetdiscover
 from topograph_slurm.sources.ufm import (
+    MIB,
     FetchOptions,
     UfmCredentials,
     UfmInsecureWarning,
@@ -421,11 +428,11 @@ def test_client_certificate_auth(pki: Pki, small_fabric: Fabric) -> None:
 def test_collect_ufm_reads_credentials_from_the_environment(standin: Standin, pki: Pki) -> None:
     env = {"UFM_TOKEN": TOKEN}
     warned: list[str] = []
-    responses = collect_ufm(standin.url, None, env=env, ca_bundle=pki.ca, warn=warned.append)
+    responses = collect_ufm(standin.url, None, _opts(pki), env=env, warn=warned.append)
     assert fabric_from_ufm(responses).switches and not warned
     assert all(path.startswith("/ufmRestV3/") for path, _ in standin.state.requests)
     with pytest.raises(AuthError, match="no UFM credentials"):
-        collect_ufm(standin.url, None, env={}, ca_bundle=pki.ca)
+        collect_ufm(standin.url, None, _opts(pki), env={})
 
 
 def test_url_forms_are_normalised(standin: Standin, pki: Pki) -> None:
@@ -537,6 +544,82 @@ def test_slow_server_times_out(standin: Standin, pki: Pki) -> None:
     err = _fetch_error(standin, pki, "slow", timeout=0.2, retries=0)
     assert isinstance(err, CollectError)
     assert "timed out after 0.2s" in str(err)
+
+
+@pytest.mark.parametrize("fault", ["trickle", "trickle-head"])
+def test_a_trickling_server_is_cut_off_at_the_deadline(
+    standin: Standin, pki: Pki, fault: str
+) -> None:
+    """A byte every 0.3 s keeps a 5 s socket timeout from ever firing; the deadline does not
+    care, and the cut is final (no retry may start after it)."""
+    standin.state.delay = 0.3
+    start = time.monotonic()
+    err = _fetch_error(standin, pki, fault, timeout=5.0, deadline=1.0, retries=3)
+    elapsed = time.monotonic() - start
+    assert 1.0 <= elapsed < 1.8, elapsed
+    assert isinstance(err, CollectError) and err.exit_code == Exit.COLLECT
+    assert str(err) == (
+        f"UFM at {standin.url}: no complete answer within the 1s deadline (--ufm-deadline), "
+        "stopped at /ufmRest/resources/systems"
+    )
+    assert len(standin.state.requests) == 1
+
+
+def test_the_deadline_leaves_no_time_for_a_backoff_it_cannot_afford(
+    standin: Standin, pki: Pki
+) -> None:
+    slept: list[float] = []
+    standin.state.fault = "500"
+    opts = _opts(pki, retries=5, backoff=10.0, deadline=3.0)
+    with pytest.raises(CollectError) as err:
+        fetch_ufm(standin.url, BASIC, opts, sleep=slept.append)
+    assert slept == []
+    assert str(err.value).endswith(
+        "failed with HTTP 500 (after 1 attempt; no time left for another within the 3s deadline)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fault", "size"),
+    [
+        ("huge", "announces 3145728 bytes, over the 1 MiB limit"),
+        ("huge-stream", "is larger than the 1 MiB limit"),
+    ],
+)
+def test_a_body_over_the_cap_is_refused(standin: Standin, pki: Pki, fault: str, size: str) -> None:
+    standin.state.size = 3 * MIB
+    err = _fetch_error(standin, pki, fault, max_bytes=MIB, retries=3)
+    assert isinstance(err, CollectError) and err.exit_code == Exit.COLLECT
+    assert str(err) == (
+        f"UFM at {standin.url}: /ufmRest/resources/systems {size} per response "
+        "(--ufm-max-response-mib / ufm_max_response_mib)"
+    )
+    assert len(standin.state.requests) == 1  # a size is no reason to try again
+
+
+def test_the_cap_is_exact(standin: Standin, pki: Pki) -> None:
+    sizes = {key: len(json.dumps(v, indent=1).encode()) for key, v in standin.state.data.items()}
+    largest = max(sizes.values())
+    assert fetch_ufm(standin.url, BASIC, _opts(pki, max_bytes=largest)).ports
+    biggest = max(sizes, key=lambda key: sizes[key])
+    with pytest.raises(CollectError, match=f"{biggest}.* over the {largest - 1} bytes limit"):
+        fetch_ufm(standin.url, BASIC, _opts(pki, max_bytes=largest - 1))
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "flag"),
+    [
+        ("deadline", 0.0, "--ufm-deadline"),
+        ("deadline", float("nan"), "--ufm-deadline"),
+        ("timeout", -1.0, "--ufm-timeout"),
+        ("timeout", float("inf"), "--ufm-timeout"),
+        ("max_bytes", 0, "--ufm-max-response-mib"),
+    ],
+)
+def test_limits_must_be_positive(option: str, value: float, flag: str) -> None:
+    given: dict[str, Any] = {option: value}
+    with pytest.raises(UsageError, match=flag):
+        FetchOptions(**given)
 
 
 def test_missing_fields_are_an_unexpected_schema(standin: Standin, pki: Pki) -> None:
@@ -681,6 +764,83 @@ def test_bad_credentials_file_never_echoes_the_secret(
     with pytest.raises(AuthError, match=text) as err:
         load_credentials(path, {})
     _assert_clean(str(err.value))
+
+
+@pytest.mark.parametrize("around", ["\r", "\n", "\r\n", " \t"])
+def test_whitespace_around_a_secret_is_stripped(
+    standin: Standin, pki: Pki, tmp_path: Path, around: str
+) -> None:
+    """``export UFM_TOKEN=$(cat token.txt)`` of a CRLF file ends the token in CR."""
+    env = {"UFM_USERNAME": f"{around}{USER}{around}", "UFM_PASSWORD": f"{PASSWORD}{around}"}
+    assert fetch_ufm(standin.url, load_credentials(None, env), _opts(pki)).ports
+    creds = load_credentials(None, {"UFM_TOKEN": f"{around}{TOKEN}{around}"})
+    assert creds.token == TOKEN
+    text = f'token: "{around!r}{TOKEN}{around!r}"\n'.replace("'", "")  # YAML escapes
+    assert load_credentials(_private(tmp_path / "t.yaml", text), {}).token == TOKEN
+
+
+CONTROL = {"\r": "CR", "\n": "LF", "\0": "NUL", "\x1b": "ESC", "\x7f": "DEL", "\x85": "U+0085"}
+REFUSED = [
+    (field, char, where)
+    for field in ("password", "token")
+    for char in CONTROL
+    for where in ("inside", "around")
+    if where == "inside" or not char.isspace()  # surrounding whitespace is stripped instead
+]
+
+
+@pytest.mark.parametrize(("field", "char", "where"), REFUSED)
+def test_a_control_character_in_a_secret_is_refused_without_the_value(
+    tmp_path: Path, field: str, char: str, where: str
+) -> None:
+    secret = PASSWORD if field == "password" else TOKEN
+    half = len(secret) // 2
+    bad = secret[:half] + char + secret[half:] if where == "inside" else char + secret + char
+    values: dict[str, Any] = {"username": USER, "password": bad}
+    if field == "token":
+        values = {"token": bad}
+    # a key=value file keeps the raw character (YAML refuses it unescaped); a line break
+    # inside splits the line, which is refused as a line that is not key=value
+    path = _private(tmp_path / "ufm.cred", "".join(f"{k}={v}\n" for k, v in values.items()))
+    for build in (partial(load_credentials, path, {}), partial(UfmCredentials, **values)):
+        with pytest.raises(AuthError) as err:
+            build()
+        message = str(err.value)
+        assert err.value.exit_code == Exit.AUTH and "\n" not in message
+        assert secret[:half] not in message and secret[half:] not in message
+        if "key=value" not in message:
+            assert f"the {field} contains a control character ({CONTROL[char]})" in message
+
+
+def test_usernames_and_tokens_http_cannot_carry_are_refused() -> None:
+    with pytest.raises(AuthError, match="username contains ':'"):
+        UfmCredentials("ad:min", PASSWORD)
+    with pytest.raises(AuthError, match="token contains non-ASCII"):
+        UfmCredentials(token="tök")
+
+
+MARK = "Zq9#"  # in the middle of every fuzzed secret: any echo of a value shows it
+
+
+@settings(max_examples=2000, deadline=None)
+@given(user=st.text(max_size=8), secret=st.tuples(st.text(max_size=8), st.text(max_size=8)))
+def test_any_credentials_give_a_sendable_header_or_one_clean_auth_error(
+    user: str, secret: tuple[str, str]
+) -> None:
+    """The class behind the CR in UFM_TOKEN: whatever the environment holds, either the
+    credentials are refused with one line that shows no secret, or every header they make is
+    one http.client accepts (it raises ValueError with the header, secret and all, otherwise)."""
+    value = secret[0] + MARK + secret[1]
+    for values in ({"UFM_USERNAME": user, "UFM_PASSWORD": value}, {"UFM_TOKEN": value}):
+        try:
+            creds = load_credentials(None, values)
+        except AuthError as err:
+            assert "\n" not in str(err) and "\r" not in str(err) and MARK not in str(err)
+            continue
+        conn = http.client.HTTPConnection("127.0.0.1")
+        conn.putrequest("GET", "/ufmRest/resources/systems")
+        for name, value in creds.headers().items():
+            conn.putheader(name, value)  # raises ValueError/UnicodeEncodeError if unsendable
 
 
 def test_missing_credentials_file(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +50,7 @@ def _needs(command: str, *options: str) -> pytest.MarkDecorator:
 
 
 GENERATE = _needs("generate", "--ufm", "--ufm-credentials", "--ufm-ca-bundle", "--ufm-timeout")
+LIMITS = _needs("generate", "--ufm", "--ufm-deadline", "--ufm-max-response-mib")
 INSECURE = _needs("generate", "--ufm", "--ufm-credentials", "--ufm-insecure")
 COLLECT = _needs("collect", "--ufm", "--ufm-credentials", "--ufm-ca-bundle", "--snapshot")
 SNAPSHOT = _needs("generate", "--snapshot")
@@ -162,6 +164,112 @@ def test_generate_ufm_wrong_certificate(
     assert "TLS certificate verification failed" in err
     assert not out_file.exists()
     _clean(out, err)
+
+
+def _one_error_line(rc: int, code: int, err: str, text: str) -> None:
+    assert rc == code, err
+    assert err.startswith("topograph-slurm: error:") and err.count("\n") == 1, err
+    assert text in err, err
+
+
+@LIMITS
+@pytest.mark.parametrize("fault", ["trickle", "trickle-head"])
+def test_generate_ufm_stops_at_the_deadline(
+    standin: Standin, pki: Pki, creds: Path, tmp_path: Path, fault: str
+) -> None:
+    """The issue's cron hang: a byte every 0.5 s never trips the 5 s per-request timeout."""
+    standin.state.fault, standin.state.delay = fault, 0.5
+    out_file = tmp_path / "topology.conf"
+    args = [*_ufm_args(standin, pki, creds), "--ufm-deadline", "2", "-o", str(out_file)]
+    start = time.monotonic()
+    rc, out, err = _run(["generate", *args])
+    elapsed = time.monotonic() - start
+    assert elapsed < 2 + 1.0, elapsed
+    _one_error_line(rc, Exit.COLLECT, err, "no complete answer within the 2s deadline")
+    assert not out_file.exists() and out == ""
+    _clean(out, err)
+
+
+@LIMITS
+@pytest.mark.parametrize("fault", ["huge", "huge-stream"])
+def test_generate_ufm_refuses_a_body_over_the_cap(
+    standin: Standin, pki: Pki, creds: Path, tmp_path: Path, fault: str
+) -> None:
+    standin.state.fault, standin.state.size = fault, 3 << 20
+    out_file = tmp_path / "topology.conf"
+    args = [*_ufm_args(standin, pki, creds), "--ufm-max-response-mib", "1", "-o", str(out_file)]
+    rc, out, err = _run(["generate", *args])
+    _one_error_line(rc, Exit.COLLECT, err, "/ufmRest/resources/systems ")
+    assert out == ""
+    assert "the 1 MiB limit per response (--ufm-max-response-mib" in err
+    assert not out_file.exists()
+
+
+@GENERATE
+@pytest.mark.parametrize("verbose", [[], ["-v"]])
+def test_a_token_read_from_a_crlf_file_works(
+    standin: Standin, pki: Pki, verbose: list[str]
+) -> None:
+    """``export UFM_TOKEN=$(cat token.txt)`` of a CRLF file: the CR is stripped, not sent."""
+    args = [*verbose, "generate", *_ufm_args(standin, pki, None)]
+    code, out, err = _run(args, env={"UFM_TOKEN": TOKEN + "\r"})
+    assert code == 0, err
+    assert "SwitchName=" in out
+    _clean(out, err)
+
+
+@GENERATE
+@pytest.mark.parametrize("verbose", [[], ["-v"]])
+@pytest.mark.parametrize("char", ["\r", "\n", "\x1b"])
+@pytest.mark.parametrize("variable", ["UFM_TOKEN", "UFM_PASSWORD"])
+def test_a_control_character_inside_a_secret_is_exit_8_and_never_shown(
+    standin: Standin, pki: Pki, verbose: list[str], char: str, variable: str
+) -> None:
+    """Exit 8 with one line; with ``-v`` the traceback follows it, and shows no value either
+    (the error is raised ``from None`` and tracebacks print source lines, not variables).
+    NUL cannot be in an environment variable at all (execve); the file case covers it."""
+    secret = TOKEN if variable == "UFM_TOKEN" else PASSWORD
+    half = len(secret) // 2
+    env = {variable: secret[:half] + char + secret[half:]}
+    if variable == "UFM_PASSWORD":
+        env["UFM_USERNAME"] = USER
+    code, out, err = _run([*verbose, "generate", *_ufm_args(standin, pki, None)], env=env)
+    assert code == Exit.AUTH, err
+    lines = [line for line in err.splitlines() if line.startswith("topograph-slurm: error:")]
+    field = "token" if variable == "UFM_TOKEN" else "password"
+    name = {"\r": "CR", "\n": "LF", "\x1b": "ESC"}[char]
+    assert lines == [
+        f"topograph-slurm: error: UFM credentials from environment: the {field} contains a "
+        f"control character ({name}); remove it (surrounding whitespace is stripped, not this)"
+    ]
+    assert ("Traceback" in err) == bool(verbose)
+    if not verbose:
+        assert err.count("\n") == 1
+    for text in (out, err):
+        assert secret[:half] not in text and secret[half:] not in text
+    assert not standin.state.requests
+
+
+@GENERATE
+@pytest.mark.parametrize("char", ["\0", "\x1b", "\r"])
+def test_a_control_character_in_a_credentials_file_is_exit_8(
+    standin: Standin, pki: Pki, tmp_path: Path, char: str
+) -> None:
+    path = tmp_path / "ufm.cred"
+    path.write_text(f"username={USER}\npassword=pa55{char}-w0rd-XYZZY\n", encoding="utf-8")
+    path.chmod(0o600)
+    code, out, err = _run(["-v", "generate", *_ufm_args(standin, pki, path)])
+    assert code == Exit.AUTH, err
+    assert "pa55" not in err and "w0rd-XYZZY" not in err and "pa55" not in out
+
+
+@GENERATE
+def test_a_control_character_in_the_url_is_one_line(creds: Path) -> None:
+    rc, out, err = _run(
+        ["generate", "--ufm", "https://ufm\x1b[2J.example", "--ufm-credentials", str(creds)]
+    )
+    assert out == ""
+    _one_error_line(rc, Exit.INPUT, err, "the UFM URL contains a space, a control")
 
 
 @INSECURE

@@ -169,6 +169,8 @@ def collect(
     ufm_ca_bundle: str | None,
     ufm_insecure: bool | None,
     ufm_timeout: float | None,
+    ufm_deadline: float | None,
+    ufm_max_response_mib: int | None,
     strict: bool,
     no_progress: bool,
 ) -> None:
@@ -198,6 +200,8 @@ def collect(
         ufm_ca_bundle=ufm_ca_bundle,
         ufm_insecure=ufm_insecure,
         ufm_timeout=ufm_timeout,
+        ufm_deadline=ufm_deadline,
+        ufm_max_response_mib=ufm_max_response_mib,
     )
     extra_files, extra_manifest = _ufm_snapshot(settings) if settings.ufm else ({}, {})
     only_ufm = settings.ufm is not None and hostlist is None and ibnetdiscover_on is None

@@ -24,6 +24,12 @@ Choices, and why:
 
 Every srun runs in its own session, so a timed-out one is stopped with its whole process group
 (SIGTERM, which makes srun cancel its job or step, then SIGKILL after the grace).
+
+No child gets a UFM credential (``CREDENTIAL_ENV_VARS``: ``collect --ufm`` reads them from the
+environment, and srun exports its whole environment to every task on every node): srun is
+started with an environment without them; ClusterShell's ssh workers copy ``os.environ`` and
+offer no way to leave a variable out, so those variables leave ``os.environ`` for the duration
+of the clush fan-out (UFM has been fetched by then) and come back after.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -46,6 +52,7 @@ from ClusterShell.NodeSet import NodeSet
 from topograph_slurm.collect.plan import CollectPlan, now_iso
 from topograph_slurm.collect.protocol import split_labelled
 from topograph_slurm.errors import CollectError
+from topograph_slurm.sources.ufm.credentials import CREDENTIAL_ENV_VARS
 
 #: Called with a node's name as soon as that node is finished (answered, failed or timed out).
 OnDone = Callable[[str], None]
@@ -101,6 +108,21 @@ def srun_argv(plan: CollectPlan, node: str, script: str, timeout: float) -> list
     return [*argv, "sh", "-c", script]
 
 
+def child_environment() -> dict[str, str]:
+    """This process's environment without the UFM credential variables, for srun."""
+    return {key: value for key, value in os.environ.items() if key not in CREDENTIAL_ENV_VARS}
+
+
+@contextlib.contextmanager
+def _without_credentials() -> Iterator[None]:
+    """The UFM credential variables out of ``os.environ`` while ClusterShell forks ssh."""
+    saved = {key: os.environ.pop(key) for key in CREDENTIAL_ENV_VARS if key in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
 _LIVE: set[subprocess.Popen[bytes]] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -139,6 +161,7 @@ def _run(argv: list[str], timeout: float, grace: float) -> NodeRun:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            env=child_environment(),
         )
     except OSError as exc:
         return NodeRun("", "", "", None, False, 0.0, stamp, f"cannot run srun: {exc.strerror}")
@@ -287,8 +310,9 @@ def fan_out_clush(
             failure.append(err)
 
     thread = threading.Thread(target=body, name="topograph-clush", daemon=True)
-    thread.start()
-    thread.join()
+    with _without_credentials():
+        thread.start()
+        thread.join()
     if failure:
         raise CollectError(f"ClusterShell failed: {failure[0]}") from failure[0]
     return box[0]

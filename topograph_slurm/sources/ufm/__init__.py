@@ -8,7 +8,8 @@ testable and a snapshot can be rebuilt offline:
   token (``/ufmRestV3`` with ``Authorization: Basic <token>``) or a client certificate
   (``/ufmRest``), from a private file or the environment — never argv, never echoed;
 * :mod:`.client` (:func:`fetch_ufm`, :func:`collect_ufm`): HTTPS with verification, timeouts,
-  bounded retries and one clear error line per failure;
+  one deadline for the whole fetch, a size cap per response, bounded retries and one clear
+  error line per failure;
 * :mod:`.responses` (:class:`UfmResponses`): the raw JSON text of every endpoint, which
   ``collect --ufm`` stores (:func:`snapshot_files`) and ``generate --snapshot`` reloads
   (:func:`load_responses`);
@@ -19,12 +20,17 @@ testable and a snapshot can be rebuilt offline:
 from __future__ import annotations
 
 from topograph_slurm.sources.ufm.client import (
+    MIB,
     FetchOptions,
     UfmInsecureWarning,
     collect_ufm,
     fetch_ufm,
 )
-from topograph_slurm.sources.ufm.credentials import UfmCredentials, load_credentials
+from topograph_slurm.sources.ufm.credentials import (
+    CREDENTIAL_ENV_VARS,
+    UfmCredentials,
+    load_credentials,
+)
 from topograph_slurm.sources.ufm.responses import (
     ENDPOINTS,
     UfmResponses,
@@ -35,7 +41,9 @@ from topograph_slurm.sources.ufm.responses import (
 from topograph_slurm.sources.ufm.translate import fabric_from_ufm, ufm_speed, ufm_width
 
 __all__ = [
+    "CREDENTIAL_ENV_VARS",
     "ENDPOINTS",
+    "MIB",
     "FetchOptions",
     "UfmCredentials",
     "UfmInsecureWarning",

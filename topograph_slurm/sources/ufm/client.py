@@ -1,5 +1,11 @@
-"""The UFM REST client: stdlib HTTPS, verification on by default, no redirects, timeouts, and
-bounded retries with exponential backoff on connection errors and 5xx.
+"""The UFM REST client: stdlib http.client over TLS (verification on by default), no
+redirects, a per-operation timeout, one deadline for the whole fetch, a size cap per response,
+and bounded retries with exponential backoff on connection errors and 5xx.
+
+Why two time limits: ``timeout`` bounds each socket operation (connect, handshake, each read),
+so a UFM that goes silent is noticed; but a server that trickles one byte every few seconds
+never lets it fire. ``deadline`` bounds the whole fetch — every endpoint, attempt and backoff —
+by shutting the socket in flight when it passes, so a cron run always ends.
 
 Every failure becomes one clear error line (AuthError, CollectError, InputError or ParseError)
 that never carries a credential, and every body is checked to be a JSON list before anything
@@ -8,24 +14,34 @@ is returned, so a caller that stores the responses never stores garbage.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import math
 import os
 import re
 import socket
 import ssl
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from topograph_slurm.errors import AuthError, CollectError, InputError, ParseError
+from topograph_slurm.errors import (
+    AuthError,
+    CollectError,
+    InputError,
+    ParseError,
+    TopographError,
+    UsageError,
+)
 from topograph_slurm.sources.ufm.credentials import UfmCredentials, load_credentials
 from topograph_slurm.sources.ufm.responses import ENDPOINTS, UfmResponses, load_list
+
+MIB = 1024 * 1024
+_CHUNK = 1 << 16  # bytes per read: the size cap is checked, and memory grows, chunk by chunk
 
 
 class UfmInsecureWarning(UserWarning):
@@ -38,17 +54,35 @@ class FetchOptions:
 
     ca_bundle: Path | None = None
     insecure: bool = False
-    timeout: float = 30.0
+    timeout: float = 30.0  # seconds per socket operation (connect, TLS handshake, each read)
     retries: int = 3  # extra attempts after the first, on connection errors and 5xx
     backoff: float = 0.5  # seconds before the first retry; doubles each time
+    deadline: float = 300.0  # seconds for the whole fetch: all endpoints, retries, backoff
+    max_bytes: int = 512 * MIB  # largest response body accepted, per endpoint
+
+    def __post_init__(self) -> None:
+        """Flags are range-checked by click; config values and library callers come here."""
+        for name, value in (("timeout", self.timeout), ("deadline", self.deadline)):
+            if not (value > 0 and math.isfinite(value)):  # NaN fails `> 0` too
+                raise UsageError(
+                    f"--ufm-{name} (config ufm_{name}) must be a number of seconds above 0, "
+                    f"got {value}"
+                )
+        if self.max_bytes < 1:
+            raise UsageError(
+                "--ufm-max-response-mib (config ufm_max_response_mib) must be at least 1"
+            )
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Refuse redirects: urllib would forward the Authorization header to wherever UFM (or
-    something pretending to be it) points."""
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where UFM is: ``base`` (``scheme://host[:port][/path]``) for messages and the result."""
 
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+    base: str
+    tls: bool
+    host: str
+    port: int
+    path: str
 
 
 class _Retryable(Exception):
@@ -57,6 +91,92 @@ class _Retryable(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+class _Deadline:
+    """The one time limit of a fetch. A timer shuts the socket in flight when it passes; the
+    blocked read then fails at once and :meth:`error` names the deadline instead."""
+
+    def __init__(self, seconds: float, base: str) -> None:
+        self.seconds = seconds
+        self._base = base
+        self._end = time.monotonic() + seconds
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[_Deadline]:
+        self._timer.start()
+        try:
+            yield self
+        finally:
+            self._timer.cancel()
+
+    def remaining(self) -> float:
+        return self._end - time.monotonic()
+
+    @property
+    def expired(self) -> bool:
+        return self._fired or self.remaining() <= 0
+
+    def watch(self, sock: socket.socket | None) -> None:
+        """The socket in flight, or None once it is closed (so a late timer never shuts a
+        reused descriptor); shut at once when the time is already up."""
+        with self._lock:
+            self._sock = sock
+            if sock is not None and self._fired:
+                _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self._fired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+    def error(self, where: str) -> CollectError:
+        return CollectError(
+            f"UFM at {self._base}: no complete answer within the {self.seconds:g}s deadline "
+            f"(--ufm-deadline), stopped at {where}"
+        )
+
+
+def _shut(sock: socket.socket) -> None:
+    """Wake any thread blocked on *sock* (the plain-socket shutdown, also under TLS)."""
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Connection(http.client.HTTPConnection):
+    """One HTTP(S) connection whose socket the deadline can reach: http.client's own
+    HTTPSConnection wraps it in TLS inside ``connect()``, out of sight. No redirects are ever
+    followed (http.client has none), so the Authorization header goes to UFM only."""
+
+    def __init__(
+        self, target: _Target, timeout: float, tls: ssl.SSLContext | None, deadline: _Deadline
+    ) -> None:
+        super().__init__(target.host, target.port, timeout=timeout)
+        self._tls = tls
+        self._deadline = deadline
+        if tls is not None:
+            self.default_port = 443  # the Host header carries no ":443"
+
+    def connect(self) -> None:
+        super().connect()
+        self._deadline.watch(self.sock)
+        if self._tls is not None:
+            wrapped = self._tls.wrap_socket(
+                self.sock, server_hostname=self.host, do_handshake_on_connect=False
+            )
+            self.sock = wrapped
+            self._deadline.watch(wrapped)
+            wrapped.do_handshake()
+
+    def close(self) -> None:
+        self._deadline.watch(None)
+        super().close()
 
 
 def fetch_ufm(
@@ -71,52 +191,56 @@ def fetch_ufm(
 
     Every body is checked to be a JSON list before anything is returned, so a caller that
     stores the result never stores garbage. Failures raise AuthError (401/403, unusable
-    credentials), CollectError (network, TLS, 404, 5xx after retries) or InputError/ParseError
-    (truncated body, invalid JSON, not a list).
+    credentials), CollectError (network, TLS, 404, 5xx after retries, the deadline, the size
+    cap) or InputError/ParseError (truncated body, invalid JSON, not a list).
     """
     opts = options or FetchOptions()
-    base = _base_url(url)
+    target = _target(url)
     emit = warn or (lambda message: warnings.warn(message, UfmInsecureWarning, stacklevel=3))
-    if base.startswith("http://"):
-        emit(f"UFM URL {base} is plain http: credentials and fabric data travel unencrypted")
-    opener = _opener(base, creds, opts, emit)
-    texts = {
-        key: _get_with_retries(opener, base, creds, path, opts, sleep)
-        for key, path in ENDPOINTS.items()
-    }
-    return UfmResponses(url=base, **texts)
+    if not target.tls:
+        emit(f"UFM URL {target.base} is plain http: credentials and fabric data travel unencrypted")
+    tls = _ssl_context(creds, opts, emit) if target.tls else None
+    with _Deadline(opts.deadline, target.base).running() as deadline:
+        session = _Session(target, creds, opts, tls, deadline, sleep)
+        texts = {key: session.get(path) for key, path in ENDPOINTS.items()}
+    return UfmResponses(url=target.base, **texts)
 
 
 def collect_ufm(
     url: str,
     credentials_file: Path | None = None,
+    options: FetchOptions | None = None,
     *,
     env: Mapping[str, str] | None = None,
-    ca_bundle: Path | None = None,
-    insecure: bool = False,
-    timeout: float = 30.0,
-    retries: int = 3,
     warn: Callable[[str], None] | None = None,
 ) -> UfmResponses:
     """Credentials (file, else the environment) + fetch, in one call for the CLI's
-    ``--ufm URL --ufm-credentials FILE --ufm-ca-bundle FILE --ufm-insecure --ufm-timeout S``."""
+    ``--ufm URL --ufm-credentials FILE`` and the options built from the other flags."""
     creds = load_credentials(credentials_file, os.environ if env is None else env)
-    options = FetchOptions(ca_bundle=ca_bundle, insecure=insecure, timeout=timeout, retries=retries)
     return fetch_ufm(url, creds, options, warn=warn)
 
 
-def _base_url(url: str) -> str:
-    """``https://host[:port]`` from what the user typed; refuses credentials in the URL."""
+def _target(url: str) -> _Target:
+    """Where to connect, from what the user typed; refuses credentials in the URL, and any
+    character http.client would reject with the URL in its message."""
     text = url.strip()
+    if not all(" " < ch < "\x7f" for ch in text):
+        raise InputError("the UFM URL contains a space, a control or a non-ASCII character")
     if "://" not in text:
         text = "https://" + text
     parts = urllib.parse.urlsplit(text)
     if parts.username is not None or parts.password is not None:
         raise AuthError("do not put UFM credentials in the URL; use a credentials file or env")
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise InputError(f"not a UFM URL: {url!r} (expected https://HOST[:PORT])")
     path = re.sub(r"/+(ufmRest\w*)?/*$", "", parts.path)
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    base = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise InputError(f"not a UFM URL: {base!r} (expected https://HOST[:PORT])")
+    try:
+        port = parts.port
+    except ValueError:
+        raise InputError(f"not a UFM URL: {base!r} has an invalid port") from None
+    tls = parts.scheme == "https"
+    return _Target(base, tls, parts.hostname, port or (443 if tls else 80), path)
 
 
 def _ssl_context(
@@ -145,90 +269,126 @@ def _ssl_context(
     return ctx
 
 
-def _opener(
-    base: str, creds: UfmCredentials, opts: FetchOptions, emit: Callable[[str], None]
-) -> urllib.request.OpenerDirector:
-    handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
-    if base.startswith("https://"):
-        handlers.append(urllib.request.HTTPSHandler(context=_ssl_context(creds, opts, emit)))
-    return urllib.request.build_opener(*handlers)
+@dataclass(slots=True)
+class _Session:
+    """One fetch: where, who, how, and the deadline every request shares."""
 
+    target: _Target
+    creds: UfmCredentials
+    opts: FetchOptions
+    tls: ssl.SSLContext | None
+    deadline: _Deadline
+    sleep: Callable[[float], None]
 
-def _get_with_retries(
-    opener: urllib.request.OpenerDirector,
-    base: str,
-    creds: UfmCredentials,
-    path: str,
-    opts: FetchOptions,
-    sleep: Callable[[float], None],
-) -> str:
-    """One endpoint, retried with exponential backoff on connection errors and 5xx."""
-    url = f"{base}{creds.prefix}/{path}"
-    attempts = max(0, opts.retries) + 1
-    for attempt in range(attempts):
+    def get(self, path: str) -> str:
+        """One endpoint as checked JSON text, retried with exponential backoff on connection
+        errors and 5xx while attempts and the deadline last."""
+        where = f"{self.creds.prefix}/{path}"
+        attempts = max(0, self.opts.retries) + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return _decode_json_list(self._get_once(where), self.target.base, where)
+            except _Retryable as failure:
+                self._retry_or_raise(failure.error, attempt, attempts)
+        raise AssertionError("unreachable")
+
+    def _retry_or_raise(self, error: Exception, done: int, attempts: int) -> None:
+        """Sleep before the next attempt, or raise the final error of this endpoint."""
+        if done >= attempts:
+            raise _final(error, done) from None
+        pause = self.opts.backoff * (2 ** (done - 1))
+        if pause >= self.deadline.remaining():
+            note = f"no time left for another within the {self.deadline.seconds:g}s deadline"
+            raise _final(error, done, note) from None
+        self.sleep(pause)
+
+    def _get_once(self, where: str) -> bytearray:
+        """One GET; the body or an error (a deadline that passed meanwhile wins)."""
+        timeout = min(self.opts.timeout, max(self.deadline.remaining(), 0.001))
+        conn = _Connection(self.target, timeout, self.tls, self.deadline)
         try:
-            return _get_once(opener, url, base, creds, path, opts.timeout)
-        except _Retryable as failure:
-            if attempt + 1 >= attempts:
-                raise _final(failure.error, attempts) from None
-            sleep(opts.backoff * (2**attempt))
-    raise AssertionError("unreachable")
+            body = self._exchange(conn, where)
+        except (_Retryable, TopographError):
+            if self.deadline.expired:
+                raise self.deadline.error(where) from None
+            raise
+        finally:
+            conn.close()
+        if self.deadline.expired:  # the timer may have cut short a body without a length
+            raise self.deadline.error(where)
+        return body
+
+    def _exchange(self, conn: _Connection, where: str) -> bytearray:
+        base = self.target.base
+        try:
+            conn.connect()
+        except OSError as err:
+            raise _connect_error(err, base, self.opts.timeout) from None
+        try:
+            headers = {"Accept": "application/json", **self.creds.headers()}
+            conn.request("GET", self.target.path + where, headers=headers)
+            response = conn.getresponse()
+            if not 200 <= response.status < 300:
+                raise _status_error(response, base, self.creds, where)
+            return _read_capped(response, base, where, self.opts.max_bytes)
+        except TimeoutError:
+            message = f"UFM at {base}: {where} timed out after {self.opts.timeout:g}s"
+            raise _Retryable(CollectError(message)) from None
+        except (OSError, http.client.HTTPException) as err:
+            message = f"UFM at {base}: {where}: connection failed: {_reason(err)}"
+            raise _Retryable(CollectError(message)) from None
 
 
-def _final(error: Exception, attempts: int) -> Exception:
-    """The retryable error, with the attempt count added to its one line."""
-    if attempts > 1 and isinstance(error, CollectError | InputError):
-        return type(error)(f"{error} (after {attempts} attempts)")
+def _final(error: Exception, attempts: int, note: str = "") -> Exception:
+    """The retryable error, with the attempt count (and why no more) added to its one line."""
+    if isinstance(error, CollectError | InputError) and (attempts > 1 or note):
+        detail = f"after {attempts} attempt{'s' if attempts > 1 else ''}"
+        return type(error)(f"{error} ({detail}{'; ' + note if note else ''})")
     return error
 
 
-def _get_once(
-    opener: urllib.request.OpenerDirector,
-    url: str,
-    base: str,
-    creds: UfmCredentials,
-    path: str,
-    timeout: float,
-) -> str:
-    headers = {"Accept": "application/json", **creds.headers()}
-    request = urllib.request.Request(url, headers=headers, method="GET")
-    where = f"{creds.prefix}/{path}"
+def _read_capped(
+    response: http.client.HTTPResponse, base: str, where: str, limit: int
+) -> bytearray:
+    """The body, read chunk by chunk and refused as soon as it passes *limit* bytes (before
+    reading anything when Content-Length already says so)."""
+    declared = _content_length(response)
+    if declared is not None and declared > limit:
+        raise _too_large(base, where, limit, f"announces {declared} bytes, over")
+    body = bytearray()
     try:
-        with opener.open(request, timeout=timeout) as response:
-            body = _read_body(response, base, where)
-    except urllib.error.HTTPError as err:
-        raise _http_error(err, base, creds, where) from None
-    except urllib.error.URLError as err:
-        raise _url_error(err.reason, base, timeout) from None
-    except TimeoutError:
-        raise _Retryable(
-            CollectError(f"UFM at {base}: {where} timed out after {timeout:g}s")
-        ) from None
-    except (ConnectionError, http.client.HTTPException, OSError) as err:
-        raise _Retryable(
-            CollectError(f"UFM at {base}: {where}: connection failed: {_reason(err)}")
-        ) from None
-    return _decode_json_list(body, base, where)
+        while chunk := response.read1(_CHUNK):
+            body += chunk
+            if len(body) > limit:
+                raise _too_large(base, where, limit, "is larger than")
+    except http.client.IncompleteRead:  # a chunked body that ended early
+        raise _truncated(base, where, f"got {len(body)} bytes, then the end") from None
+    if declared is not None and len(body) < declared:
+        raise _truncated(base, where, f"got {len(body)} of {declared} bytes")
+    return body
 
 
-def _read_body(response: http.client.HTTPResponse, base: str, where: str) -> bytes:
-    try:
-        return response.read()
-    except http.client.IncompleteRead as err:
-        expected = len(err.partial) + (err.expected or 0)
-        raise _Retryable(
-            InputError(
-                f"UFM at {base}: truncated response for {where} "
-                f"(got {len(err.partial)} of {expected} bytes)"
-            )
-        ) from None
+def _truncated(base: str, where: str, detail: str) -> _Retryable:
+    return _Retryable(InputError(f"UFM at {base}: truncated response for {where} ({detail})"))
 
 
-def _http_error(
-    err: urllib.error.HTTPError, base: str, creds: UfmCredentials, where: str
+def _content_length(response: http.client.HTTPResponse) -> int | None:
+    value = response.getheader("Content-Length")
+    return int(value) if value is not None and value.strip().isdigit() else None
+
+
+def _too_large(base: str, where: str, limit: int, size: str) -> CollectError:
+    cap = f"{limit // MIB} MiB" if limit % MIB == 0 else f"{limit} bytes"
+    return CollectError(
+        f"UFM at {base}: {where} {size} the {cap} limit per response "
+        "(--ufm-max-response-mib / ufm_max_response_mib)"
+    )
+
+
+def _status_error(
+    response: http.client.HTTPResponse, base: str, creds: UfmCredentials, where: str
 ) -> Exception:
-    code = err.code
-    err.close()
+    code = response.status
     origin = creds.origin or "the caller"
     if code == 401:
         hint = " (token revoked or expired?)" if creds.kind == "token" else ""
@@ -244,7 +404,7 @@ def _http_error(
     if code == 404:
         return CollectError(f"UFM at {base} has no {where} (404): is this UFM >= 6?")
     if 300 <= code < 400:
-        location = err.headers.get("Location", "?") if err.headers else "?"
+        location = _printable(response.getheader("Location", "?"))
         return CollectError(
             f"UFM at {base}: {where} redirects to {location} (HTTP {code}); "
             "give the final https URL"
@@ -254,36 +414,41 @@ def _http_error(
     return CollectError(f"UFM at {base}: {where} failed with HTTP {code}")
 
 
-def _url_error(reason: object, base: str, timeout: float) -> Exception:
-    """A URLError's reason as one line; TLS failures are final, the rest retryable."""
-    if isinstance(reason, ssl.SSLCertVerificationError):
+def _connect_error(err: OSError, base: str, timeout: float) -> Exception:
+    """A connect or TLS handshake failure as one line; TLS failures are final, the rest
+    retryable."""
+    if isinstance(err, ssl.SSLCertVerificationError):
         return CollectError(
             f"UFM at {base}: TLS certificate verification failed: "
-            f"{reason.verify_message or _reason(reason)}; "
+            f"{err.verify_message or _reason(err)}; "
             "give --ufm-ca-bundle FILE (or, unsafely, --ufm-insecure)"
         )
-    if isinstance(reason, ssl.SSLError):
-        return CollectError(f"UFM at {base}: TLS handshake failed: {_reason(reason)}")
-    if isinstance(reason, TimeoutError):
+    if isinstance(err, ssl.SSLError):
+        return CollectError(f"UFM at {base}: TLS handshake failed: {_reason(err)}")
+    if isinstance(err, TimeoutError):
         return _Retryable(CollectError(f"UFM at {base}: timed out after {timeout:g}s"))
-    if isinstance(reason, ConnectionRefusedError):
+    if isinstance(err, ConnectionRefusedError):
         return _Retryable(CollectError(f"cannot connect to UFM at {base}: connection refused"))
-    if isinstance(reason, socket.gaierror):
-        return CollectError(f"cannot connect to UFM at {base}: unknown host ({_reason(reason)})")
-    text = _reason(reason) if isinstance(reason, BaseException) else str(reason)
-    return _Retryable(CollectError(f"cannot connect to UFM at {base}: {text}"))
+    if isinstance(err, socket.gaierror):
+        return CollectError(f"cannot connect to UFM at {base}: unknown host ({_reason(err)})")
+    return _Retryable(CollectError(f"cannot connect to UFM at {base}: {_reason(err)}"))
+
+
+def _printable(text: str) -> str:
+    """*text* (from the server or the OS) on one line: control characters become spaces."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
 
 
 def _reason(err: BaseException) -> str:
     """A short, single-line reason (OSError.strerror, SSL reason, or str)."""
     if isinstance(err, ssl.SSLError) and err.reason:
-        return str(err.reason)
+        return _printable(str(err.reason))
     if isinstance(err, OSError) and err.strerror:
-        return err.strerror
-    return " ".join(str(err).split()) or type(err).__name__
+        return _printable(err.strerror)
+    return _printable(str(err)) or type(err).__name__
 
 
-def _decode_json_list(body: bytes, base: str, where: str) -> str:
+def _decode_json_list(body: bytearray, base: str, where: str) -> str:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:

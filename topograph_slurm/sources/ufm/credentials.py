@@ -2,13 +2,17 @@
 
 Read from a private file or the environment — never argv — and never echoed in any message:
 a secret is kept out of ``repr``, a file readable by group or others is refused, and every
-error names the file and the key, not the value.
+error names the file and the key, not the value. Surrounding whitespace is stripped (a token
+read with ``$(cat token.txt)`` from a CRLF file ends in CR); a control character inside a
+value is refused, because it would end up in an HTTP header (where http.client raises with
+the header, secret included, in its message) or split an error line.
 """
 
 from __future__ import annotations
 
 import base64
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +28,11 @@ _ENV_KEYS = {
     "UFM_CLIENT_CERT": "client_cert",
     "UFM_CLIENT_KEY": "client_key",
 }
+#: The environment variables credentials are read from. ``collect``'s srun and ssh children
+#: never get them: srun exports its whole environment to every task on every node.
+CREDENTIAL_ENV_VARS: tuple[str, ...] = tuple(_ENV_KEYS)
+#: How a control character is named in an error (the value itself is never shown).
+_CONTROL_NAMES = {"\0": "NUL", "\t": "TAB", "\n": "LF", "\r": "CR", "\x1b": "ESC", "\x7f": "DEL"}
 _FILE_KEYS = {
     "username": "username",
     "user": "username",
@@ -48,6 +57,24 @@ class UfmCredentials:
     client_cert: Path | None = None
     client_key: Path | None = None
     origin: str = ""  # where they came from (a path or "environment"), for error messages
+
+    def __post_init__(self) -> None:
+        """Refuse what HTTP cannot carry, here, so that no way of building credentials can
+        hand http.client a header it rejects with the secret in its message."""
+        fields = {
+            "username": self.username,
+            "password": self.password,
+            "token": self.token,
+            "client certificate path": str(self.client_cert or ""),
+            "client key path": str(self.client_key or ""),
+        }
+        for name, value in fields.items():
+            _refuse_control_characters(name, value, self.origin)
+        where = f"UFM credentials from {self.origin or 'the caller'}"
+        if ":" in self.username:
+            raise AuthError(f"{where}: the username contains ':', which basic auth cannot carry")
+        if not self.token.isascii():
+            raise AuthError(f"{where}: the token contains non-ASCII characters")
 
     @property
     def kind(self) -> str:
@@ -88,7 +115,8 @@ def load_credentials(path: Path | None, env: Mapping[str, str]) -> UfmCredential
         values = _read_credentials_file(path)
         origin = str(path)
     else:
-        values = {_ENV_KEYS[k]: v for k, v in env.items() if k in _ENV_KEYS and v}
+        stripped = {_ENV_KEYS[k]: v.strip() for k, v in env.items() if k in _ENV_KEYS}
+        values = {k: v for k, v in stripped.items() if v}
         origin = "environment"
         if not values:
             raise AuthError(
@@ -96,6 +124,17 @@ def load_credentials(path: Path | None, env: Mapping[str, str]) -> UfmCredential
                 "UFM_PASSWORD, UFM_TOKEN, or UFM_CLIENT_CERT (and UFM_CLIENT_KEY)"
             )
     return _credentials_from(values, origin, path.parent if path is not None else None)
+
+
+def _refuse_control_characters(name: str, value: str, origin: str) -> None:
+    """One AuthError naming the field and the character, never the value."""
+    bad = next((ch for ch in value if unicodedata.category(ch) == "Cc"), None)
+    if bad is not None:
+        char = _CONTROL_NAMES.get(bad, f"U+{ord(bad):04X}")
+        raise AuthError(
+            f"UFM credentials from {origin or 'the caller'}: the {name} contains a control "
+            f"character ({char}); remove it (surrounding whitespace is stripped, not this)"
+        )
 
 
 def _check_private(path: Path, what: str) -> None:
@@ -191,10 +230,14 @@ def _cert_credentials(values: dict[str, str], origin: str, base: Path | None) ->
         p = Path(text).expanduser()
         return p if p.is_absolute() or base is None else base / p
 
-    cert = resolve(values["client_cert"])
-    key = resolve(values["client_key"]) if "client_key" in values else None
-    if not cert.is_file():
-        raise AuthError(f"UFM client certificate {cert} not found")
-    if key is not None:
-        _check_private(key, "UFM client key")
-    return UfmCredentials(client_cert=cert, client_key=key, origin=origin)
+    key = values.get("client_key")
+    creds = UfmCredentials(
+        client_cert=resolve(values["client_cert"]),
+        client_key=resolve(key) if key else None,
+        origin=origin,
+    )  # checked (no control characters) before a path appears in any message
+    if not creds.client_cert or not creds.client_cert.is_file():
+        raise AuthError(f"UFM client certificate {creds.client_cert} not found")
+    if creds.client_key is not None:
+        _check_private(creds.client_key, "UFM client key")
+    return creds
