@@ -198,6 +198,7 @@ def collect(
         ufm_ca_bundle=ufm_ca_bundle,
         ufm_insecure=ufm_insecure,
         ufm_timeout=ufm_timeout,
+        snapshot=snapshot,  # checked as generate's --snapshot is: a file name
     )
     extra_files, extra_manifest = _ufm_snapshot(settings) if settings.ufm else ({}, {})
     only_ufm = settings.ufm is not None and hostlist is None and ibnetdiscover_on is None
