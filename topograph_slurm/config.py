@@ -16,6 +16,7 @@ import dataclasses
 import math
 import os
 import re
+import string
 import types
 import typing
 from collections.abc import Callable, Collection, Mapping
@@ -70,7 +71,7 @@ class Rule:
         return None
 
     def _in_range(self, value: float) -> bool:
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):  # an int may be too big for one
             return False
         if self.low is not None and (value < self.low or (self.above_low and value == self.low)):
             return False
@@ -127,7 +128,13 @@ def _rewrites(rules: list[RewriteRule]) -> None:
 def _block_name_pattern(value: str) -> None:
     from topograph_slurm.topology.nvlink import NvlinkPolicy
 
+    for _, _, spec, _ in string.Formatter().parse(value):
+        if spec and _WIDE.search(spec):  # '{first:>999999999}' would build a 1 GB name
+            raise ValueError(f"field width in {value!r} too large (names have 64 characters)")
     NvlinkPolicy(name_pattern=value)
+
+
+_WIDE = re.compile(r"\d{3,}")
 
 
 def _block_sizes(sizes: list[int]) -> None:
@@ -208,16 +215,9 @@ class Settings:
     filter: dict[str, Any] | None = None
 
 
-def rule_of(cls: type[Any], key: str) -> Rule | None:
-    """The :class:`Rule` declared on field *key* of dataclass *cls*, if any."""
-    rule = next(f for f in dataclasses.fields(cls) if f.name == key).metadata.get("rule")
-    return rule if isinstance(rule, Rule) else None
-
-
 def choices_metavar(key: str) -> str:
     """``[tree|block|yaml]``: a flag's metavar from the choices its setting allows."""
-    rule = rule_of(Settings, key)
-    assert rule is not None and rule.choices
+    rule = next(f for f in dataclasses.fields(Settings) if f.name == key).metadata["rule"]
     return f"[{'|'.join(rule.choices)}]"
 
 
@@ -247,6 +247,9 @@ def _is_optional(hint: Any) -> tuple[bool, Any]:
         if len(args) == 1:
             return True, args[0]
     return False, hint
+
+
+_FLOAT_MAX = 2.0**1023  # an int above it has no float (400 digits would be OverflowError)
 
 
 def _number(value: Any) -> bool:
@@ -282,7 +285,7 @@ def _convert(value: Any, hint: Any, key: str, rule: Rule | None = None) -> Any:
         return _convert_dict(value, hint, key)
     if dataclasses.is_dataclass(hint):
         return build(hint, value, key)  # type: ignore[arg-type]
-    if hint is float and _number(value):
+    if hint is float and _number(value) and abs(value) < _FLOAT_MAX:
         return float(value)
     if hint is str and _number(value) and rule is not None and rule.number_as_text:
         return value.text if isinstance(value, _FloatText) else str(value)
@@ -347,13 +350,15 @@ def load_settings(explicit: str | None = None) -> Settings:
     if text is None:
         return Settings()
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"config file {path}{where}: invalid YAML") from None
     except RecursionError:
         raise ConfigError(f"config file {path}: invalid YAML (nested too deeply)") from None
+    except ValueError as err:  # a number of more than 4300 digits
+        raise ConfigError(f"config file {path}: invalid YAML ({err})") from None
     try:
         return build(Settings, data or {})
     except RecursionError:  # an anchor that contains itself

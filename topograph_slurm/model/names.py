@@ -33,6 +33,10 @@ _LAST_NUMBER = re.compile(r"(.*\D|)(\d+)(\D*)")  # a plain name around its last 
 #: A bracket group, or a separator between hostlist items (operators count as separators).
 _HOSTLIST_PART = re.compile(r"\[([^\[\]]*)\]|[,!&^\s]")
 _RANGE = re.compile(r"\s*(\d+)(?:-(\d+))?(?:/(\d+))?\s*")
+_HUGE_NUMBER = re.compile(r"\d{19}")
+_MAX_DIGITS = 640  # the lowest limit sys.set_int_max_str_digits() accepts
+#: What ClusterShell raises on a bad hostlist: syntax, an unknown @group, a number too long.
+_HOSTLIST_ERRORS = (NodeSetException, GroupResolverError, GroupSourceError, ValueError)
 
 
 def is_slurm_name(name: str) -> bool:
@@ -81,9 +85,11 @@ def unique(name: str, taken: set[str]) -> str:
 
 
 def natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
-    """Sort key putting ``node2`` before ``node10``, as hostlists and sysadmins do."""
+    """Sort key putting ``node2`` before ``node10``, as hostlists and sysadmins do. Digit runs
+    longer than Python converts to int (a hostile name in a manifest) compare by their first
+    640 digits; the name itself breaks the tie."""
     parts = re.split(r"(\d+)", name)
-    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
+    return tuple(int(p[:_MAX_DIGITS]) if i % 2 else p for i, p in enumerate(parts)), name
 
 
 def expand(hostlist: str, where: str = "", error: type[TopographError] = InputError) -> list[str]:
@@ -97,16 +103,15 @@ def parse(hostlist: str, where: str = "", error: type[TopographError] = InputErr
     """The hostlist as a NodeSet (ClusterShell's resolver: a site's @groups work too), its size
     bounded before ClusterShell builds any name; *error* naming *where* when it is refused."""
     prefix = f"{where}: " if where else ""
-    size = size_bound(hostlist)
-    if size > MAX_HOSTLIST:
+    if size_bound(hostlist) > MAX_HOSTLIST:
         raise error(
-            f"{prefix}hostlist {hostlist[:40]!r} names up to {size:,} hosts, more than "
-            f"{MAX_HOSTLIST:,}"
+            f"{prefix}hostlist {hostlist[:40]!r} is too large to expand: more than "
+            f"{MAX_HOSTLIST:,} names, or an index past 10^18"
         )
     try:
         return NodeSet(hostlist)
-    except (NodeSetException, GroupResolverError, GroupSourceError) as err:
-        raise error(f"{prefix}invalid hostlist {hostlist!r}: {err}") from None
+    except _HOSTLIST_ERRORS as err:
+        raise error(f"{prefix}invalid hostlist {hostlist[:80]!r}: {err}") from None
 
 
 def size_bound(hostlist: str) -> int:
@@ -127,6 +132,8 @@ def size_bound(hostlist: str) -> int:
 def _range_size(ranges: str) -> int:
     """Names in one bracket group (``1-8,10,20-40/2`` → 20); malformed parts count one and are
     left to ClusterShell to refuse."""
+    if _HUGE_NUMBER.search(ranges):  # an index past 10^18: too many, whatever the range
+        return MAX_HOSTLIST + 1
     size = 0
     for part in ranges.split(","):
         match = _RANGE.fullmatch(part)
@@ -152,7 +159,7 @@ def count(hostlists: Iterable[str]) -> int:
             continue
         try:
             nodes.update(NodeSet(hostlist, resolver=RESOLVER_NOGROUP))
-        except NodeSetException:
+        except _HOSTLIST_ERRORS:
             literal.update(item.strip() for item in hostlist.split(",") if item.strip())
     if literal:
         literal.difference_update(nodes)

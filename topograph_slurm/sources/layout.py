@@ -144,7 +144,7 @@ def _block_entries(data: Any, topology: str | None) -> list[Any] | None:
 def _layout_from_yaml(text: str, where: str, topology: str | None) -> list[Block]:
     try:
         data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError):
+    except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: a 5000-digit number
         raise InputError(f"{where}: invalid YAML") from None
     entries = _block_entries(data, topology)
     if entries is None:

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from topograph_slurm.errors import InputError, ParseError
-from topograph_slurm.model.gpu import GpuFabric, GpuTopology
 from topograph_slurm.model import names
+from topograph_slurm.model.gpu import GpuFabric, GpuTopology
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding
 from topograph_slurm.sources.nvidia_smi import parse_fabric_output, parse_topo_matrix
