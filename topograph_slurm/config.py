@@ -3,26 +3,147 @@
 The file mirrors the command-line flags (``--node-name-map`` is ``node_name_map:``), so a cron
 job can carry its whole setup in ``/etc/topograph-slurm/config.yaml`` and a one-off run can
 override any of it. Unknown keys are errors: a typo must not silently fall back to a default.
+
+Types are checked when the file is read; the rules on values (choices, ranges, regexes, Slurm
+names) are declared once, on the :class:`Settings` fields, and checked on the merged settings
+by :func:`override`, so a bad value is refused by the same rule whether it came from the file
+(exit 5, naming the key) or from a flag (exit 2, naming the flag).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
+import string
 import types
 import typing
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
 import yaml
 
-from topograph_slurm.errors import ConfigError
+from topograph_slurm.errors import ConfigError, TopographError, UsageError
+from topograph_slurm.model import names
+from topograph_slurm.model.result import KIND_BLOCK, KIND_TREE, TOPOLOGY_KINDS
+from topograph_slurm.slurm_version import SlurmVersion
 
 DEFAULT_CONFIG = Path("/etc/topograph-slurm/config.yaml")
 CONFIG_ENV = "TOPOGRAPH_SLURM_CONFIG"
 
+FORMATS = (KIND_TREE, KIND_BLOCK, "yaml")
+REPORT_FORMATS = ("text", "json")
+BLOCK_SOURCES = ("auto", "nvlink", "ib")
+NVLINK_UNHEALTHY = ("exclude", "include")
+
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """What a setting's value must be, beyond its type. ``check`` raises ValueError (or a
+    TopographError) with the reason; ``flag`` is the option's name when it is not the key's."""
+
+    choices: tuple[str, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    above_low: bool = False  # low itself is not allowed
+    integer: bool = False
+    check: Callable[[Any], object] | None = None
+    flag: str = ""
+    #: the value may be written as a YAML number (``slurm_version: 24.11``): its text is kept
+    number_as_text: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        """Why *value* breaks the rule, or None."""
+        if self.choices and value not in self.choices:
+            return f"must be one of {', '.join(self.choices)}, got {value!r}"
+        if (self.low is not None or self.high is not None) and not self._in_range(value):
+            return f"must be {self.range_text()}, got {value!r}"
+        if self.check is not None:
+            try:
+                self.check(value)
+            except (ValueError, TopographError) as err:
+                return str(err)
+        return None
+
+    def _in_range(self, value: float) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):  # an int may be too big for one
+            return False
+        if self.low is not None and (value < self.low or (self.above_low and value == self.low)):
+            return False
+        return self.high is None or value <= self.high
+
+    def range_text(self) -> str:
+        """``an integer >= 1``, ``a number from 0 to 1``, ``a number > 0``."""
+        kind = "an integer" if self.integer else "a number"
+        if self.low is not None and self.high is not None:
+            return f"{kind} from {self.low:g} to {self.high:g}"
+        return f"{kind} {'>' if self.above_low else '>='} {self.low:g}"
+
+
+def _rule(**kwargs: Any) -> dict[str, Rule]:
+    """Field metadata holding a :class:`Rule`."""
+    return {"rule": Rule(**kwargs)}
+
+
+def _path(value: str) -> None:
+    if not value or "\0" in value:
+        raise ValueError(f"must be a file name, got {value!r}")
+
+
+def _regex(value: str) -> None:
+    try:
+        re.compile(value)
+    except re.error as err:
+        raise ValueError(f"invalid regex {value!r}: {err}") from None
+
+
+def _partitions(mapping: Mapping[str, str]) -> None:
+    names.check(mapping, "partition")
+    names.check(mapping.values(), "topology")
+
+
+def _yaml_names(mapping: Mapping[str, str]) -> None:
+    for kind in mapping:
+        if kind not in TOPOLOGY_KINDS:
+            raise ValueError(f"keys must be {', '.join(TOPOLOGY_KINDS)}, got {kind!r}")
+    names.check(mapping.values(), "topology")
+
+
+def _hostlist(value: str) -> None:
+    if value != "scontrol":
+        names.parse(value)
+
+
+def _rewrites(rules: list[RewriteRule]) -> None:
+    from topograph_slurm.topology.naming import compile_rewrites
+
+    compile_rewrites((rule.pattern, rule.replace) for rule in rules)
+
+
+def _block_name_pattern(value: str) -> None:
+    from topograph_slurm.topology.nvlink import NvlinkPolicy
+
+    for _, _, spec, _ in string.Formatter().parse(value):
+        if spec and _WIDE.search(spec):  # '{first:>999999999}' would build a 1 GB name
+            raise ValueError(f"field width in {value!r} too large (names have 64 characters)")
+    NvlinkPolicy(name_pattern=value)
+
+
+_WIDE = re.compile(r"\d{3,}")
+
+
+def _block_sizes(sizes: list[int]) -> None:
+    if not sizes or any(size < 1 for size in sizes):
+        raise ValueError(f"must be positive integers, got {sizes}")
+
+
+PATH = _rule(check=_path)
+TIMEOUT = _rule(low=0, above_low=True)
 
 
 @dataclass(slots=True)
@@ -37,57 +158,90 @@ class RewriteRule:
 class IbnetdiscoverCommand:
     """How to run the live ``ibnetdiscover`` when no dump file is given."""
 
-    binary: str = "ibnetdiscover"
+    binary: str = field(default="ibnetdiscover", metadata=PATH)
     args: list[str] = field(default_factory=list)
-    timeout: float = 300.0
+    timeout: float = field(default=300.0, metadata=TIMEOUT)
 
 
 @dataclass(slots=True)
 class Settings:
     """Everything ``generate`` needs; each key also exists as a flag."""
 
-    ibnetdiscover: str | None = None
+    ibnetdiscover: str | None = field(default=None, metadata=PATH)
     ibnetdiscover_command: IbnetdiscoverCommand = field(default_factory=IbnetdiscoverCommand)
     sim: str | None = None
     ufm: str | None = None
-    snapshot: str | None = None
-    ufm_credentials: str | None = None
-    ufm_ca_bundle: str | None = None
+    snapshot: str | None = field(default=None, metadata=PATH)
+    ufm_credentials: str | None = field(default=None, metadata=PATH)
+    ufm_ca_bundle: str | None = field(default=None, metadata=PATH)
     ufm_insecure: bool = False
-    ufm_timeout: float = 30.0
+    ufm_timeout: float = field(default=30.0, metadata=TIMEOUT)
     #: Seconds for the whole UFM fetch (every endpoint, retry and backoff); see sources.ufm.
-    ufm_deadline: float = 300.0
+    ufm_deadline: float = field(default=300.0, metadata=TIMEOUT)
     #: Largest UFM response body accepted, per endpoint, in MiB.
-    ufm_max_response_mib: int = 512
-    node_name_map: str | None = None
-    rewrites: list[RewriteRule] = field(default_factory=list)
-    slurm_nodes: str | None = None
-    hcas: str | None = None
-    format: str = "tree"
-    output: str | None = None
-    report: str | None = None
-    report_format: str = "text"
-    max_tiers: int | None = None
-    slurm_version: str = "24.11"
-    block_sizes: list[int] | None = None
-    shrink_limit: float = 0.10
-    lock_timeout: float = 30.0
-    templates: str | None = None
-    filter_dir: str | None = None
+    ufm_max_response_mib: int = field(default=512, metadata=_rule(low=1, integer=True))
+    node_name_map: str | None = field(default=None, metadata=PATH)
+    rewrites: list[RewriteRule] = field(
+        default_factory=list, metadata=_rule(check=_rewrites, flag="--rewrite")
+    )
+    slurm_nodes: str | None = field(default=None, metadata=_rule(check=_hostlist))
+    hcas: str | None = field(default=None, metadata=_rule(check=_regex))
+    format: str = field(default="tree", metadata=_rule(choices=FORMATS))
+    output: str | None = field(default=None, metadata=PATH)
+    report: str | None = field(default=None, metadata=PATH)
+    report_format: str = field(default="text", metadata=_rule(choices=REPORT_FORMATS))
+    max_tiers: int | None = field(default=None, metadata=_rule(low=1, integer=True))
+    slurm_version: str = field(
+        default="24.11", metadata=_rule(check=SlurmVersion.parse, number_as_text=True)
+    )
+    block_sizes: list[int] | None = field(default=None, metadata=_rule(check=_block_sizes))
+    shrink_limit: float = field(default=0.10, metadata=_rule(low=0, high=1))
+    lock_timeout: float = field(default=30.0, metadata=_rule(low=0))
+    templates: str | None = field(default=None, metadata=PATH)
+    filter_dir: str | None = field(default=None, metadata=PATH)
     #: Where blocks come from: NVLink domains of a snapshot, IB scalable units, or auto.
-    block_source: str = "auto"
-    nvlink_unhealthy: str = "exclude"
-    block_name_pattern: str = "nvl-{first}"
+    block_source: str = field(default="auto", metadata=_rule(choices=BLOCK_SOURCES))
+    nvlink_unhealthy: str = field(default="exclude", metadata=_rule(choices=NVLINK_UNHEALTHY))
+    block_name_pattern: str = field(
+        default="nvl-{first}", metadata=_rule(check=_block_name_pattern)
+    )
     #: Previous topology (or a racks list) whose block names/positions stay stable;
     #: default: the output file.
-    layout: str | None = None
-    yaml_default: str | None = None
-    yaml_names: dict[str, str] | None = None
+    layout: str | None = field(default=None, metadata=PATH)
+    yaml_default: str | None = field(
+        default=None, metadata=_rule(check=lambda name: names.check([name], "topology"))
+    )
+    yaml_names: dict[str, str] | None = field(default=None, metadata=_rule(check=_yaml_names))
     #: slurm.conf partitions for --format yaml: partition name -> topology name.
-    partitions: dict[str, str] | None = None
+    partitions: dict[str, str] | None = field(default=None, metadata=_rule(check=_partitions))
     #: Facts for the --tp-size filters (partitions, switch wait, SPANK plugin); block and leaf
     #: sizes a partition leaves out are taken from the fabric. See README "Job filters".
     filter: dict[str, Any] | None = None
+
+
+def choices_metavar(key: str) -> str:
+    """``[tree|block|yaml]``: a flag's metavar from the choices its setting allows."""
+    rule = next(f for f in dataclasses.fields(Settings) if f.name == key).metadata["rule"]
+    return f"[{'|'.join(rule.choices)}]"
+
+
+class _FloatText(float):
+    """A YAML float that remembers how it was written (``25.10`` is not ``25.1``)."""
+
+    text: str
+
+
+def _float_with_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> _FloatText:
+    number = _FloatText(loader.construct_yaml_float(node))
+    number.text = str(node.value)
+    return number
+
+
+class _Loader(yaml.SafeLoader):
+    """safe_load, keeping each float's text for keys that are text written like numbers."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _float_with_text)
 
 
 def _is_optional(hint: Any) -> tuple[bool, Any]:
@@ -99,7 +253,26 @@ def _is_optional(hint: Any) -> tuple[bool, Any]:
     return False, hint
 
 
-def _convert(value: Any, hint: Any, key: str) -> Any:
+_FLOAT_MAX = 2.0**1023  # an int above it has no float (400 digits would be OverflowError)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _convert_dict(value: Any, hint: Any, key: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"config key {key!r} must be a mapping")
+    _, item = typing.get_args(hint)
+    for name, entry in value.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"config key {key!r}: keys must be text, got {name!r}")
+        if item is str and not isinstance(entry, str):
+            raise ConfigError(f"config key {key}.{name} must be str, got {entry!r}")
+    return value
+
+
+def _convert(value: Any, hint: Any, key: str, rule: Rule | None = None) -> Any:
     """Check and convert one YAML value against a dataclass field's type."""
     optional, hint = _is_optional(hint)
     if value is None:
@@ -113,15 +286,13 @@ def _convert(value: Any, hint: Any, key: str) -> Any:
         (item,) = typing.get_args(hint)
         return [_convert(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"config key {key!r} must be a mapping")
-        return value
+        return _convert_dict(value, hint, key)
     if dataclasses.is_dataclass(hint):
         return build(hint, value, key)  # type: ignore[arg-type]
-    if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
+    if hint is float and _number(value) and abs(value) < _FLOAT_MAX:
         return float(value)
-    if hint is str and isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)  # `slurm_version: 24.11` arrives as a float
+    if hint is str and _number(value) and rule is not None and rule.number_as_text:
+        return value.text if isinstance(value, _FloatText) else str(value)
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
         raise ConfigError(f"config key {key!r} must be {hint.__name__}, got {value!r}")
     return value
@@ -132,13 +303,15 @@ def build(cls: type[T], data: Any, where: str = "") -> T:
     if not isinstance(data, dict):
         raise ConfigError(f"config section {where or 'top level'!r} must be a mapping")
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(str(key) for key in data if key not in names)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(str(key) for key in data if key not in fields)
     if unknown:
         prefix = f"{where}." if where else ""
         raise ConfigError(f"unknown config key {prefix}{unknown[0]}")
     values = {
-        key: _convert(value, hints[key], f"{where}.{key}" if where else key)
+        key: _convert(
+            value, hints[key], f"{where}.{key}" if where else key, fields[key].metadata.get("rule")
+        )
         for key, value in data.items()
     }
     return cls(**values)
@@ -154,27 +327,71 @@ def config_path(explicit: str | None) -> tuple[Path, bool]:
     return DEFAULT_CONFIG, False
 
 
-def load_settings(explicit: str | None = None) -> Settings:
-    """Read the config file (if any) into :class:`Settings`."""
-    path, required = config_path(explicit)
+def _read(path: Path, required: bool) -> str | None:
+    """The config file's text; None when an optional one is absent."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         if required:
             raise ConfigError(f"config file {path} not found") from None
-        return Settings()
+        return None
     except OSError as err:
         raise ConfigError(f"cannot read config file {path}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"config file {path}: not UTF-8 text (byte {err.object[err.start]:#04x} at "
+            f"offset {err.start})"
+        ) from None
+    except ValueError:  # a NUL byte in the path
+        raise ConfigError(f"config file {str(path)!r}: invalid path") from None
+
+
+def load_settings(explicit: str | None = None) -> Settings:
+    """Read the config file (if any) into :class:`Settings`; values are checked against
+    their rules by :func:`override`, once the flags are merged in."""
+    path, required = config_path(explicit)
+    text = _read(path, required)
+    if text is None:
+        return Settings()
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"config file {path}{where}: invalid YAML") from None
-    return build(Settings, data or {})
+    except RecursionError:
+        raise ConfigError(f"config file {path}: invalid YAML (nested too deeply)") from None
+    except ValueError as err:  # a number of more than 4300 digits
+        raise ConfigError(f"config file {path}: invalid YAML ({err})") from None
+    try:
+        return build(Settings, data or {})
+    except RecursionError:  # an anchor that contains itself
+        raise ConfigError(f"config file {path}: a value refers to itself") from None
+
+
+def validate(settings: Any, flags: Collection[str] = (), where: str = "") -> None:
+    """Check every field of *settings* against its :class:`Rule`. A value from a flag in
+    *flags* is a usage error naming the flag; any other is a config error naming the key."""
+    for spec in dataclasses.fields(settings):
+        value = getattr(settings, spec.name)
+        key = f"{where}.{spec.name}" if where else spec.name
+        if dataclasses.is_dataclass(value):
+            validate(value, (), key)
+            continue
+        rule = spec.metadata.get("rule")
+        problem = rule.problem(value) if isinstance(rule, Rule) and value is not None else None
+        if rule is None or problem is None:
+            continue
+        if spec.name in flags and not where:
+            flag = rule.flag or "--" + spec.name.replace("_", "-")
+            raise UsageError(f"{flag}: {problem}")
+        raise ConfigError(f"config key {key!r}: {problem}")
 
 
 def override(settings: Settings, **flags: Any) -> Settings:
-    """Flags given on the command line (not None, not empty) win over the file."""
+    """Flags given on the command line (not None, not empty) win over the file; the merged
+    settings are then checked (:func:`validate`)."""
     given = {key: value for key, value in flags.items() if value not in (None, (), [])}
-    return dataclasses.replace(settings, **given)
+    merged = dataclasses.replace(settings, **given)
+    validate(merged, given)
+    return merged

@@ -24,6 +24,7 @@ class Exit(IntEnum):
     AUTH = 8  # credentials missing, refused by the server, or unsafely stored
     OUTPUT = 9  # an output file or directory could not be written
     BUG = 70  # an unexpected internal error (EX_SOFTWARE)
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as a shell reports it)
 
 
 class TopographError(Exception):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from topograph_slurm.config import Settings
+from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
 from topograph_slurm.errors import ConfigError, InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.fabric import Fabric
@@ -51,10 +51,8 @@ if TYPE_CHECKING:
     from topograph_slurm.sources.snapshot import Snapshot
 
 Warn = Callable[[str], None]
-FORMATS = (KIND_TREE, KIND_BLOCK, "yaml")
 #: topology.yaml name of blocks made from IB scalable units (NVLink blocks are "nvl").
 IB_BLOCK_NAME = "su"
-BLOCK_SOURCES = ("auto", "nvlink", "ib")
 TEMPLATES = {KIND_TREE: "topology.conf.tree.j2", KIND_BLOCK: "topology.conf.block.j2"}
 #: ``--sim demo``: a small DGX SuperPOD-like fabric (4 scalable units of 8 nodes, 8 rails).
 DEMO_SIM = "nodes=32,gpus=8,rails=8,su=8,tiers=2,sharp=1"
@@ -308,6 +306,9 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     if settings.format == "yaml":
         out.topology, out.partition_lines = _yaml(env, settings, inputs, analysis, blocks, version)
     else:
+        from topograph_slurm.render.topology_yaml import check_names
+
+        check_names(analysis.tree if settings.format == KIND_TREE else None, shown)
         out.topology = render(
             env,
             TEMPLATES[settings.format],

@@ -89,11 +89,11 @@ def test_hcas_names_the_compute_rails_of_a_converged_fabric() -> None:
     assert not [f for f in chosen.findings if f.kind == subnet.KIND_SPLIT]
 
 
-def test_bad_hcas_pattern_is_one_config_error_and_writes_nothing(tmp_path: Path) -> None:
+def test_bad_hcas_pattern_is_one_usage_error_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     result = run("generate", "--sim", COMPUTE, "--hcas", "mlx5_[", "-o", str(out))
-    assert result.exit_code == Exit.CONFIG
-    assert result.output.count("\n") == 1 and "invalid --hcas pattern" in result.output
+    assert result.exit_code == Exit.USAGE
+    assert result.output.count("\n") == 1 and "--hcas: invalid regex" in result.output
     assert not out.exists()
 
 

@@ -202,6 +202,7 @@ def collect(
         ufm_timeout=ufm_timeout,
         ufm_deadline=ufm_deadline,
         ufm_max_response_mib=ufm_max_response_mib,
+        snapshot=snapshot,  # checked as generate's --snapshot is: a file name
     )
     extra_files, extra_manifest = _ufm_snapshot(settings) if settings.ufm else ({}, {})
     only_ufm = settings.ufm is not None and hostlist is None and ibnetdiscover_on is None

@@ -13,8 +13,14 @@ import click
 
 from topograph_slurm import pipeline
 from topograph_slurm.cli.options import log, ufm_options, warn
-from topograph_slurm.config import RewriteRule, Settings, load_settings, override
-from topograph_slurm.errors import Exit, InputError, UsageError
+from topograph_slurm.config import (
+    RewriteRule,
+    Settings,
+    choices_metavar,
+    load_settings,
+    override,
+)
+from topograph_slurm.errors import Exit, InputError
 from topograph_slurm.render.environment import environment
 
 
@@ -123,7 +129,7 @@ def _write(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(pipeline.FORMATS),
+    metavar=choices_metavar("format"),
     help="tree or block topology.conf, or topology.yaml with several named topologies (25.05+); "
     "default tree.",
 )
@@ -139,9 +145,9 @@ def _write(
 )
 @click.option(
     "--shrink-limit",
-    type=click.FloatRange(min=0.0),
+    type=float,
     metavar="FRACTION",
-    help="Largest allowed node-count drop (default 0.10).",
+    help="Largest allowed node-count drop, 0 to 1 (default 0.10).",
 )
 @click.option(
     "--report",
@@ -149,11 +155,14 @@ def _write(
     help="Write a report: placement, exclusions with reasons, findings.",
 )
 @click.option(
-    "--report-format", type=click.Choice(["text", "json"]), help="Report format (default text)."
+    "--report-format",
+    metavar=choices_metavar("report_format"),
+    help="Report format (default text).",
 )
 @click.option(
     "--max-tiers",
-    type=click.IntRange(min=1),
+    type=int,
+    metavar="N",
     help="Keep at most this many switch levels (leaves count as one).",
 )
 @click.option(
@@ -181,13 +190,13 @@ def _write(
 )
 @click.option(
     "--block-source",
-    type=click.Choice(pipeline.BLOCK_SOURCES),
+    metavar=choices_metavar("block_source"),
     help="Blocks from NVLink domains (snapshot), IB scalable units, or auto (default: NVLink "
     "when the snapshot has GPU fabric data).",
 )
 @click.option(
     "--nvlink-unhealthy",
-    type=click.Choice(["exclude", "include"]),
+    metavar=choices_metavar("nvlink_unhealthy"),
     help="Nodes whose NVLink fabric is not healthy: leave them out of blocks (default) or keep "
     "them in their rack's block; either way they are findings.",
 )
@@ -238,8 +247,6 @@ def generate(
     )
     if (check or diff) and settings.output is None and settings.filter_dir is None:
         raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
-    if not settings.shrink_limit >= 0:  # NaN fails this too
-        raise UsageError(f"--shrink-limit must be a fraction >= 0, got {settings.shrink_limit}")
     env = environment(Path(settings.templates) if settings.templates else None)
     with _no_cyclic_gc():
         result = pipeline.generate(settings, env, warn)

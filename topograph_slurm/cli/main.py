@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 import traceback
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any, NoReturn, cast
 
 import click
 
@@ -42,7 +43,32 @@ class _LazyCommand:
 
 
 class Cli(click.Group):
-    """A click group that turns our errors into one line and a distinct exit code."""
+    """A click group that turns our errors, and click's usage errors, into one line and a
+    distinct exit code."""
+
+    def main(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
+    ) -> NoReturn:
+        """click's ``main`` with its own error display replaced: a usage error is one line
+        (``topograph-slurm: error: …; see '… --help'``), not click's three. ``--help`` and
+        ``--version`` are untouched (they exit inside click)."""
+        extra.pop("standalone_mode", None)
+        try:
+            code = super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as err:  # bare `topograph-slurm`: the help
+            err.show()
+            sys.exit(int(Exit.USAGE))
+        except click.UsageError as err:
+            where = err.ctx.command_path if err.ctx else (prog_name or self.name)
+            _say(f"{err.format_message().rstrip('.')} (see '{where} --help')")
+            sys.exit(int(Exit.USAGE))
+        except click.ClickException as err:  # click's file errors and the like
+            _say(err.format_message())
+            sys.exit(err.exit_code)
+        except click.Abort:  # Ctrl-C: 128 + SIGINT, as a shell reports it
+            _say("interrupted")
+            sys.exit(int(Exit.INTERRUPTED))
+        sys.exit(code if isinstance(code, int) else 0)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command: Any = self.commands.get(cmd_name)
@@ -65,12 +91,18 @@ def _fail(ctx: click.Context, message: str, code: int) -> None:
     """Print one error line (plus the traceback at -v) and exit with *code*. Control
     characters a message quotes from the fabric or a command's output are escaped, so the
     line stays one line and cannot drive the terminal."""
-    from topograph_slurm.render.environment import printable
-
     if ctx.obj and ctx.obj.get("verbose", 0) > 0:
         traceback.print_exc()
-    click.echo(f"topograph-slurm: error: {printable(message)}", err=True)
+    _say(message)
     sys.exit(int(code))
+
+
+def _say(message: str) -> None:
+    """``topograph-slurm: error: <message>`` as exactly one line: control characters and line
+    separators from data (a name with a newline, an escape sequence) are shown escaped."""
+    from topograph_slurm.render.environment import printable
+
+    click.echo(f"topograph-slurm: error: {printable(message)}", err=True)
 
 
 @click.group(cls=Cli, context_settings={"help_option_names": ["-h", "--help"]})
@@ -92,7 +124,7 @@ def main(ctx: click.Context, verbose: int, quiet: bool, config_file: str | None)
 
     Exit codes: 0 ok, 1 --check found a difference, 2 usage, 3 bad input, 4 collect failure,
     5 config error, 6 write refused by a guard, 7 locked by another run, 8 authentication,
-    9 output not writable, 70 internal error.
+    9 output not writable, 70 internal error, 130 interrupted.
     """
     ctx.ensure_object(dict)
     ctx.obj.update(verbose=0 if quiet else verbose, quiet=quiet, config_file=config_file)

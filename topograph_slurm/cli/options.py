@@ -40,20 +40,20 @@ def ufm_options(url_help: str) -> Callable[[F], F]:
         ),
         click.option(
             "--ufm-timeout",
-            type=click.FloatRange(min=0, min_open=True),
+            type=float,
             metavar="S",
             help="UFM timeout per socket operation: connect, handshake, each read (default 30).",
         ),
         click.option(
             "--ufm-deadline",
-            type=click.FloatRange(min=0, min_open=True),
+            type=float,
             metavar="S",
             help="Seconds for the whole UFM fetch, all endpoints and retries included; a server "
             "that trickles is cut off here (exit 4; default 300).",
         ),
         click.option(
             "--ufm-max-response-mib",
-            type=click.IntRange(min=1),
+            type=int,
             metavar="MIB",
             help="Largest UFM response body accepted, per endpoint (exit 4; default 512).",
         ),

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import jinja2
 
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.model.names import MAX_NAME, is_slurm_name
+from topograph_slurm.model import names as slurm_names
 from topograph_slurm.model.result import (
     KIND_BLOCK,
     KIND_FLAT,
@@ -43,19 +43,30 @@ DEFAULT_NAMES: dict[str, str] = {KIND_TREE: "ib", KIND_BLOCK: "nvl", KIND_FLAT: 
 
 
 def _check_name(name: str, what: str) -> None:
-    if not is_slurm_name(name):
-        raise ConfigError(
-            f"invalid {what} name {name!r}: use letters, digits and _.- (at most 64 characters)"
-        )
+    slurm_names.check([name], what, error=ConfigError)
+
+
+def check_names(tree: Tree | None, blocks: BlockTopology | None, where: str = "") -> None:
+    """Every switch, block and node name about to be rendered passes the one Slurm name rule.
+
+    Sources and readers check the names they bring (the layout reader its block names, the
+    naming its hosts and switches); this is the last check before any template, topology.conf
+    or topology.yaml, so a name from a source nobody checked still cannot inject a line."""
+    found: list[tuple[str, list[str]]] = []
+    if tree is not None:
+        switches = [leaf.name for leaf in tree.leaves] + [s.name for s in tree.uppers]
+        found += [("switch", switches), ("node", [n for leaf in tree.leaves for n in leaf.nodes])]
+    if blocks is not None:
+        found.append(("block", [block.name for block in blocks.blocks]))
+        found.append(("node", [node for block in blocks.blocks for node in block.nodes]))
+    for what, listed in found:
+        slurm_names.check(listed, what, where, ConfigError)
 
 
 def _check_tree(topo: NamedTopology, tree: Tree) -> None:
     if not tree.leaves:
         raise ConfigError(f"topology {topo.name!r}: the tree has no leaf switch")
     names = [leaf.name for leaf in tree.leaves] + [switch.name for switch in tree.uppers]
-    for name in names:
-        if len(name) > MAX_NAME:
-            raise ConfigError(f"topology {topo.name!r}: switch name {name!r} is over 64 chars")
     if len(set(names)) != len(names):
         raise ConfigError(f"topology {topo.name!r}: duplicate switch names")
 
@@ -68,7 +79,6 @@ def _check_blocks(topo: NamedTopology, blocks: BlockTopology) -> None:
     seen: dict[str, str] = {}
     names: set[str] = set()
     for block in blocks.blocks:
-        _check_name(block.name, "block")
         if block.name in names:
             raise ConfigError(f"topology {topo.name!r}: duplicate block name {block.name!r}")
         names.add(block.name)
@@ -103,6 +113,7 @@ def check_topologies(
     for topo in topologies:
         if topo.tree is not None and topo.blocks is not None:
             raise ConfigError(f"topology {topo.name!r} cannot be both a tree and blocks")
+        check_names(topo.tree, topo.blocks, f"topology {topo.name!r}")
         if topo.tree is not None:
             _check_tree(topo, topo.tree)
         elif topo.blocks is not None:

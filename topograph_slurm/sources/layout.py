@@ -86,10 +86,18 @@ def _as_strings(value: object) -> list[str]:
 
 def parse_layout(text: str, where: str = "layout", topology: str | None = None) -> list[Block]:
     """Block names, order and nodes from a topology.conf, a topology.yaml (the block topology
-    named *topology*, else the first one) or a racks list — whatever the admin points at."""
+    named *topology*, else the first one) or a racks list — whatever the admin points at.
+
+    Layout block names are written again as they are, so each must pass the Slurm name rule
+    here, where the file is known: a name holding a newline would inject a line into the next
+    topology.conf, one holding a space would break it."""
     if _CONF_BLOCK_KEY.search(text):
-        return _layout_from_conf(text, where)
-    return _layout_from_yaml(text, where, topology)
+        blocks = _layout_from_conf(text, where)
+    else:
+        blocks = _layout_from_yaml(text, where, topology)
+    names.check((block.name for block in blocks), "block", where)
+    names.check((node for block in blocks for node in block.nodes), "node", where)
+    return blocks
 
 
 def load_layout(path: Path | str, topology: str | None = None) -> list[Block]:
@@ -100,6 +108,8 @@ def load_layout(path: Path | str, topology: str | None = None) -> list[Block]:
         return []
     except OSError as err:
         raise InputError(f"cannot read layout {path}: {err.strerror}") from None
+    except ValueError:  # a NUL byte in the path
+        raise InputError(f"cannot read layout {path!r}: invalid path") from None
     return parse_layout(text, str(path), topology)
 
 
@@ -134,7 +144,7 @@ def _block_entries(data: Any, topology: str | None) -> list[Any] | None:
 def _layout_from_yaml(text: str, where: str, topology: str | None) -> list[Block]:
     try:
         data = yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: a 5000-digit number
         raise InputError(f"{where}: invalid YAML") from None
     entries = _block_entries(data, topology)
     if entries is None:

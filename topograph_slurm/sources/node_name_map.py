@@ -35,4 +35,6 @@ def load_node_name_map(path: Path) -> dict[str, str]:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as err:
         raise InputError(f"cannot read node-name map {path}: {err.strerror}") from None
+    except ValueError:  # a NUL byte in the path
+        raise InputError(f"cannot read node-name map {str(path)!r}: invalid path") from None
     return parse_node_name_map(text, str(path))

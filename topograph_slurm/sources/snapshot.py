@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from topograph_slurm.errors import InputError, ParseError
+from topograph_slurm.model import names
 from topograph_slurm.model.gpu import GpuFabric, GpuTopology
-from topograph_slurm.model.names import is_slurm_name, natural_key
+from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding
 from topograph_slurm.sources.nvidia_smi import parse_fabric_output, parse_topo_matrix
 
@@ -55,8 +56,7 @@ KIND_PARSE = "collect-parse-error"
 def check_node_name(node: str) -> str:
     """Reject names that cannot be a Slurm node or a safe directory name (node names become
     directories of the snapshot)."""
-    if not is_slurm_name(node):
-        raise InputError(f"invalid node name {node!r}")
+    names.check([node], "node")
     return node
 
 
@@ -103,8 +103,10 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         raise InputError(f"{path} is not a snapshot: {MANIFEST} missing") from None
     except OSError as err:
         raise InputError(f"cannot read {path / MANIFEST}: {err.strerror}") from None
-    except ValueError as err:
+    except ValueError as err:  # not JSON, or not UTF-8
         raise InputError(f"{path / MANIFEST}: invalid JSON ({err})") from None
+    except RecursionError:  # nested deeper than the parser's stack
+        raise InputError(f"{path / MANIFEST}: invalid JSON (nested too deeply)") from None
     if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
         raise InputError(f"{path / MANIFEST}: not a {SNAPSHOT_FORMAT} manifest")
     if data.get("version") != SNAPSHOT_VERSION:
@@ -144,7 +146,10 @@ def _read_output(root: Path, entry: Mapping[str, Any]) -> str | None:
     rel = entry.get("file")
     if not isinstance(rel, str):
         return None
-    path = (root / rel).resolve()
+    try:
+        path = (root / rel).resolve()
+    except (OSError, ValueError):  # a NUL byte, a symlink loop
+        raise InputError(f"{root / MANIFEST}: invalid file name {rel!r}") from None
     if root.resolve() not in path.parents:
         raise InputError(f"{root / MANIFEST}: file {rel!r} points outside the snapshot")
     try:

@@ -73,13 +73,19 @@ def compile_hcas(pattern: str | None) -> re.Pattern[str] | None:
 
 
 def compile_rewrites(rules: Iterable[tuple[str, str]]) -> list[Rewrite]:
-    """Compile ``(pattern, replacement)`` pairs; a bad regex is a config error."""
+    """Compile ``(pattern, replacement)`` pairs; a bad regex or a replacement naming a group
+    the pattern lacks (``\\9``) is a config error now, not a crash at the first match."""
     compiled = []
     for pattern, replacement in rules:
         try:
-            compiled.append(Rewrite(re.compile(pattern), replacement))
+            regex = re.compile(pattern)
         except re.error as err:
             raise ConfigError(f"invalid rewrite pattern {pattern!r}: {err}") from None
+        try:
+            regex.sub(replacement, "")  # parses the replacement even when nothing matches
+        except (re.error, IndexError) as err:
+            raise ConfigError(f"invalid rewrite replacement {replacement!r}: {err}") from None
+        compiled.append(Rewrite(regex, replacement))
     return compiled
 
 

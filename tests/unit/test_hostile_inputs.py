@@ -1,0 +1,438 @@
+"""Hostile input at the CLI edge: every bad value, file or name gives one line and its exit
+code, and nothing is written.
+
+The layout (``--layout``, or the previous ``-o`` file read back as one) is the reader of our own
+files, so it is where names from a file are checked; a huge hostlist is refused before
+ClusterShell builds its names; the fuzz tests throw random flag values, config files, manifests,
+layouts and node-name maps at the whole command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.test_generate_snapshot import make_snapshot
+from topograph_slurm.cli.main import main
+from topograph_slurm.errors import Exit
+from topograph_slurm.sources.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
+
+TINY = "nodes=4,rails=1,su=2"
+OLD = "SwitchName=s1 Nodes=n[1-4]\n"
+
+
+def invoke(args: list[str], config: str = os.devnull) -> Result:
+    return CliRunner().invoke(main, ["--config", config, *args])
+
+
+def assert_refused(result: Result, code: int, target: Path | None = None) -> str:
+    """Exit *code*, exactly one ``topograph-slurm: error:`` line, no traceback, *target* as
+    it was; returns the line."""
+    assert result.exit_code == code, (result.exit_code, result.output)
+    assert result.stderr.startswith("topograph-slurm: error: ")
+    assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), result.stderr
+    assert "Traceback" not in result.output
+    if target is not None:
+        assert target.read_text() == OLD
+    return result.stderr
+
+
+def assert_clean(result: Result, target: Path) -> None:
+    """Whatever the outcome: never a bug, never a traceback; a failure is one line and leaves
+    *target* untouched."""
+    assert result.exit_code != Exit.BUG, result.output
+    assert not isinstance(result.exception, Exception) or isinstance(
+        result.exception, SystemExit
+    ), repr(result.exception)
+    assert "Traceback" not in result.output
+    if result.exit_code not in (Exit.OK, Exit.DIFFERS):
+        assert_refused(result, result.exit_code, target)
+
+
+# --------------------------------------------------------------------------- layout names
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> Path:
+    return make_snapshot(tmp_path / "snap")
+
+
+HOSTILE_NAMES = {
+    "newline": "nvl-x\nSwitchName=evil Nodes=gpu0001",
+    "space": "a b",
+    "equals": "a=b",
+    "hash": "a#b",
+    "65 chars": "x" * 65,
+    "empty": "",
+    "escape": "\x1b[31mred",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_NAMES.values()), ids=list(HOSTILE_NAMES))
+@pytest.mark.parametrize("previous", [False, True], ids=["--layout", "previous -o"])
+def test_a_hostile_block_name_in_a_layout_is_refused(
+    tmp_path: Path, snapshot: Path, name: str, previous: bool
+) -> None:
+    """A racks list (YAML) naming a block that Slurm cannot read: exit 3 naming the file."""
+    layout = tmp_path / "layout.yaml"
+    layout.write_text(yaml.safe_dump([{"block": name, "nodes": "gpu[0001-0004]"}]))
+    target = tmp_path / "topology.conf"
+    target.write_text(OLD)
+    args = ["generate", "--snapshot", str(snapshot), "--format", "block"]
+    args += ["--slurm-version", "25.05", "-o", str(target)]
+    if previous:  # the -o file is read as the layout: here a topology.yaml someone edited
+        blocks = {"block_sizes": [4], "blocks": [{"block": name, "nodes": "gpu[0001-0004]"}]}
+        target.write_text(yaml.safe_dump([{"topology": "nvl", "block": blocks}]))
+    else:
+        args += ["--layout", str(layout)]
+    before = target.read_text()
+    result = invoke(args)
+    assert result.exit_code == Exit.INPUT, result.output
+    line = result.stderr
+    assert line.count("\n") == 1 and line.startswith("topograph-slurm: error: ")
+    assert str(target if previous else layout) in line and "invalid block name" in line
+    assert "\x1b" not in line  # shown escaped, never sent to the terminal
+    assert target.read_text() == before
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "BlockName=a=b Nodes=gpu[0001-0004]",
+        "BlockName= Nodes=gpu[0001-0004]",
+        f"BlockName={'x' * 65} Nodes=gpu[0001-0004]",
+        "BlockName=ok Nodes=gpu[0001-0004],bad=node",
+    ],
+    ids=["equals", "empty", "65 chars", "bad node"],
+)
+def test_a_hostile_topology_conf_layout_is_refused(
+    tmp_path: Path, snapshot: Path, line: str
+) -> None:
+    layout = tmp_path / "topology.conf.old"
+    layout.write_text(f"{line}\nBlockSizes=4\n")
+    target = tmp_path / "topology.conf"
+    target.write_text(OLD)
+    args = ["generate", "--snapshot", str(snapshot), "--format", "block"]
+    result = invoke([*args, "--slurm-version", "25.05", "--layout", str(layout), "-o", str(target)])
+    assert str(layout) in assert_refused(result, Exit.INPUT, target)
+
+
+def test_the_block_renderer_checks_names_itself() -> None:
+    """Defence in depth: a name no reader checked still never reaches topology.conf."""
+    from topograph_slurm.errors import ConfigError
+    from topograph_slurm.model.result import Block, BlockTopology
+    from topograph_slurm.render.topology_yaml import check_names
+
+    with pytest.raises(ConfigError, match="invalid block name 'a\\\\nb'"):
+        check_names(None, BlockTopology([Block("a\nb", ["n1"])], [1]))
+
+
+# --------------------------------------------------------------------------- exit 70 or a hang
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["generate", "--sim", TINY, "--slurm-nodes", "n[1-20000000]"],
+        ["collect", "--nodes", "n[1-20000000]", "--snapshot", "SNAP"],
+        ["collect", "--nodes", "n[1-1000]-[1-1000]-[1-1000]", "--snapshot", "SNAP"],
+    ],
+    ids=["--slurm-nodes", "collect --nodes", "collect --nodes 3 axes"],
+)
+def test_a_huge_hostlist_is_refused_before_it_is_expanded(tmp_path: Path, args: list[str]) -> None:
+    snap = tmp_path / "snap"
+    result = invoke([str(snap) if arg == "SNAP" else arg for arg in args])
+    assert result.exit_code in (Exit.USAGE, Exit.INPUT), result.output
+    assert "more than 1,000,000" in assert_refused(result, result.exit_code)
+    assert not snap.exists()
+
+
+def test_a_huge_hostlist_in_a_layout_is_refused(tmp_path: Path, snapshot: Path) -> None:
+    layout = tmp_path / "racks.yaml"
+    layout.write_text("- {block: r1, nodes: 'gpu[1-20000000]'}\n")
+    result = invoke(
+        ["generate", "--snapshot", str(snapshot), "--format", "block", "--layout", str(layout)]
+    )
+    assert str(layout) in assert_refused(result, Exit.INPUT)
+
+
+def test_the_shrink_guard_counts_a_huge_old_hostlist_without_expanding_it(tmp_path: Path) -> None:
+    """The old file says 20M nodes: the guard refuses (exit 6) at once instead of hanging."""
+    target = tmp_path / "topology.conf"
+    target.write_text("SwitchName=s1 Nodes=n[1-20000000]\n")
+    result = invoke(["generate", "--sim", TINY, "-o", str(target)])
+    assert "20000000 to 4" in assert_refused(result, Exit.REFUSED)
+
+
+def _manifest(results: object) -> str:
+    return json.dumps({"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "results": results})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _manifest("[" * 1000 + "]" * 1000).replace('"[', "[").replace(']"', "]"),
+        _manifest([{"node": "n1", "command": "x", "exit_code": 0, "file": "a\x00b"}]),
+        _manifest([{"node": "n1\nn2", "command": "x", "exit_code": 1}]),
+    ],
+    ids=["nested 1000 deep", "NUL in a file name", "newline in a node name"],
+)
+def test_a_hostile_manifest_is_bad_input(tmp_path: Path, text: str) -> None:
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (snap / "manifest.json").write_text(text)
+    assert_refused(invoke(["generate", "--snapshot", str(snap)]), Exit.INPUT)
+
+
+def test_a_non_utf8_config_is_exit_5_naming_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_bytes(b"format: tree\nreport: \xfe\xff\n")
+    line = assert_refused(invoke(["generate", "--sim", TINY], str(config)), Exit.CONFIG)
+    assert str(config) in line and "not UTF-8" in line
+
+
+def test_an_invalid_group_reference_in_a_rewrite_is_a_usage_error() -> None:
+    result = invoke(["generate", "--sim", TINY, "--rewrite", r"x=>\9"])
+    assert "invalid group reference 9" in assert_refused(result, Exit.USAGE)
+
+
+# --------------------------------------------------------------------------- usage errors
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["generate", "--nope"], "generate --help"),
+        (["generate", "--max-tiers", "x"], "generate --help"),
+        (["generate", "--rewrite", "no-arrow"], "generate --help"),
+        (["bogus"], "main --help"),
+        (["--verbose=3"], "main --help"),
+        (["collect"], "collect --help"),
+    ],
+)
+def test_a_usage_error_is_one_line_with_the_help_hint(args: list[str], hint: str) -> None:
+    line = assert_refused(invoke(args), Exit.USAGE)
+    assert line.rstrip().endswith(f"(see 'main {hint.removeprefix('main ')}')")
+
+
+def test_help_is_unchanged_and_exits_0() -> None:
+    result = invoke(["generate", "--help"])
+    assert result.exit_code == 0 and result.stdout.startswith("Usage: main generate [OPTIONS]")
+    assert "--format [tree|block|yaml]" in result.stdout and result.stderr == ""
+
+
+def test_an_error_message_is_one_line_even_with_newlines_in_the_value() -> None:
+    line = assert_refused(invoke(["generate", "--format", "a\nb\rc\u2028d"]), Exit.USAGE)
+    assert "'a\\nb\\rc\\u2028d'" in line
+
+
+# --------------------------------------------------------------------------- fuzz
+
+#: every character class that has broken a CLI somewhere: controls, separators, quotes,
+#: hostlist and format syntax, non-ASCII, lone surrogates (argv that was not UTF-8)
+NASTY = st.text(
+    st.one_of(
+        st.sampled_from([*"\n\r\t\x00\x1b\x0b\x85\u2028 =#,[]{}-!&^@*%\\'\"/:.", "\udcff"]),
+        st.characters(codec="utf-8"),
+        st.sampled_from(string.ascii_letters + string.digits),
+    ),
+    max_size=40,
+) | st.sampled_from(["", "-", "0", "-1", "nan", "inf", "1e999", "9" * 5000, "n[1-99999999]"])
+
+#: value flags of `generate`, except --sim (its size is not bounded yet) and the -o target;
+#: path flags only get names inside the scratch directory
+VALUE_FLAGS = [
+    "--node-name-map", "--rewrite", "--hcas", "--slurm-nodes", "--format", "--shrink-limit",
+    "--report-format", "--max-tiers", "--slurm-version", "--block-sizes", "--templates",
+    "--block-source", "--nvlink-unhealthy", "--block-name-pattern", "--layout", "--yaml-default",
+    "--ufm-timeout", "--ibnetdiscover", "--snapshot",
+]  # fmt: skip
+PATH_FLAGS = {"--node-name-map", "--templates", "--layout", "--ibnetdiscover", "--snapshot"}
+SAFE_NAME = st.text(st.characters(codec="utf-8", exclude_characters="/\x00"), min_size=1).filter(
+    lambda name: name not in (".", "..")
+)
+#: ~120 examples per test keep the five fuzz tests near 15 s; FUZZ_EXAMPLES=1500 digs deeper
+FUZZ = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "120")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=None,
+)
+
+
+@contextmanager
+def scratch() -> Iterator[Path]:
+    """A fresh working directory with a guarded -o target (hypothesis and tmp_path disagree
+    about scope)."""
+    with tempfile.TemporaryDirectory() as directory:
+        cwd = os.getcwd()
+        os.chdir(directory)
+        try:
+            target = Path(directory, "topology.conf")
+            target.write_text(OLD)
+            yield target
+        finally:
+            os.chdir(cwd)
+
+
+@st.composite
+def flag_values(draw: st.DrawFn) -> list[str]:
+    args = []
+    for flag in draw(st.lists(st.sampled_from(VALUE_FLAGS), min_size=1, max_size=3)):
+        args += [flag, draw(SAFE_NAME if flag in PATH_FLAGS else NASTY)]
+    return args
+
+
+@FUZZ
+@given(flag_values())
+def test_fuzz_flag_values(args: list[str]) -> None:
+    with scratch() as target:
+        result = invoke(["generate", "--sim", TINY, "-o", str(target), *args])
+        assert_clean(result, target)
+
+
+YAML_LEAF = st.none() | st.booleans() | st.integers() | st.floats() | NASTY
+YAML_VALUE = st.recursive(
+    YAML_LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(NASTY, inner, max_size=3)
+)
+KEYS = [
+    "format", "report_format", "max_tiers", "shrink_limit", "lock_timeout", "slurm_version",
+    "hcas", "rewrites", "slurm_nodes", "block_sizes", "block_source", "nvlink_unhealthy",
+    "block_name_pattern", "yaml_names", "partitions", "yaml_default", "ibnetdiscover_command",
+    "ufm_timeout", "filter", "node_name_map", "layout", "templates",
+]  # fmt: skip
+#: written as YAML text, so anchors, aliases, tags and broken syntax come along
+YAML_SNIPPETS = st.sampled_from(
+    [
+        "a: &x [*x]\n",
+        "rewrites: &r [{pattern: x, replace: y}, *r]\n",
+        "filter: &f {partitions: *f}\n",
+        "format: !!python/object:os.system ls\n",
+        "? [a, b]\n: c\n",
+        "max_tiers: 0x10\n",
+        "block_sizes: [" * 200 + "]" * 200 + "\n",
+        "slurm_version: 2024-11-01\n",
+        "max_tiers: " + "9" * 5000 + "\n",
+        "\t\x00\n",
+    ]
+)
+
+
+@st.composite
+def config_texts(draw: st.DrawFn) -> bytes:
+    kind = draw(st.sampled_from(["mapping", "snippet", "bytes"]))
+    if kind == "bytes":
+        return draw(st.binary(max_size=200))
+    if kind == "snippet":
+        return draw(YAML_SNIPPETS).encode()
+    keys = st.sampled_from(KEYS) | NASTY
+    data = draw(st.dictionaries(keys, YAML_VALUE, max_size=4))
+    for key in set(data) & {"node_name_map", "layout", "templates"}:
+        data[key] = draw(SAFE_NAME)  # never a path outside the scratch directory
+    if isinstance(data.get("filter"), dict):
+        data.pop("filter")  # read only with --filter-dir, which is not given
+    return yaml.safe_dump(data, allow_unicode=True).encode("utf-8", "surrogateescape")
+
+
+@FUZZ
+@given(config_texts())
+def test_fuzz_config_files(text: bytes) -> None:
+    with scratch() as target:
+        Path("config.yaml").write_bytes(text)
+        result = invoke(["generate", "--sim", TINY, "-o", str(target)], "config.yaml")
+        assert_clean(result, target)
+
+
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | NASTY,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(NASTY, inner, max_size=3),
+)
+ENTRY = st.fixed_dictionaries(
+    {},
+    optional={
+        "node": st.sampled_from(["gpu0001", "a b", "", "x" * 65]) | NASTY,
+        "command": st.sampled_from(["nvidia-smi-q", "nvidia-smi-topo", "x"]) | NASTY,
+        "exit_code": st.sampled_from([0, 1, None, "0", True]),
+        "file": st.sampled_from(["nodes/gpu0001/nvidia-smi-q.txt", "../../etc/passwd", "/"])
+        | NASTY,
+        "error": JSON_VALUE,
+        "stderr_tail": JSON_VALUE,
+        "timed_out": JSON_VALUE,
+    },
+)
+
+
+@st.composite
+def manifests(draw: st.DrawFn) -> bytes:
+    kind = draw(st.sampled_from(["manifest", "json", "bytes"]))
+    if kind == "bytes":
+        return draw(st.binary(max_size=200))
+    if kind == "json":
+        return json.dumps(draw(JSON_VALUE)).encode()
+    data: dict[str, object] = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION}
+    data["results"] = draw(st.lists(ENTRY, max_size=4) | JSON_VALUE)
+    if draw(st.booleans()):
+        data["fabric"] = draw(ENTRY | JSON_VALUE)
+    return json.dumps(data).encode()
+
+
+@FUZZ
+@given(manifests(), st.sampled_from(["block", "tree", "yaml"]))
+def test_fuzz_snapshot_manifests(text: bytes, fmt: str) -> None:
+    with scratch() as target:
+        Path("snap/nodes/gpu0001").mkdir(parents=True)
+        Path("snap/nodes/gpu0001/nvidia-smi-q.txt").write_text("garbage\n")
+        Path("snap/manifest.json").write_bytes(text)
+        args = ["generate", "--snapshot", "snap", "--format", fmt, "--slurm-version", "25.05"]
+        assert_clean(invoke([*args, "-o", str(target)]), target)
+
+
+BLOCK_NAME = st.sampled_from(["nvl-1", "r01"]) | NASTY
+HOSTLIST = st.sampled_from(["gpu[0001-0004]", "gpu[0005-0008]", "gpu[1-99999999]", ""]) | NASTY
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(["racks", "conf", "text"]))
+    if kind == "text":
+        return draw(NASTY)
+    racks = draw(st.lists(st.tuples(BLOCK_NAME, HOSTLIST), max_size=4))
+    if kind == "conf":
+        return "".join(f"BlockName={name} Nodes={nodes}\n" for name, nodes in racks)
+    return yaml.safe_dump([{"block": name, "nodes": nodes} for name, nodes in racks])
+
+
+@pytest.fixture(scope="module")
+def fuzz_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_snapshot(tmp_path_factory.mktemp("fuzz") / "snap")
+
+
+@FUZZ
+@given(text=layouts())
+def test_fuzz_layout_files(fuzz_snapshot: Path, text: str) -> None:
+    with scratch() as target:
+        Path("layout").write_text(text, encoding="utf-8", errors="surrogateescape")
+        args = ["generate", "--snapshot", str(fuzz_snapshot), "--format", "block"]
+        args += ["--slurm-version", "25.05", "--layout", "layout", "-o", str(target)]
+        assert_clean(invoke(args), target)
+
+
+@FUZZ
+@given(st.lists(st.tuples(NASTY, NASTY), max_size=4), st.binary(max_size=50))
+def test_fuzz_node_name_maps(lines: list[tuple[str, str]], tail: bytes) -> None:
+    with scratch() as target:
+        text = "".join(f'{guid} "{name}"\n' for guid, name in lines)
+        Path("map").write_bytes(text.encode("utf-8", "surrogateescape") + tail)
+        result = invoke(["generate", "--sim", TINY, "--node-name-map", "map", "-o", str(target)])
+        assert_clean(result, target)
