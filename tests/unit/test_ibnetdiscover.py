@@ -624,3 +624,99 @@ def test_router_block_is_a_ca() -> None:
     fab = parse_ibnetdiscover(text)
     assert fab.cas["0000000000000abc"].description == "rtr"
     assert len(fab.links) == 3 and fab.notes == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The two ends of a cable must agree; numbers are bounded.
+
+SUPERPOD = "dgx-superpod-ndr-quantum2-mqm9701.txt"
+SPINE_09 = "2c5eab0300c26200"  # its port 3 goes to IBLEAF-02-01 port 49, both blocks say so
+HCA_LINE = '[1](e09d7303007a5a68) \t"S-2c5eab0300b87b40"[17]'
+STOLEN = (
+    '[2](e09d7303007a5a69) \t"S-2c5eab0300c26200"[3]\t\t# lid 658 lmc 0 '
+    '"MF0;B10-P1-IBSPINE-09:MQM9701/U1" lid 31 4xNDR\n'
+)
+
+
+def _steal_spine_port(dual_port_header: bool) -> str:
+    """The issue's example on a real dump: one extra port line in an HCA's block claims a spine
+    port that the spine's own block (and the leaf's) give to a leaf."""
+    text = _text(SUPERPOD)
+    at = text.index("\n", text.index(HCA_LINE)) + 1
+    text = text[:at] + STOLEN + text[at:]
+    if dual_port_header:
+        text = text.replace('Ca\t1 "H-e09d7303007a5a68"', 'Ca\t2 "H-e09d7303007a5a68"')
+    return text
+
+
+def test_a_port_claimed_by_two_cables_is_an_error_naming_both_lines() -> None:
+    text = _steal_spine_port(dual_port_header=True)
+    stolen_line = text[: text.index(STOLEN)].count("\n") + 1
+    # the leaf's block lists that cable first (the spine's block agrees, further down)
+    leaf_line = text[: text.index('[49]\t"S-2c5eab0300c26200"[3]')].count("\n") + 1
+    with pytest.raises(ParseError, match=rf"port {SPINE_09}\[3\] is given two cables") as err:
+        parse_ibnetdiscover(text, "dump")
+    assert f"(line {leaf_line})" in str(err.value) and f"(line {stolen_line})" in str(err.value)
+    assert err.value.line == stolen_line
+    assert bulk.parse(text, "dump") is None
+
+
+def test_a_port_beyond_the_header_port_count_is_an_error() -> None:
+    """The same extra line in the single-port HCA's block: port 2 of a 1-port CA."""
+    with pytest.raises(ParseError, match=r"port 2 beyond the 1 port\(s\)"):
+        parse_ibnetdiscover(_steal_spine_port(dual_port_header=False), "dump")
+
+
+def test_a_cable_listed_at_one_end_only_is_an_error() -> None:
+    """A switch lists a cable to a CA whose own block lists another switch port: both
+    blocks exist, so the ends contradict each other (a moved cable, a spliced dump)."""
+    text = GOOD.replace('"S-2c5eab0300b87b40"[2]', '"S-2c5eab0300b87b40"[5]')
+    with pytest.raises(ParseError, match="two ends of a cable must agree"):
+        parse_ibnetdiscover(text)
+    extra = '[3]\t"H-e09d7303007a4bd8"[2](e09d7303007a4bd8) \t\t# "node1" lid 11 4xNDR\n'
+    one_sided = GOOD.replace(SWITCH, SWITCH + extra)
+    one_sided = one_sided.replace('Ca\t1 "H-e09d7303007a4bd8"', 'Ca\t2 "H-e09d7303007a4bd8"')
+    with pytest.raises(ParseError, match=r"listed only at 2c5eab0300b87b40's end") as err:
+        parse_ibnetdiscover(one_sided)
+    assert err.value.line == one_sided.count("\n", 0, one_sided.index("[3]\t")) + 1
+    assert bulk.parse(one_sided, "") is None
+
+
+def test_the_unmodified_dump_still_parses_in_bulk() -> None:
+    fab = bulk.parse(_text(SUPERPOD), "x")
+    assert fab is not None and len(fab.links) == 1114
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('[1]\t"H-e09d7303007a4bd8"[1]', '[7777]\t"H-e09d7303007a4bd8"[1]', "port number 7777"),
+        ('"H-e09d7303007a4bd8"[1]', '"H-e09d7303007a4bd8"[' + "9" * 5000 + "]", "5000 digits"),
+        ("port 0 lid 7 lmc", "port 0 lid " + "9" * 5000 + " lmc", r"LID 999999999999\.\.\."),
+        ("port 0 lid 7 lmc", "port 0 lid 65536 lmc", r"LID 65536 out of range \(0-65535\)"),
+        ("Switch\t65", "Switch\t" + "6" * 5000, r"port count 666666666666\.\.\."),
+        ("Ca\t1", "Ca\t256", r"port count 256 out of range \(0-255\)"),
+        ('[1]\t"H-', '[0]\t"H-', "port number 0 out of range"),
+        ("lid 11 4xNDR", "lid 11 " + "4" * 5000 + "xNDR", "malformed port line"),
+    ],
+    ids=["port", "huge-peer-port", "huge-lid", "lid", "huge-nports", "nports", "port-0", "width"],
+)
+def test_numbers_are_bounded_with_one_clear_error(old: str, new: str, message: str) -> None:
+    """int() refuses more than 4,300 digits with a ValueError (exit 70 once); every number is
+    bounded before it is converted: a ParseError with its line, and the bulk path declines."""
+    text = GOOD.replace(old, new, 1)
+    assert text != GOOD
+    with pytest.raises(ParseError, match=message) as err:
+        parse_ibnetdiscover(text, "dump")
+    assert err.value.line is not None and len(str(err.value)) < 200
+    assert bulk.parse(text, "dump") is None
+
+
+def test_ports_format_numbers_are_bounded() -> None:
+    line = "CA 134 1 0x7cfe9003003b4bde 4x EDR - SW 1719 {port} 0x7cfe9003009ce5b0 ( 'o' - 's' )\n"
+    assert len(parse_ibnetdiscover(line.format(port=10)).links) == 1
+    for port, message in (("9" * 5000, "5000 digits"), ("300", "port number 300")):
+        with pytest.raises(ParseError, match=message):
+            parse_ibnetdiscover(line.format(port=port))
+    with pytest.raises(ParseError, match="LID"):
+        parse_ibnetdiscover(line.format(port=10).replace("1719", "9" * 5000))

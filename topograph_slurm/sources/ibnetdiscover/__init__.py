@@ -3,7 +3,8 @@
 - :mod:`.parse`: the entry point; detects the format, tries the bulk path, falls back.
 - :mod:`.reference`: the line-by-line parser, the oracle: simple, slow, and it explains.
 - :mod:`.bulk`: the fast path for regular dumps (whole-chunk regexes, a forked second share,
-  cables cross-checked by summed hashes); it gives the reference's Fabric or declines.
+  both ends of every cable cross-checked by summed hashes); it gives the reference's Fabric or
+  declines.
 - :mod:`.ports`: the ``-p`` ports report.
 - :mod:`.links`: the cable table all of them fill, and the width+speed tokens it holds.
 - :mod:`.command`: running the live ``ibnetdiscover``.

@@ -7,23 +7,26 @@ cache-sized chunks, then C-level ``map``/``compress`` over columns. On a large d
 share of the chunks, of equal parse cost, is read by a forked child (:mod:`.fork`) meanwhile.
 
 Cables are read from the switch side only (a CA's port line repeats its switch's line), and
-counts and summed hashes check that the dump is regular: each CA's block lists as many
-well-formed lines, with the same widths and speeds, as switches list towards it, and every
-switch-to-switch cable is listed from both ends with the same ports. Anything irregular
-returns None, and the reference parser (:mod:`.reference`) decides and explains; for every
-dump this path accepts, both give the same Fabric (the tests fuzz that).
+counts and summed hashes check that the dump is regular: every cable is listed from both ends
+with the same ports, width and speed (the multiset of CA port lines equals that of switch
+lines towards CAs, and switch-to-switch lines from the smaller GUID's end equal those from the
+other end), and every block lists its ports in increasing order, none beyond its header's port
+count. Together these give the reference parser's cable rules (a port carries one cable, both
+ends agree) without a per-cable dictionary. Anything irregular returns None, and the reference
+parser (:mod:`.reference`) decides and explains; for every dump this path accepts, both give the
+same Fabric (the tests fuzz that on damaged real dumps).
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections import Counter, deque
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from functools import partial
-from itertools import accumulate, chain, compress, pairwise, repeat
-from operator import and_, eq, gt, lt, mul, not_, or_
+from itertools import accumulate, chain, compress, count, islice, pairwise, repeat
+from operator import and_, eq, ge, gt, le, lt, not_, or_, sub
 from types import MemberDescriptorType
 from typing import Any, TypeVar
 
@@ -33,6 +36,8 @@ from topograph_slurm.sources.ibnetdiscover.links import links_from_columns
 from topograph_slurm.sources.ibnetdiscover.reference import (
     BINARY_RE,
     ID_PREFIXES,
+    NPORTS,
+    PORTS,
     SKIPPED,
     State,
     note_portless,
@@ -43,23 +48,26 @@ from topograph_slurm.sources.ibnetdiscover.reference import (
 _HEADER_RE = re.compile(
     r'\n(Switch|Ca|Rt)[ \t]*(\d+)[ \t]+"[SHR]-([0-9a-f]{16})"[ \t]*#[ \t]*"([^"\n]*)"([^\n]*)'
 )
+# The port lines' regexes accept no line that the reference's _PORT_RE rejects (the fuzz tests
+# hold them to it): a port GUID of at most 16 digits, the description quoted, a width of at
+# most two digits.
 # a switch's port line; the width+speed token must end the line ("-f" extras go the slow way)
 _SWITCH_PORT_RE = re.compile(
-    r'\n\[(\d+)\][ \t]*"([SHR])-([0-9a-f]{16})"\[(\d+)\](?:\([0-9a-f]+\))?[ \t]*#'
-    r'[^\n]*" lid \d+ (\d+x\S+)(?=\r?\n|\Z)'
+    r'\n\[(\d+)\][ \t]*"([SHR])-([0-9a-f]{16})"\[(\d+)\](?:\([0-9a-f]{1,16}\))?[ \t]*#'
+    r'[ \t]*"[^\n]*" lid \d+ (\d{1,2}x\S+)(?=\r?\n|\Z)'
 )
 # a CA's port line towards a switch: checked against the switch's line for the same cable
 _CA_PORT_RE = re.compile(
-    r'\n\[\d+\]\([0-9a-f]+\)[ \t]*"S-[0-9a-f]{16}"\[\d+\][ \t]*#'
-    r'[^\n]*" lid \d+ (\d+x\S+)(?=\r?\n|\Z)'
+    r'\n\[(\d+)\]\([0-9a-f]{1,16}\)[ \t]*"S-([0-9a-f]{16})"\[(\d+)\][ \t]*#'
+    r'[ \t]*lid \d+ lmc \d+[ \t]+"[^\n]*" lid \d+ (\d{1,2}x\S+)(?=\r?\n|\Z)'
 )
 # a whole regular CA block: ids, header, one port line towards a switch (the common case, a
 # single-port HCA), read in one regex pass instead of header, body, count and port passes
 _CA_BLOCK_RE = re.compile(
     r"\n(?:vendid=0x[0-9a-f]+\ndevid=0x[0-9a-f]+\nsysimgguid=0x[0-9a-f]+\n(?:ca|rt)guid=0x[0-9a-f]+\n)?"
     r'(?:Ca|Rt)[ \t]*(\d+)[ \t]+"[HR]-([0-9a-f]{16})"[ \t]*#[ \t]*"([^"\n]*)"[ \t]*\r?'
-    r'\n\[\d+\]\([0-9a-f]+\)[ \t]*"S-[0-9a-f]{16}"\[\d+\][ \t]*#'
-    r'[^\n]*" lid \d+ (\d+x\S+)(?=\r?\n(?!\[)|\Z)'
+    r'\n\[(\d+)\]\([0-9a-f]{1,16}\)[ \t]*"S-([0-9a-f]{16})"\[(\d+)\][ \t]*#'
+    r'[ \t]*lid \d+ lmc \d+[ \t]+"[^\n]*" lid \d+ (\d{1,2}x\S+)(?=\r?\n(?!\[)|\Z)'
 )
 _CA_HEADER_RE = re.compile(r"\n(?:Ca|Rt)")
 _SWITCH_REST_RE = re.compile(r"[ \t]+(?:enhanced|base)[ \t]+port 0 lid (\d+) lmc \d+\r?")
@@ -68,7 +76,6 @@ _OTHER_RE = re.compile(
     r"\n(?![\[#\n]|[ \t\r]*(?:\n|\Z)|vendid=|devid=|sysimgguid=|switchguid=|caguid=|rtguid=)"
     r"[^\n]*"
 )
-_PORT_NUMBERS = {str(i): i for i in range(1024)}
 # Chunks this small keep each chunk's text, line tuples and columns in the CPU cache, which
 # beats fewer, larger chunks.
 _CHUNK = 1 << 17
@@ -91,7 +98,7 @@ class _Accumulated:
     :func:`_finish`), so the share a forked child parsed comes back through pickle at C
     speed."""
 
-    switches: list[tuple[str, str, str, str]] = field(default_factory=list)  # guid desc ports lid
+    switches: list[tuple[str, str, int, str]] = field(default_factory=list)  # guid desc ports lid
     ca_guids: list[str] = field(default_factory=list)
     ca_descs: list[str] = field(default_factory=list)
     ca_nports: list[int] = field(default_factory=list)
@@ -101,16 +108,13 @@ class _Accumulated:
     b_port: list[int] = field(default_factory=list)
     ws: list[str] = field(default_factory=list)
     # switch-to-switch lines from the end with the smaller GUID and from the other end, as
-    # multisets of (this end, port, far end, port) in summed hashes (see to_ca)
+    # multisets of (this end, port, far end, port, width+speed) (see _multiset)
     forward_cables: int = 0
     backward_cables: int = 0
-    # switch lines towards CAs and port lines in CA blocks, as multisets of the CA's GUID
-    # (summed hashes: equal multisets give equal sums, unequal ones differ but for odds of
-    # 2**-64) and of their widths+speeds
+    # switch lines towards CAs and port lines in CA blocks, as multisets of (CA, its port,
+    # switch, its port, width+speed)
     to_ca: int = 0
-    to_ca_ws: Counter[str] = field(default_factory=Counter)
     ca_lines: int = 0
-    ca_ws: Counter[str] = field(default_factory=Counter)
     portless: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     tail: str = ""  # text after the last header: ids there mean the dump stops mid-block
@@ -134,8 +138,6 @@ class _Accumulated:
         """Append what the chunks after ours found, as if one pass had read them all."""
         for name in _COLUMNS:
             getattr(self, name).extend(getattr(later, name))
-        for name in _COUNTERS:
-            getattr(self, name).update(getattr(later, name))
         for name in _TOTALS:
             setattr(self, name, getattr(self, name) + getattr(later, name))
         self.tail = later.tail
@@ -146,7 +148,6 @@ _STRINGS = (
     *("portless", "skipped"),
 )
 _COLUMNS = ("switches", "ca_nports", "a_counts", "a_port", "b_port", *_STRINGS)
-_COUNTERS = ("to_ca_ws", "ca_ws")
 _TOTALS = ("forward_cables", "backward_cables", "to_ca", "ca_lines")
 
 
@@ -225,15 +226,19 @@ def _chunk(chunk: str, acc: _Accumulated) -> bool:
     parts = _CA_BLOCK_RE.split(chunk)
     if len(parts) == 1:  # no such block (switch blocks): no copy of the chunk without them
         return _blocks(chunk, acc)
-    rest = "".join(parts[::5])
+    step = _CA_BLOCK_RE.groups + 1
+    rest = "".join(parts[::step])
     if _CA_HEADER_RE.search(rest):
         return _blocks(chunk, acc)
-    guids = parts[2::5]
-    acc.ca_nports.extend(_port_numbers(parts[1::5]))
+    guids, own_port = parts[2::step], parts[4::step]
+    nports, own_ports = _numbers(parts[1::step], NPORTS), _numbers(own_port, PORTS)
+    if nports is None or own_ports is None or not all(map(le, own_ports, nports)):
+        return False
+    acc.ca_nports.extend(nports)
     acc.ca_guids.extend(guids)
-    acc.ca_descs.extend(parts[3::5])
-    acc.ca_ws.update(parts[4::5])
-    acc.ca_lines += sum(map(hash, guids))
+    acc.ca_descs.extend(parts[3::step])
+    rows = zip(guids, own_port, parts[5::step], parts[6::step], parts[7::step], strict=True)
+    acc.ca_lines += _multiset(rows)
     if not _blocks(rest, acc):
         return False
     if not _NEXT_HEADER_RE.search(parts[-1]):
@@ -262,27 +267,72 @@ def _blocks(chunk: str, acc: _Accumulated) -> bool:
     others = [parts[0], "".join(ports[::6])] if not any(is_ca) else [parts[0], *bodies]
     if not _other_lines(others, acc.skipped):
         return False
-    if len(ca_side) != sum(compress(counts, is_ca)) or len(ports) // 6 != sum(
-        compress(counts, is_switch)
-    ):
+    ca_counts, lengths = list(compress(counts, is_ca)), list(compress(counts, is_switch))
+    if len(ca_side) != sum(ca_counts) or len(ports) // 6 != sum(lengths):
         return False
-    acc.ca_lines += sum(map(mul, map(hash, compress(guids, is_ca)), compress(counts, is_ca)))
-    acc.ca_ws.update(ca_side)
-    if not _devices(acc, is_switch, nports, guids, descs, rests):
+    port_counts = _numbers(nports, NPORTS)
+    if port_counts is None or not _devices(acc, is_switch, port_counts, guids, descs, rests):
+        return False
+    if ca_side and not _ca_lines(
+        acc, ca_side, list(compress(guids, is_ca)), ca_counts, list(compress(port_counts, is_ca))
+    ):
         return False
     acc.portless.extend(compress(guids, map(not_, counts)))
     acc.tail = bodies[-1] if bodies else parts[0]
-    lengths = list(compress(counts, is_switch))
     own = list(chain.from_iterable(map(repeat, compress(guids, is_switch), lengths)))
-    return _cables(acc, _SwitchLines(own, *(ports[i::6] for i in range(1, 6))), lengths)
+    lines = _SwitchLines(own, *(ports[i::6] for i in range(1, 6)))
+    return _cables(acc, lines, lengths, list(compress(port_counts, is_switch)))
 
 
-def _port_numbers(texts: list[str]) -> list[int]:
-    """Port numbers of digit strings, by dictionary below 1024 (cheaper than int())."""
+def _ca_lines(
+    acc: _Accumulated,
+    rows: list[tuple[str, str, str, str]],
+    guids: list[str],
+    counts: list[int],
+    nports: list[int],
+) -> bool:
+    """CA port lines (own port, switch, its port, width+speed; *counts* of them in the block
+    of each of *guids*) into the summed hash; False when a block's ports are out of order or
+    beyond its port count."""
+    own_port, switch, switch_port, ws = zip(*rows, strict=True)
+    if not _in_order(_numbers(list(own_port), PORTS), counts, nports):
+        return False
+    own = chain.from_iterable(map(repeat, guids, counts))
+    acc.ca_lines += _multiset(zip(own, own_port, switch, switch_port, ws, strict=True))
+    return True
+
+
+def _multiset(rows: Iterable[tuple[str, ...]]) -> int:
+    """A multiset of cable lines as one number: the sum of their hashes' squares. Equal
+    multisets give equal sums; unequal ones differ but for odds of about 2**-64. Squares, not
+    plain hashes: a tuple's hash is close to a sum over its items, so two lines that swap their
+    far ends (a CA line moved to another CA's block) would often sum to the same plain total."""
+    return sum(map(pow, map(hash, rows), repeat(2)))
+
+
+def _numbers(texts: list[str], table: dict[str, int]) -> list[int] | None:
+    """The values of digit strings by dictionary (cheaper than int(), and bounded: a number
+    out of *table*'s range, which the reference parser rejects, gives None)."""
     try:
-        return list(map(_PORT_NUMBERS.__getitem__, texts))
+        return list(map(table.__getitem__, texts))
     except KeyError:
-        return list(map(int, texts))
+        return None
+
+
+def _in_order(ports: list[int] | None, lengths: list[int], nports: list[int]) -> bool:
+    """Whether each block (*lengths* lines each, in order) lists its ports in increasing
+    order, so none twice, and none beyond its header's port count (*nports*).
+
+    ibnetdiscover prints ports in order; a port listed twice (a doubled or a contradicting
+    line) or out of order goes the slow way, which explains or accepts it."""
+    if ports is None:
+        return False
+    ends = list(accumulate(lengths))
+    # a port not above the one before it must be the first of its block
+    if not set(ends).issuperset(compress(count(1), map(ge, ports, islice(ports, 1, None)))):
+        return False
+    last = map(ports.__getitem__, map(sub, compress(ends, lengths), repeat(1)))
+    return all(map(le, last, compress(nports, lengths)))
 
 
 @dataclass(slots=True)
@@ -298,12 +348,16 @@ class _SwitchLines:
     ws: list[str]
 
 
-def _cables(acc: _Accumulated, lines: _SwitchLines, lengths: list[int]) -> bool:
+def _cables(acc: _Accumulated, lines: _SwitchLines, lengths: list[int], nports: list[int]) -> bool:
     """Keep each cable once: switch-to-switch cables from the end with the smaller GUID,
     switch-to-CA cables from the switch, loop cables from the lower port. *lengths*: how many
-    lines each switch lists, in order; of the switch end only the number of cables kept from
-    each switch is stored (its GUID, repeated that often, is column a)."""
+    lines each switch lists, in order (*nports*: the port count of each); of the switch end
+    only the number of cables kept from each switch is stored (its GUID, repeated that often,
+    is column a). False when a block's ports are out of order or out of range."""
     own, port, peer, peer_port = lines.own, lines.port, lines.peer, lines.peer_port
+    port_numbers = _numbers(port, PORTS)
+    if port_numbers is None or not _in_order(port_numbers, lengths, nports):
+        return False
     to_switch = list(map(eq, lines.kind, repeat("S")))
     to_ca = list(map(not_, to_switch))
     forward = list(map(lt, own, peer))
@@ -314,21 +368,24 @@ def _cables(acc: _Accumulated, lines: _SwitchLines, lengths: list[int]) -> bool:
             return False
         for row in loops:
             keep[row] = True
+    # far ports of the lines not kept equal near ports of kept ones (the hashes below)
+    far_ports = _numbers(list(compress(peer_port, keep)), PORTS)
+    if far_ports is None:
+        return False
     ends = list(accumulate(lengths))
     acc.a_counts.extend(map(sum, map(keep.__getitem__, map(slice, [0, *ends[:-1]], ends))))
-    acc.a_port.extend(_port_numbers(list(compress(port, keep))))
+    acc.a_port.extend(compress(port_numbers, keep))
     acc.b.extend(compress(peer, keep))
-    acc.b_port.extend(_port_numbers(list(compress(peer_port, keep))))
+    acc.b_port.extend(far_ports)
     acc.ws.extend(compress(lines.ws, keep))
-    # every switch-to-switch cable is listed from both ends, with the same ports (checked in
-    # _finish): the two multisets of cables, as sums of hashes
-    forward_cables = zip(own, port, peer, peer_port, strict=True)
-    backward_cables = zip(peer, peer_port, own, port, strict=True)
-    backward = map(and_, map(gt, own, peer), to_switch)
-    acc.forward_cables += sum(map(hash, compress(forward_cables, map(and_, forward, to_switch))))
-    acc.backward_cables += sum(map(hash, compress(backward_cables, backward)))
-    acc.to_ca += sum(map(hash, compress(peer, to_ca)))
-    acc.to_ca_ws.update(compress(lines.ws, to_ca))
+    # every cable is listed from both ends, with the same ports, width and speed (checked in
+    # _finish): the multisets of both ends' lines (see _multiset)
+    ws = lines.ws
+    near = zip(own, port, peer, peer_port, ws, strict=True)
+    acc.forward_cables += _multiset(compress(near, map(and_, forward, to_switch)))
+    far = zip(peer, peer_port, own, port, ws, strict=True)
+    acc.backward_cables += _multiset(compress(far, map(and_, map(gt, own, peer), to_switch)))
+    acc.to_ca += _multiset(compress(zip(peer, peer_port, own, port, ws, strict=True), to_ca))
     return True
 
 
@@ -342,7 +399,7 @@ def _loops(lines: _SwitchLines) -> list[int] | None:
         rows.setdefault(tuple(column[row] for column in columns), row)
     keep = []
     for (guid, port, _, peer_port, ws), row in rows.items():
-        if (guid, peer_port, "S", port, ws) not in rows:
+        if port == peer_port or (guid, peer_port, "S", port, ws) not in rows:
             return None
         if int(port) <= int(peer_port):
             keep.append(row)
@@ -378,7 +435,7 @@ def _other_line(line: str, skipped: list[str]) -> bool:
 def _devices(
     acc: _Accumulated,
     is_switch: list[bool],
-    nports: list[str],
+    nports: list[int],
     guids: list[str],
     descs: list[str],
     rests: list[str],
@@ -400,16 +457,19 @@ def _devices(
         return False  # text after a CA header's description: a damaged line
     acc.ca_guids.extend(compress(guids, is_ca))
     acc.ca_descs.extend(compress(descs, is_ca))
-    acc.ca_nports.extend(_port_numbers(list(compress(nports, is_ca))))
+    acc.ca_nports.extend(compress(nports, is_ca))
     return True
 
 
 def _fabric(acc: _Accumulated, source: str) -> Fabric | None:
     """Switch and Ca objects from the columns; None on any GUID with two blocks (counted: the
     dicts hold fewer entries than there were headers), which the slow path explains."""
-    switches = {
-        guid: Switch(guid, desc, int(n), parse_lid(lid)) for guid, desc, n, lid in acc.switches
-    }
+    try:
+        switches = {
+            guid: Switch(guid, desc, n, parse_lid(lid)) for guid, desc, n, lid in acc.switches
+        }
+    except ValueError:  # a LID out of range
+        return None
     columns = (acc.ca_guids, acc.ca_descs, acc.ca_nports)
     cas = dict(
         zip(acc.ca_guids, _construct(Ca, ("guid", "description", "nports"), columns), strict=True)
@@ -426,16 +486,9 @@ def _finish(text: str, acc: _Accumulated, source: str) -> Fabric | None:
     if fab is None:
         return None
     # A cable seen from one end only (a peer without a block, a truncated block, a lost
-    # header line) or a CA cable whose ends disagree on width/speed unbalances these sums, so
-    # every cable end is a device with a block; otherwise the slow path explains. (The two ends
-    # of a switch-to-switch cable are not compared on width/speed: they report one negotiated
-    # link, so ibnetdiscover cannot print them differently.)
-    # dict.__eq__: Counter's own == loops in Python (all counts here are positive)
-    if not (
-        acc.to_ca == acc.ca_lines
-        and dict.__eq__(acc.to_ca_ws, acc.ca_ws)
-        and acc.forward_cables == acc.backward_cables
-    ):
+    # header line) or whose ends disagree on a port, width or speed unbalances these sums, so
+    # every cable end is a device with a block; otherwise the slow path explains.
+    if acc.to_ca != acc.ca_lines or acc.forward_cables != acc.backward_cables:
         return None
     if "vendid=" in acc.tail:
         return None

@@ -1,9 +1,12 @@
 """Read the ``ibnetdiscover -p`` ports report: one line per port, both ends and their
 descriptions inline, no node blocks.
 
-It shares the reference parser's state, notes and cable table, so a ``-p`` dump and a plain
-dump of the same fabric give the same Fabric, but for the port counts: ``-p`` has no per-node
-header, so a device has as many ports as the highest one listed.
+It shares the reference parser's state, notes, cable table and number bounds, so a ``-p`` dump
+and a plain dump of the same fabric give the same Fabric, but for the port counts: ``-p`` has
+no per-node header, so a device has as many ports as the highest one listed. The cable-end
+rules of plain dumps are not applied: a ``-p`` line states both ends at once, and the
+excerpts users keep of these reports (the exporters' test fixtures) pick lines from several
+captures.
 """
 
 from __future__ import annotations
@@ -16,16 +19,18 @@ from topograph_slurm.sources.ibnetdiscover.links import RATE_NAMES, build_links
 from topograph_slurm.sources.ibnetdiscover.reference import (
     BINARY_RE,
     HEX,
+    WIDTH,
     State,
+    bounded_lid,
     mismatch,
     note_summaries,
     other_line,
-    parse_lid,
+    port_number,
 )
 
 # ibnetdiscover -p: "CA 78 1 0x946d… 4x HDR - SW 51 81 0x946d… ( 'desc' - 'peer desc' )"
 _P_LINE_RE = re.compile(
-    rf"(SW|CA|RT)\s+(\d+)\s+(\d+)\s+0x({HEX})\s+(\d*x|\?+)\s*(.*?)\s+"
+    rf"(SW|CA|RT)\s+(\d+)\s+(\d+)\s+0x({HEX})\s+{WIDTH}\s*(.*?)\s+"
     rf"(?:-\s+(SW|CA|RT)\s+(\d+)\s+(\d+)\s+0x({HEX})\s+\(\s*'(.*)'\s+-\s+'(.*)'\s*\)"
     r"|'(.*)')\s*$"
 )
@@ -60,17 +65,17 @@ def parse(text: str, source: str) -> Fabric:
                 raise st.error(f"malformed ibnetdiscover -p line: {stripped[:80]!r}", lineno)
             other_line(st, stripped, lineno)
             continue
-        kind, lid, port, raw, width, speed, *peer_fields, lone_desc = m.groups()
-        guid = st.guid(raw, lineno)
+        kind, lid, port_s, raw, width, speed, *peer_fields, lone_desc = m.groups()
+        guid, port = st.guid(raw, lineno), port_number(st, port_s, lineno)
         if peer_fields[0] is None:
-            _p_device(st, kind, guid, lone_desc, int(port), lid)
+            _p_device(st, kind, guid, lone_desc, port, bounded_lid(st, lid, lineno))
             down += 1
             continue
-        p_kind, p_lid, p_port, p_raw, desc, p_desc = peer_fields
-        peer = st.guid(p_raw, lineno)
-        _p_device(st, kind, guid, desc, int(port), lid)
-        _p_device(st, p_kind, peer, p_desc, int(p_port), p_lid)
-        a, b = (guid, int(port)), (peer, int(p_port))
+        p_kind, p_lid, p_port_s, p_raw, desc, p_desc = peer_fields
+        peer, p_port = st.guid(p_raw, lineno), port_number(st, p_port_s, lineno)
+        _p_device(st, kind, guid, desc, port, bounded_lid(st, lid, lineno))
+        _p_device(st, p_kind, peer, p_desc, p_port, bounded_lid(st, p_lid, lineno))
+        a, b = (guid, port), (peer, p_port)
         key = (*a, *b) if a <= b else (*b, *a)
         ws = f"{width}{RATE_NAMES.get(speed, speed)}"
         old = st.cables.get(key)
@@ -89,14 +94,14 @@ def parse(text: str, source: str) -> Fabric:
     return st.fabric
 
 
-def _p_device(st: State, kind: str, guid: str, desc: str, port: int, lid: str) -> None:
+def _p_device(st: State, kind: str, guid: str, desc: str, port: int, lid: int | None) -> None:
     """Create or widen the device a ``-p`` line names; ``-p`` has no per-node header, so the
     port count is the highest port seen (and CAs are keyed by their port GUID)."""
     fab = st.fabric
     if kind == "SW":
         sw = fab.switches.get(guid)
         if sw is None:
-            fab.switches[guid] = Switch(guid, desc, port, parse_lid(lid))
+            fab.switches[guid] = Switch(guid, desc, port, lid)
         elif port > sw.nports:
             sw.nports = port
         return
