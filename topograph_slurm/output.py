@@ -241,12 +241,16 @@ def _write_through(path: Path, content: str, check: bool) -> WriteOutcome:
     """Write to a device or FIFO directly: there is no file to compare, guard or replace."""
     if check:
         raise OutputError(f"cannot check {path}: not a regular file")
+    _write_bytes_through(path, content.encode("utf-8"))
+    return WriteOutcome(True, True, "", path)
+
+
+def _write_bytes_through(path: Path, data: bytes) -> None:
     try:
-        with path.open("w", encoding="utf-8") as handle:
-            handle.write(content)
+        with path.open("wb") as handle:
+            handle.write(data)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {_reason(exc)}") from exc
-    return WriteOutcome(True, True, "", path)
 
 
 def _plan(
@@ -300,6 +304,9 @@ def write_file(path: Path, content: str | bytes, *, mode: int | None = None) -> 
     """
     target = trusted_target(path)
     data = content.encode("utf-8") if isinstance(content, str) else content
+    if _is_device(target):  # --report /dev/stdout: renaming over it would replace the device
+        _write_bytes_through(target, data)
+        return
     try:
         _atomic_replace(target, data, mode)
     except OSError as exc:

@@ -750,3 +750,35 @@ def test_generate_through_a_planted_link_is_one_line_and_exit_9(tmp_path: Path) 
     assert result.exit_code == Exit.OUTPUT, result.output
     assert result.stderr.count("\n") == 1 and "could have been planted" in result.stderr
     assert (tmp_path / "victim").read_text() == "precious\n"
+
+
+def test_write_file_writes_through_a_device_instead_of_replacing_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_file(fifo, "the report\n")
+    reader.join(timeout=10)
+    assert got == [b"the report\n"]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)  # still the FIFO, not a regular file
+
+
+def test_a_report_to_a_fifo_is_written_through(tmp_path: Path) -> None:
+    """``--report /dev/stdout`` or a FIFO: written to, never replaced by a regular file."""
+    from click.testing import CliRunner
+
+    from topograph_slurm.cli.main import main
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    result = CliRunner().invoke(
+        main, ["--config", os.devnull, "generate", "--sim", "demo", "--report", str(fifo)]
+    )
+    reader.join(timeout=10)
+    assert result.exit_code == 0, result.output
+    assert got and b"topograph-slurm report" in got[0]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
