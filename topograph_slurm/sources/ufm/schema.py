@@ -174,26 +174,29 @@ def _syntax_error(message: str, text: str, source: str) -> ParseError:
 
 
 def too_deep(text: str) -> tuple[str, str]:
-    """(entry, field path) where *text* first nests deeper than :data:`MAX_DEPTH`, for the
-    message once the decoder gave up (so speed does not matter here). Strings are skipped
-    whole, so brackets inside them do not count."""
+    """(entry, field) where *text* first nests deeper than :data:`MAX_DEPTH`, for the message
+    once the decoder gave up (so speed does not matter here). Strings are skipped whole, so
+    brackets inside them do not count."""
     stack: list[list[str | int]] = []  # per open container: [index] or [key]
     last = ""
     for m in _TOKENS.finditer(text):
         token = m.group()
         if token[0] == '"':
             last = token[1:-1]
-        elif token == ":" and stack:
-            stack[-1][0] = last
-        elif token == "," and stack and isinstance(stack[-1][0], int):
-            stack[-1][0] += 1
         elif token in "[{":
             stack.append([0 if token == "[" else ""])
             if len(stack) > MAX_DEPTH:
                 break
-        elif stack:
+        elif not stack:
+            continue
+        elif token == ":":
+            stack[-1][0] = last
+        elif token == ",":
+            label = stack[-1][0]
+            stack[-1][0] = label + 1 if isinstance(label, int) else label
+        else:
             stack.pop()
     labels = [label for (label,) in stack[:-1]]
     entry = f"[{labels[0]}]" if labels else ""
-    field = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in labels[1:])
+    field = labels[1] if len(labels) > 1 and isinstance(labels[1], str) else ""
     return entry, field

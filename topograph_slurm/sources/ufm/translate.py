@@ -189,14 +189,18 @@ def _column(records: Sequence[object], name: str) -> list[Any]:
     return list(map(operator.attrgetter(name), records))
 
 
-def _normal(st: _Build, texts: list[str | None], where: str, name: str) -> list[str]:
-    """GUID texts in normal form, each GUID one string object (``None``/empty stay None);
-    *where* is formatted with the row of a bad one."""
+def _normal(
+    st: _Build, texts: list[str | None], where: str, name: str, optional: bool = False
+) -> list[str]:
+    """GUID texts in normal form, each GUID one string object; a missing one (``None``, empty)
+    stays None where *optional*, else is an error. *where* is formatted with the bad row."""
     cache = st.guids
     new = cast(set[str], set(texts).difference(cache, (None, "")))
     if _CANONICAL.fullmatch("\n".join(new)):  # the common case: UFM's own form, checked at once
         cache.update(zip(new, new, strict=True))
         new = set()
+    if not optional and (None in texts or "" in texts):
+        new.add(next(text for text in texts if not text) or "")
     for text in new:
         try:
             guid = normalize_guid(text)
@@ -246,7 +250,7 @@ def _read_ports(st: _Build) -> None:
     if not all(texts) or not set(map(type, numbers)) <= {int}:
         _port_identities(ports, texts, numbers, where)
     guids = _normal(st, texts, where, "guid")
-    systems = _normal(st, _column(ports, "systemID"), where, "systemID")
+    systems = _normal(st, _column(ports, "systemID"), where, "systemID", optional=True)
     if None in systems:
         systems = [system or guid for system, guid in zip(systems, guids, strict=True)]
     keys = list(zip(guids, numbers, strict=True))
