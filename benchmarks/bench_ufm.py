@@ -31,12 +31,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench_parse import Sample, write_fabric
-from bench_parse import _usage as usage
+from bench_parse import Sample, print_sample, sample, scale_parser, write_fabric
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -97,25 +95,11 @@ def _child(stage: str, work: str, repo: str) -> None:
     import topograph_slurm.sources.ufm
 
     assert Path(topograph_slurm.__file__).is_relative_to(repo), topograph_slurm.__file__
-    cpu_before = usage()[0]
-    start = time.perf_counter()
-    STAGES[stage](Path(work))
-    seconds = time.perf_counter() - start
-    cpu_after, own_rss, child_rss = usage()
-    sample = {"seconds": seconds, "cpu_seconds": cpu_after - cpu_before}
-    print(json.dumps(sample | {"peak_rss_mb": own_rss + child_rss}))
+    print_sample(lambda: STAGES[stage](Path(work)))
 
 
 def run_stage(stage: str, work: Path, repo: Path) -> Sample:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", stage, str(work), str(repo)],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=work,
-    )
-    data = json.loads(out.stdout.strip().splitlines()[-1])
-    return Sample(data["seconds"], data["cpu_seconds"], data["peak_rss_mb"])
+    return sample([sys.executable, __file__, "--child", stage, str(work), str(repo)], cwd=work)
 
 
 def write_inputs(nodes: int, rails: int, work: Path) -> tuple[float, float]:
@@ -139,11 +123,7 @@ def write_inputs(nodes: int, rails: int, work: Path) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, nargs="+", default=[2048, 16384])
-    parser.add_argument("--rails", type=int, default=8)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
+    parser = scale_parser(__doc__.split("\n\n")[0], list(STAGES))
     parser.add_argument("--repo", type=Path, default=REPO, help="checkout whose code is timed")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--write", nargs=3, help=argparse.SUPPRESS)

@@ -1,17 +1,19 @@
 """UFM JSON → the :class:`Fabric` model, exactly as the ibnetdiscover parser would build it.
 
-UFM shapes (REST API guide 6.x, checked against UFM sample responses):
+UFM shapes (REST API guide 6.x, checked against real answers from NVIDIA's Selene kept in the
+UFM SDK; the fields each endpoint must have, and their types, are :mod:`.schema`):
 
 * ``resources/systems``: one entry per *system* (a switch chassis, or a host with all its HCAs):
   ``system_guid``, ``guid``, ``system_name``, ``type`` (``switch``/``host``/…), ``model``,
   ``description``, ``ports`` (``<node guid>_<port>`` names);
-* ``resources/ports``: one entry per port: ``guid`` (the node GUID), ``number``, ``name``,
+* ``resources/ports``: one entry per port: ``guid`` (the node GUID of its switch ASIC or HCA:
+  a host system lists the ports of all its HCAs), ``number``, ``name``,
   ``node_description`` (an HCA's real node description; ``<switch>:<port label>`` for switches),
   ``description`` (``Switch IB Port`` / ``Computer IB Port``), ``systemID``, ``system_name``,
   ``lid``, ``active_speed`` (``HDR``), ``active_width`` (``4x``), ``peer`` (``<guid>_<port>``);
 * ``resources/links``: one entry per cable: ``source_guid``/``source_port``,
-  ``destination_guid``/``destination_port``, ``width``, ``severity``, port node descriptions —
-  but no speed, which therefore comes from the ports;
+  ``destination_guid``/``destination_port`` (as text), ``width``, ``severity``, port node
+  descriptions — but no speed: a cable runs at the slower (width, speed) of its two ports;
 * ``app/unhealthy_ports``: ``UnhealthyGUID``, ``UnhealthyPortNumber``, ``UnhealthyNode``,
   ``Condition``, ``State``, ``StatusTime``, ``PeerNode``, ``PeerPortNumber``.
 
