@@ -107,24 +107,29 @@ def _child(stage_name: str, path: str) -> None:
     held at once, since the forked child's pages shared with the parent count twice."""
     stage = STAGES[stage_name]
     stage.prepare()
+    print_sample(lambda: stage.run(path))
+
+
+def print_sample(run: Callable[[], None]) -> None:
+    """Run *run* once and print its :class:`Sample` as the JSON line :func:`sample` reads."""
     cpu_before = _usage()[0]
     start = time.perf_counter()
-    stage.run(path)
+    run()
     seconds = time.perf_counter() - start
     cpu_after, own_rss, child_rss = _usage()
     sample = {"seconds": seconds, "cpu_seconds": cpu_after - cpu_before}
     print(json.dumps(sample | {"peak_rss_mb": own_rss + child_rss}))
 
 
-def run_stage(stage_name: str, path: Path) -> Sample:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", stage_name, str(path)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+def sample(command: list[str], cwd: Path | None = None) -> Sample:
+    """The :class:`Sample` a child process (*command*) printed last."""
+    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=cwd)
     data = json.loads(out.stdout.strip().splitlines()[-1])
     return Sample(data["seconds"], data["cpu_seconds"], data["peak_rss_mb"])
+
+
+def run_stage(stage_name: str, path: Path) -> Sample:
+    return sample([sys.executable, __file__, "--child", stage_name, str(path)])
 
 
 def write_fabric(nodes: int, rails: int, directory: Path) -> tuple[Path, float]:
@@ -169,12 +174,18 @@ def measure(path: Path, stages: list[str], repeat: int) -> dict[str, Measured]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def scale_parser(description: str, stages: list[str]) -> argparse.ArgumentParser:
+    """The options every scale benchmark takes: fabric sizes, rails, rounds, stages."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--nodes", type=int, nargs="+", default=[2048, 16384])
     parser.add_argument("--rails", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
+    parser.add_argument("--stages", nargs="+", default=stages, choices=stages)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = scale_parser(__doc__.split("\n\n")[0], list(STAGES))
     parser.add_argument("--child", nargs=2, metavar=("STAGE", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

@@ -26,4 +26,4 @@ def store_responses(responses: UfmResponses, directory: Path) -> Path:
 def parse_systems(text: str, source: str = "systems") -> list[UfmSystem]:
     """The systems of a ``GET resources/systems`` response, in response order, read by the
     same code :func:`fabric_from_ufm` uses."""
-    return [translate._system(e, where) for e, where in translate._entries(text, source, "systems")]
+    return translate._systems(text, source)

@@ -8,13 +8,14 @@ that a text is a JSON list, for a fetched body and a stored file alike.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from topograph_slurm.errors import InputError, ParseError
+import msgspec
+
+from topograph_slurm.errors import InputError
+from topograph_slurm.sources.ufm.schema import decode_list
 
 #: Endpoint key -> path below the REST prefix (``/ufmRest`` or ``/ufmRestV3``).
 ENDPOINTS: dict[str, str] = {
@@ -42,28 +43,11 @@ class UfmResponses:
             yield key, getattr(self, key)
 
 
-def load_list(text: str, source: str) -> list[Any]:
-    """Parse *text* as a JSON list; anything else is a ParseError naming line and column."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        hint = " (truncated?)" if err.pos >= len(text.rstrip()) else ""
-        raise ParseError(
-            f"invalid JSON{hint}: {err.msg} at column {err.colno}", err.lineno, source
-        ) from None
-    if not isinstance(data, list):
-        raise ParseError(
-            f"expected a JSON list, got a JSON {json_type(data)} (not a UFM response?)",
-            None,
-            source,
-        )
-    return data
-
-
-def json_type(value: object) -> str:
-    """JSON's name for *value*'s type, for messages about an unexpected shape."""
-    names = {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}
-    return names.get(type(value), "number")
+def load_list(text: str, source: str) -> list[msgspec.Raw]:
+    """Check that *text* is a JSON list, for a fetched body and a stored file alike; its
+    entries stay undecoded (the translation decodes them into :mod:`.schema` records). Any
+    other text is a ParseError naming line and column."""
+    return decode_list(text, source, msgspec.Raw)
 
 
 def snapshot_files(responses: UfmResponses) -> dict[str, str]:

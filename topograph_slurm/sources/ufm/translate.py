@@ -1,17 +1,19 @@
 """UFM JSON → the :class:`Fabric` model, exactly as the ibnetdiscover parser would build it.
 
-UFM shapes (REST API guide 6.x, checked against UFM sample responses):
+UFM shapes (REST API guide 6.x, checked against real answers from NVIDIA's Selene kept in the
+UFM SDK; the fields each endpoint must have, and their types, are :mod:`.schema`):
 
 * ``resources/systems``: one entry per *system* (a switch chassis, or a host with all its HCAs):
   ``system_guid``, ``guid``, ``system_name``, ``type`` (``switch``/``host``/…), ``model``,
   ``description``, ``ports`` (``<node guid>_<port>`` names);
-* ``resources/ports``: one entry per port: ``guid`` (the node GUID), ``number``, ``name``,
+* ``resources/ports``: one entry per port: ``guid`` (the node GUID of its switch ASIC or HCA:
+  a host system lists the ports of all its HCAs), ``number``, ``name``,
   ``node_description`` (an HCA's real node description; ``<switch>:<port label>`` for switches),
   ``description`` (``Switch IB Port`` / ``Computer IB Port``), ``systemID``, ``system_name``,
   ``lid``, ``active_speed`` (``HDR``), ``active_width`` (``4x``), ``peer`` (``<guid>_<port>``);
 * ``resources/links``: one entry per cable: ``source_guid``/``source_port``,
-  ``destination_guid``/``destination_port``, ``width``, ``severity``, port node descriptions —
-  but no speed, which therefore comes from the ports;
+  ``destination_guid``/``destination_port`` (as text), ``width``, ``severity``, port node
+  descriptions — but no speed: a cable runs at the slower (width, speed) of its two ports;
 * ``app/unhealthy_ports``: ``UnhealthyGUID``, ``UnhealthyPortNumber``, ``UnhealthyNode``,
   ``Condition``, ``State``, ``StatusTime``, ``PeerNode``, ``PeerPortNumber``.
 
@@ -22,15 +24,21 @@ is rebuilt in that form and both sources give every switch the same Slurm name.
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import compress
+from typing import Any, TypeVar, cast
 
 from topograph_slurm.errors import ParseError
 from topograph_slurm.model import rates
-from topograph_slurm.model.fabric import Ca, Fabric, Link, Links, Note, Switch, normalize_guid
-from topograph_slurm.sources.ufm.responses import UfmResponses, json_type, load_list
+from topograph_slurm.model.fabric import Ca, Fabric, Links, Note, Switch, normalize_guid
+from topograph_slurm.sources.ufm import schema
+from topograph_slurm.sources.ufm.responses import UfmResponses
+from topograph_slurm.sources.ufm.schema import decode_list
+
+T = TypeVar("T")
 
 # Per-lane signalling rates (Gb/s) some UFM versions print instead of names.
 _LANE_RATES = {
@@ -53,6 +61,8 @@ _UNKNOWN = {"", "n/a", "na", "unknown", "none", "?", "???", "-"}
 _RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(g|gb|gbps|gb/s)?\s*$", re.IGNORECASE)
 _SIMPLE_NAME = re.compile(r"^[^\s:;]+$")
 _AGGREGATION = re.compile(r"aggregation node", re.IGNORECASE)
+#: GUIDs already in normal form (16 lowercase hex digits), one per line.
+_CANONICAL = re.compile(r"(?:[0-9a-f]{16}\n)*[0-9a-f]{16}")
 
 
 def ufm_speed(text: object, width: str = "") -> str:
@@ -82,17 +92,10 @@ def ufm_width(text: object) -> str:
     return f"{int(digits)}x" if digits.isdigit() else "???"
 
 
-@dataclass(slots=True)
-class _Port:
-    guid: str
-    number: int
-    switch: bool
-    description: str  # node description of a CA port; unused for switch ports
-    system: str  # system guid the port belongs to
-    lid: int | None
-    speed: str
-    width: str
-    peer: tuple[str, int] | None = None
+#: A port's rate as ibnetdiscover prints it, (width, speed): ``("4x", "HDR")``.
+Rate = tuple[str, str]
+#: (guid, port, guid, port) of a cable, its ends in canonical order.
+CableKey = tuple[str, int, str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +106,32 @@ class _System:
     model: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Devices:
+    """What the ports of one kind (switch or CA) say about their devices, by node GUID: the
+    row of its lowest-numbered port (which names its system and description), its highest
+    port number (the port count) and the first LID its ports give."""
+
+    low: dict[str, int]
+    high: dict[str, int]
+    lid: dict[str, int]
+
+
 @dataclass(slots=True)
 class _Build:
-    """Parse state: decoded responses plus the fabric under construction."""
+    """Translation state: systems and ports read so far, plus the fabric under construction.
+
+    ``guids`` maps every GUID text seen to its normal form, one string object per GUID, so
+    each GUID is normalised once and every cable end is the very string that keys its device
+    (the analysis' sets and dicts then match by identity; see the performance fence in
+    ARCHITECTURE.md)."""
 
     source: str
     systems: dict[str, _System] = field(default_factory=dict)
-    ports: dict[tuple[str, int], _Port] = field(default_factory=dict)
+    guids: dict[str, str] = field(default_factory=dict)
+    rates: dict[tuple[str, int], Rate] = field(default_factory=dict)  # port → its rate
+    keys: list[tuple[str, int]] = field(default_factory=list)  # (guid, port) of each record
+    records: list[schema.Port] = field(default_factory=list)
     fabric: Fabric = field(default_factory=Fabric)
     mismatches: int = 0
     first_mismatch: str = ""
@@ -119,143 +141,223 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     """Build the :class:`Fabric` the ibnetdiscover parser would build for the same fabric.
 
     Switches and CAs come from the ports (one node GUID each; a director chassis is many switch
-    ASICs, a host many HCAs), named from their systems; cables from the links, with speed from
-    the ports at both ends (the slower wins); unhealthy ports become ``unhealthy-port`` notes.
-    Malformed responses raise ParseError naming the endpoint and entry.
+    ASICs, a host many HCAs), named from their systems; cables from the links, at the rate of
+    the slower of the ports at their ends (UFM's links carry a width but no speed); unhealthy
+    ports become ``unhealthy-port`` notes. Any answer of the wrong shape raises ParseError
+    naming the endpoint, the entry and the field (:mod:`.schema`).
+
+    Ports and links are read a column at a time (``map``, ``zip``, ``dict`` over whole
+    columns): a 16,384-node fabric has ~800k ports and ~400k links, and Python code per record
+    cost several times the decoding (benchmarks/PERFORMANCE.md, "UFM path").
     """
     st = _Build(source or responses.url or "ufm")
     st.fabric.source = st.source
-    for entry, where in _entries(responses.systems, st.source, "systems"):
-        _add_system(st, entry, where)
-    for entry, where in _entries(responses.ports, st.source, "ports"):
-        _add_port(st, entry, where)
-    _add_devices(st)
-    cables: dict[tuple[str, int, str, int], Link] = {}
-    for entry, where in _entries(responses.links, st.source, "links"):
-        link = _link(st, entry, where)
-        cables.setdefault((link.a_guid, link.a_port, link.b_guid, link.b_port), link)
-    _add_port_only_cables(st, cables)
-    st.fabric.links = Links.of(
-        sorted(cables.values(), key=lambda k: (k.a_guid, k.a_port, k.b_guid, k.b_port))
-    )
+    st.systems = {system.guid: system for system in _systems(responses.systems, st.source)}
+    st.records = _decode(responses.ports, st.source, "ports", schema.Port)
+    _read_ports(st)
+    cables, linked = _read_links(st, _decode(responses.links, st.source, "links", schema.Link))
+    _add_port_only_cables(st, cables, linked)
+    st.fabric.links = _columns(cables)
     _note_isolated(st)
     if st.mismatches:
         st.fabric.notes.append(
             Note(
                 "link-mismatch",
                 "",
-                f"{st.mismatches} cable(s) reported with different speeds at their two ends; "
+                f"{st.mismatches} cable(s) reported with different rates at their two ends; "
                 f"the slower was kept (first: {st.first_mismatch})",
             )
         )
-    for entry, where in _entries(responses.unhealthy_ports, st.source, "unhealthy_ports"):
-        st.fabric.notes.append(_unhealthy_note(entry, where))
+    unhealthy = _decode(responses.unhealthy_ports, st.source, "unhealthy_ports", schema.Unhealthy)
+    for index, entry in enumerate(unhealthy):
+        st.fabric.notes.append(_unhealthy_note(entry, f"{st.source}/unhealthy_ports[{index}]"))
     if not st.fabric.switches and not st.fabric.cas:
         raise ParseError("UFM reports no InfiniBand devices", None, st.source)
     return st.fabric
 
 
-def _entries(text: str, source: str, key: str) -> Iterator[tuple[dict[str, Any], str]]:
-    data = load_list(text, f"{source}/{key}")
-    for index, entry in enumerate(data):
-        where = f"{source}/{key}[{index}]"
-        if not isinstance(entry, dict):
-            raise ParseError(f"entry is a JSON {json_type(entry)}, not an object", None, where)
-        yield entry, where
+def _decode(text: str, source: str, key: str, item: type[T]) -> list[T]:
+    return decode_list(text, f"{source}/{key}", item)
 
 
-def _field(entry: Mapping[str, Any], where: str, *names: str) -> Any:
-    """The first present field of *names*; missing → ParseError (unexpected schema)."""
-    for name in names:
-        if name in entry and entry[name] is not None:
-            return entry[name]
-    raise ParseError(f"missing field {names[0]!r} (not a UFM response?)", None, where)
-
-
-def _guid(value: object, where: str) -> str:
+def _guid(value: str, where: str) -> str:
     try:
-        return normalize_guid(str(value))
+        return normalize_guid(value)
     except ValueError:
         raise ParseError(f"bad GUID {value!r}", None, where) from None
 
 
-def _int(value: object, where: str, what: str) -> int:
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ParseError(f"bad {what} {value!r}", None, where) from None
+def _column(records: Sequence[object], name: str) -> list[Any]:
+    return list(map(operator.attrgetter(name), records))
 
 
-def _lid(value: object) -> int | None:
-    try:
-        lid = int(str(value).strip())
-    except ValueError:
-        return None
-    return None if lid in (0, 0xFFFF) else lid
+def _normal(
+    st: _Build, texts: list[str | None], where: str, name: str, optional: bool = False
+) -> list[str]:
+    """GUID texts in normal form, each GUID one string object; a missing one (``None``, empty)
+    stays None where *optional*, else is an error. *where* is formatted with the bad row."""
+    cache = st.guids
+    new = cast(set[str], set(texts).difference(cache, (None, "")))
+    if _CANONICAL.fullmatch("\n".join(new)):  # the common case: UFM's own form, checked at once
+        cache.update(zip(new, new, strict=True))
+        new = set()
+    if not optional and (None in texts or "" in texts):
+        new.add(next(text for text in texts if not text) or "")
+    for text in new:
+        try:
+            guid = normalize_guid(text)
+        except ValueError:
+            row = texts.index(text)
+            raise ParseError(
+                f"field {name!r}: bad GUID {text!r}", None, where.format(row=row)
+            ) from None
+        cache[text] = cache.setdefault(guid, guid)
+    return list(map(cache.get, texts))  # type: ignore[arg-type]
 
 
-def _add_system(st: _Build, entry: Mapping[str, Any], where: str) -> None:
-    system = _system(entry, where)
-    st.systems[system.guid] = system
+def _lid(value: int | str | None) -> int | None:
+    if isinstance(value, str):
+        value = int(value) if value.strip().isdigit() else None
+    return None if value is None or value in (0, 0xFFFF) or value > 0xFFFF else value
 
 
-def _system(entry: Mapping[str, Any], where: str) -> _System:
+def _by_value(values: list[Any], convert: Callable[[Any], Any]) -> list[Any]:
+    """``convert`` of every value, called once per distinct value (rates, widths and LIDs
+    repeat across ports)."""
+    table = {value: convert(value) for value in set(values)}
+    return list(map(table.__getitem__, values))
+
+
+def _systems(text: str, source: str) -> list[_System]:
+    """The systems of a ``resources/systems`` answer, in answer order."""
+    entries = _decode(text, source, "systems", schema.System)
+    return [_system(entry, f"{source}/systems[{i}]") for i, entry in enumerate(entries)]
+
+
+def _system(entry: schema.System, where: str) -> _System:
     """The fields of one ``resources/systems`` entry that topology cares about."""
-    guid = _guid(_field(entry, where, "system_guid", "guid"), where)
-    kind = str(_field(entry, where, "type")).strip().lower()
-    name = str(entry.get("system_name") or "").strip()
-    model = str(entry.get("model") or entry.get("description") or "").strip()
-    return _System(guid, kind, name, model)
+    guid_text = entry.system_guid or entry.guid
+    if not guid_text:
+        raise ParseError("missing field 'system_guid' (not a UFM response?)", None, where)
+    name = (entry.system_name or "").strip()
+    model = (entry.model or entry.description or "").strip()
+    return _System(_guid(guid_text, where), entry.type.strip().lower(), name, model)
 
 
-def _add_port(st: _Build, entry: Mapping[str, Any], where: str) -> None:
-    name = str(entry.get("name") or "")
-    guid_raw = entry.get("guid") or name.rpartition("_")[0]
-    if not guid_raw:
-        raise ParseError("missing field 'guid' (not a UFM response?)", None, where)
-    guid = _guid(guid_raw, where)
-    number_raw = entry.get("number", name.rpartition("_")[2] if "_" in name else None)
-    if number_raw is None:
-        raise ParseError("missing field 'number' (not a UFM response?)", None, where)
-    number = _int(number_raw, where, "port number")
-    system = _guid(entry["systemID"], where) if entry.get("systemID") else guid
-    width = ufm_width(entry.get("active_width"))
-    port = _Port(
-        guid=guid,
-        number=number,
-        switch=_is_switch_port(st, entry, system),
-        description=str(entry.get("node_description") or ""),
-        system=system,
-        lid=_lid(entry.get("lid")),
-        speed=ufm_speed(entry.get("active_speed"), width),
-        width=width,
-        peer=_peer(entry.get("peer")),
-    )
-    st.ports[(guid, number)] = port
+def _read_ports(st: _Build) -> None:
+    """Every port's rate by (guid, port), and one Switch or Ca per node GUID the ports name,
+    in GUID order, plus switch systems that listed no port at all."""
+    ports, where = st.records, f"{st.source}/ports[{{row}}]"
+    texts, numbers = _column(ports, "guid"), _column(ports, "number")
+    if not all(texts) or not set(map(type, numbers)) <= {int}:
+        _port_identities(ports, texts, numbers, where)
+    guids = _normal(st, texts, where, "guid")
+    systems = _normal(st, _column(ports, "systemID"), where, "systemID", optional=True)
+    if None in systems:
+        systems = [system or guid for system, guid in zip(systems, guids, strict=True)]
+    keys = list(zip(guids, numbers, strict=True))
+    st.rates = dict(zip(keys, _port_rates(ports), strict=True))
+    st.keys = keys
+    descriptions = _column(ports, "node_description")
+    if None in descriptions:
+        descriptions = [text or "" for text in descriptions]
+    switch = _switch_ports(st, systems)
+    lids = _by_value(_column(ports, "lid"), _lid)
+    order = sorted(range(len(keys)), key=keys.__getitem__)  # near-linear: UFM sorts its ports
+    is_switch = list(map(switch.__getitem__, order))
+    switches = _devices(list(compress(order, is_switch)), guids, numbers, lids)
+    cas = _devices(list(compress(order, map(operator.not_, is_switch))), guids, numbers, None)
+    fab = st.fabric
+    for guid in sorted(switches.low.keys() | cas.low.keys()):
+        row, ca_row = switches.low.get(guid), cas.low.get(guid)
+        if row is not None and _AGGREGATION.search(descriptions[row]):
+            # A SHARP aggregation node sits inside a switch (UFM may file its port there) but
+            # is a CA: were it a switch it would share the switch's name and rename both.
+            nports = max(switches.high[guid], cas.high.get(guid, 0))
+            fab.cas[guid] = Ca(guid, descriptions[row if ca_row is None else ca_row], nports)
+            continue
+        if row is not None:
+            desc = _switch_description(st, systems[row], guid)
+            fab.switches[guid] = Switch(guid, desc, switches.high[guid], switches.lid.get(guid))
+        if ca_row is not None:
+            fab.cas[guid] = Ca(guid, descriptions[ca_row], cas.high[guid])
+    with_ports = set(systems)
+    for guid, sys in st.systems.items():
+        if sys.type == "switch" and guid not in with_ports and fab.kind_of(guid) is None:
+            fab.switches[guid] = Switch(guid, _switch_description(st, guid, guid), 0, None)
 
 
-def _peer(value: object) -> tuple[str, int] | None:
-    """``<guid>_<port>`` → (guid, port); ``N/A``, empty or odd values → None."""
-    guid, sep, number = str(value or "").strip().rpartition("_")
-    if not sep or not number.isdigit():
-        return None
-    try:
-        return normalize_guid(guid), int(number)
-    except ValueError:
-        return None
+def _port_identities(
+    ports: list[schema.Port], texts: list[str | None], numbers: list[Any], where: str
+) -> None:
+    """Fill in the GUID text and port number of ports that lack one, from their name
+    (``<guid>_<port>``); a port number given as text becomes a number."""
+    for row, port in enumerate(ports):
+        if texts[row] and type(numbers[row]) is int:
+            continue
+        name = port.name or ""
+        texts[row] = port.guid or name.rpartition("_")[0]
+        if not texts[row]:
+            raise ParseError(
+                "missing field 'guid' (not a UFM response?)", None, where.format(row=row)
+            )
+        number = port.number if port.number is not None else name.rpartition("_")[2]
+        if port.number is None and ("_" not in name or not number):
+            raise ParseError(
+                "missing field 'number' (not a UFM response?)", None, where.format(row=row)
+            )
+        if not str(number).strip().isdigit() or int(number) > 255:
+            where = where.format(row=row)
+            raise ParseError(f"field 'number': bad port number {number!r}", None, where)
+        numbers[row] = int(number)
 
 
-def _is_switch_port(st: _Build, entry: Mapping[str, Any], system: str) -> bool:
-    """The port's own ``description`` (``Switch IB Port``) decides; without one, its system's
-    type. A SHARP aggregation node sits inside a switch but is a CA: were it taken for a switch
-    it would share the switch's name and rename both to ``sw-<guid>``."""
-    if _AGGREGATION.search(str(entry.get("node_description") or "")):
-        return False
-    desc = str(entry.get("description") or "").lower()
-    if desc:
-        return "switch" in desc
-    sys = st.systems.get(system)
+def _port_rates(ports: list[schema.Port]) -> list[Rate]:
+    """Each port's (width, speed) as ibnetdiscover names them. A speed given as a number may
+    be a port rate, which needs the width; names (``HDR``) do not."""
+    widths = _by_value(_column(ports, "active_width"), ufm_width)
+    speeds = _column(ports, "active_speed")
+    if any(isinstance(speed, float | int) or _RATE_RE.match(speed or "") for speed in set(speeds)):
+        named = list(map(ufm_speed, speeds, widths))
+    else:
+        named = _by_value(speeds, ufm_speed)
+    return list(zip(widths, named, strict=True))
+
+
+def _switch_ports(st: _Build, systems: list[str]) -> list[bool]:
+    """Whether each port is a switch port: its own ``description`` (``Switch IB Port``)
+    decides; without one, its system's type."""
+    kinds = _column(st.records, "description")
+    switch: list[bool] = _by_value(kinds, lambda text: "switch" in text.lower() if text else None)
+    if None in switch:
+        switch = [
+            is_switch if is_switch is not None else _system_is_switch(st, system)
+            for is_switch, system in zip(switch, systems, strict=True)
+        ]
+    return switch
+
+
+def _system_is_switch(st: _Build, guid: str) -> bool:
+    sys = st.systems.get(guid)
     return sys is not None and sys.type == "switch"
+
+
+def _devices(
+    rows: list[int], guids: list[str], numbers: list[int], lids: list[Any] | None
+) -> _Devices:
+    """:class:`_Devices` from port rows in (guid, port) order: the first row of a GUID is its
+    lowest port, the last its highest (``dict`` keeps the last value given for a key). Only
+    switches have a LID in the model (*lids* None: none)."""
+    names = list(map(guids.__getitem__, rows))
+    with_lid = list(compress(rows, map(lids.__getitem__, rows)))[::-1] if lids else []
+    lids = lids or []
+    return _Devices(
+        low=dict(zip(names[::-1], rows[::-1], strict=True)),
+        high=dict(zip(names, map(numbers.__getitem__, rows), strict=True)),
+        lid=dict(
+            zip(map(guids.__getitem__, with_lid), map(lids.__getitem__, with_lid), strict=True)
+        ),
+    )
 
 
 def _switch_description(st: _Build, system_guid: str, guid: str) -> str:
@@ -281,64 +383,112 @@ def _is_guid_text(name: str, *guids: str) -> bool:
         return False
 
 
-def _add_devices(st: _Build) -> None:
-    """One Switch or Ca per node GUID seen in the ports (port count = highest port number),
-    plus switch systems that listed no port at all."""
-    fab = st.fabric
-    for (guid, number), port in sorted(st.ports.items()):
-        if port.switch:
-            sw = fab.switches.get(guid)
-            if sw is None:
-                desc = _switch_description(st, port.system, guid)
-                fab.switches[guid] = Switch(guid, desc, number, port.lid)
-            else:
-                sw.nports = max(sw.nports, number)
-                sw.lid = sw.lid if sw.lid is not None else port.lid
-        else:
-            ca = fab.cas.get(guid)
-            if ca is None:
-                fab.cas[guid] = Ca(guid, port.description, number)
-            else:
-                ca.nports = max(ca.nports, number)
-    with_ports = {port.system for port in st.ports.values()}
-    for guid, sys in st.systems.items():
-        if sys.type == "switch" and guid not in with_ports and fab.kind_of(guid) is None:
-            fab.switches[guid] = Switch(guid, _switch_description(st, guid, guid), 0, None)
+def _read_links(
+    st: _Build, links: list[schema.Link]
+) -> tuple[dict[CableKey, Rate], set[tuple[str, int]]]:
+    """Every cable once (the first record of a cable wins), ends in canonical order, at the
+    slower rate of its two ports; and every port a link names."""
+    where = f"{st.source}/links[{{row}}]"
+    a = _normal(st, _column(links, "source_guid"), where, "source_guid")
+    b = _normal(st, _column(links, "destination_guid"), where, "destination_guid")
+    ap = _ints(_column(links, "source_port"), where, "source_port")
+    bp = _ints(_column(links, "destination_port"), where, "destination_port")
+    widths = _by_value(_column(links, "width"), ufm_width)
+    ends_a, ends_b = list(zip(a, ap, strict=True)), list(zip(b, bp, strict=True))
+    rate_a, rate_b = list(map(st.rates.get, ends_a)), list(map(st.rates.get, ends_b))
+    complete = {rate for rate in set(st.rates.values()) if rate[0] != rates.UNKNOWN}
+    agree = list(
+        map(operator.and_, map(operator.eq, rate_a, rate_b), map(complete.__contains__, rate_a))
+    )
+    for row in compress(range(len(a)), map(operator.not_, agree)):  # the few that do not
+        ends = (a[row], ap[row], b[row], bp[row])
+        rate_a[row] = _cable_rate(st, widths[row], rate_a[row], rate_b[row], ends)
+    cable_rates = cast(list[Rate], rate_a)  # now every row's cable rate
+    devices = st.fabric.switches.keys() | st.fabric.cas.keys()
+    if not devices.issuperset(a) or not devices.issuperset(b):
+        for row, link in enumerate(links):
+            if a[row] not in devices or b[row] not in devices:
+                ends = (a[row], ap[row], b[row], bp[row])
+                _add_link_ends(st, link, ends, where.format(row=row), devices)
+    keys = list(zip(a, ap, b, bp, strict=True))
+    for row in compress(range(len(keys)), map(operator.gt, ends_a, ends_b)):
+        keys[row] = (b[row], bp[row], a[row], ap[row])  # canonical: the smaller end first
+    cables = dict(zip(keys[::-1], cable_rates[::-1], strict=True))  # the first record wins
+    return cables, set(ends_a).union(ends_b)
 
 
-def _link(st: _Build, entry: Mapping[str, Any], where: str) -> Link:
-    a = _guid(_field(entry, where, "source_guid"), where)
-    ap = _int(_field(entry, where, "source_port"), where, "source_port")
-    b = _guid(_field(entry, where, "destination_guid"), where)
-    bp = _int(_field(entry, where, "destination_port"), where, "destination_port")
-    pa, pb = st.ports.get((a, ap)), st.ports.get((b, bp))
-    width = ufm_width(entry.get("width") or (pa.width if pa else "") or (pb.width if pb else ""))
-    speeds = [p.speed for p in (pa, pb) if p is not None]
-    speed = speeds[0] if len(speeds) == 1 else rates.slower_speed(*speeds) if speeds else "???"
-    if len(speeds) == 2 and speeds[0] != speeds[1]:
+def _ints(values: list[int | str], where: str, name: str) -> list[int]:
+    """Port numbers as numbers: the schema lets ``"1"`` through (real UFM sends link ports as
+    text), checked here as digits of at most 255 once per distinct text."""
+    if set(map(type, values)) <= {int}:
+        return values  # type: ignore[return-value]
+    table = {value: _port_number(value) for value in set(values)}
+    if None in table.values():
+        bad = next(value for value, number in table.items() if number is None)
+        row = values.index(bad)
+        raise ParseError(f"field {name!r}: bad port number {bad!r}", None, where.format(row=row))
+    return list(map(table.__getitem__, values))  # type: ignore[arg-type]
+
+
+def _port_number(value: int | str) -> int | None:
+    number = int(value) if isinstance(value, int) or value.strip().isdigit() else 256
+    return number if number <= 255 else None
+
+
+def _cable_rate(st: _Build, width: str, pa: Rate | None, pb: Rate | None, ends: CableKey) -> Rate:
+    """The slower of the two ports' (width, speed); a port without a width takes the cable's.
+    Ends that disagree are counted for one summary note."""
+    ra = (pa[0] if pa[0] != rates.UNKNOWN else width, pa[1]) if pa else None
+    rb = (pb[0] if pb[0] != rates.UNKNOWN else width, pb[1]) if pb else None
+    if ra is None or rb is None:
+        return ra or rb or (width, rates.UNKNOWN)
+    if ra != rb:
         if not st.mismatches:
-            st.first_mismatch = f"{a}[{ap}]-{b}[{bp}] {speeds[0]} vs {speeds[1]}"
+            a, ap, b, bp = ends
+            st.first_mismatch = f"{a}[{ap}]-{b}[{bp}] {''.join(ra)} vs {''.join(rb)}"
         st.mismatches += 1
-    for guid, port, desc_key in ((a, ap, "source"), (b, bp, "destination")):
-        if st.fabric.kind_of(guid) is None:
-            _add_link_only_device(st, guid, port, entry, desc_key, where)
-    return Link.between(a, ap, b, bp, width, speed)
+        return rates.slower(ra, rb)
+    return ra
 
 
-def _add_port_only_cables(st: _Build, cables: dict[tuple[str, int, str, int], Link]) -> None:
-    """Cables both of whose ports name each other as peer but that the links endpoint left
-    out (UFM lists only some link states there): added, with one summary Note."""
+def _add_link_ends(
+    st: _Build, link: schema.Link, ends: CableKey, where: str, devices: set[str]
+) -> None:
+    a, ap, b, bp = ends
+    if a not in devices:
+        desc, dname = link.source_port_node_description, link.source_port_dname
+        _add_described_device(st, a, ap, desc, dname, f"appears only in UFM links ({where})")
+        devices.add(a)
+    if b not in devices:
+        desc, dname = link.destination_port_node_description, link.destination_port_dname
+        _add_described_device(st, b, bp, desc, dname, f"appears only in UFM links ({where})")
+        devices.add(b)
+
+
+def _add_port_only_cables(
+    st: _Build, cables: dict[CableKey, Rate], linked: set[tuple[str, int]]
+) -> None:
+    """Cables of ports that no link names, from the ports' peers (UFM lists only some link
+    states in ``resources/links``): added, with one summary Note. A peer that is no known
+    device is created from the port's peer node description, with a note, as a link end
+    without a port record is."""
     added = 0
-    for (guid, number), port in sorted(st.ports.items()):
-        if port.peer is None or st.fabric.kind_of(port.peer[0]) is None:
+    unlinked = st.rates.keys() - linked
+    rows = dict(zip(st.keys, range(len(st.keys)), strict=True)) if unlinked else {}
+    for guid, number in sorted(unlinked):
+        port = st.records[rows[guid, number]]
+        peer = _peer(port.peer, st.guids)
+        if peer is None:
             continue
-        link = Link.between(guid, number, *port.peer, port.width, port.speed)
-        key = (link.a_guid, link.a_port, link.b_guid, link.b_port)
+        if st.fabric.kind_of(peer[0]) is None:
+            origin = f"appears only as the peer of UFM port {guid}_{number}"
+            desc, dname = port.peer_node_description, port.peer_port_dname
+            _add_described_device(st, peer[0], peer[1], desc, dname, origin)
+        key = (guid, number, *peer) if (guid, number) <= peer else (*peer, guid, number)
         if key in cables:
             continue
-        other = st.ports.get(port.peer)
-        speed = rates.slower_speed(port.speed, other.speed) if other is not None else port.speed
-        cables[key] = Link.between(guid, number, *port.peer, port.width, speed)
+        own, other = st.rates[guid, number], st.rates.get(peer)
+        cables[key] = rates.slower(own, other) if other is not None else own
         added += 1
     if added:
         st.fabric.notes.append(
@@ -350,13 +500,29 @@ def _add_port_only_cables(st: _Build, cables: dict[tuple[str, int, str, int], Li
         )
 
 
-def _add_link_only_device(
-    st: _Build, guid: str, port: int, entry: Mapping[str, Any], end: str, where: str
+def _peer(value: str | None, guids: dict[str, str]) -> tuple[str, int] | None:
+    """``<guid>_<port>`` → (guid, port); ``N/A``, empty or odd values → None."""
+    text, sep, number = (value or "").strip().rpartition("_")
+    if not sep or not number.isdigit() or int(number) > 255:
+        return None
+    guid = guids.get(text)
+    if guid is None:
+        try:
+            guid = normalize_guid(text)
+        except ValueError:
+            return None
+        guid = guids[text] = guids.setdefault(guid, guid)
+    return guid, int(number)
+
+
+def _add_described_device(
+    st: _Build, guid: str, port: int, desc: str | None, dname: str | int | None, origin: str
 ) -> None:
-    """A link end with no port record: create it from what the link says, with a Note."""
-    desc = str(entry.get(f"{end}_port_node_description") or "").strip()
+    """A device UFM names without a port record of its own: created from the node
+    description the link (or the peer's port) gives for it, with a Note."""
+    desc = (desc or "").strip()
     sys = st.systems.get(guid)
-    dname = str(entry.get(f"{end}_port_dname") or port)
+    dname = str(dname if dname is not None else port)
     is_switch = (sys is not None and sys.type == "switch") or desc.endswith(f":{dname}")
     if is_switch:
         sw_desc = _switch_description(st, guid, guid) if sys else desc.rpartition(":")[0]
@@ -364,35 +530,41 @@ def _add_link_only_device(
     else:
         st.fabric.cas[guid] = Ca(guid, desc, port)
     st.fabric.notes.append(
-        Note(
-            "no-block",
-            guid,
-            f"{guid} ({desc!r}) appears only in UFM links ({where}); "
-            "created from the link's node description",
-        )
+        Note("no-block", guid, f"{guid} ({desc!r}) {origin}; created from its node description")
     )
 
 
+def _columns(cables: dict[CableKey, Rate]) -> Links:
+    """The cables as :class:`Links` columns, in (guid, port) order of their ends."""
+    keys = sorted(cables)
+    if not keys:
+        return Links()
+    a, a_port, b, b_port = map(list, zip(*keys, strict=True))
+    width, speed = map(list, zip(*map(cables.__getitem__, keys), strict=True))
+    return Links(a, a_port, b, b_port, width, speed)
+
+
 def _note_isolated(st: _Build) -> None:
-    linked = {g for link in st.fabric.links for g in (link.a_guid, link.b_guid)}
-    for guid in sorted(set(st.fabric.switches) | set(st.fabric.cas)):
-        if guid not in linked:
-            st.fabric.notes.append(Note("isolated", guid, f"{guid} has no active link"))
+    fab = st.fabric
+    linked = set(fab.links.a).union(fab.links.b)
+    for guid in sorted((fab.switches.keys() | fab.cas.keys()) - linked):
+        fab.notes.append(Note("isolated", guid, f"{guid} has no active link"))
 
 
-def _unhealthy_note(entry: Mapping[str, Any], where: str) -> Note:
-    guid = _guid(_field(entry, where, "UnhealthyGUID"), where)
-    node = str(entry.get("UnhealthyNode") or guid)
-    port = entry.get("UnhealthyPortNumber", entry.get("UnhealthyPort", "?"))
-    condition = entry.get("Condition") or "?"
+def _unhealthy_note(entry: schema.Unhealthy, where: str) -> Note:
+    guid = _guid(entry.UnhealthyGUID, where)
+    node = entry.UnhealthyNode or guid
+    port = next((p for p in (entry.UnhealthyPortNumber, entry.UnhealthyPort) if p is not None), "?")
+    condition = entry.Condition or "?"
     if isinstance(condition, list):
-        condition = ",".join(str(c) for c in condition)
-    peer = entry.get("PeerNode")
-    peer_text = f"; peer {peer} port {entry.get('PeerPortNumber', '?')}" if peer else ""
-    since = f" since {entry['StatusTime']}" if entry.get("StatusTime") else ""
+        condition = ",".join(condition)
+    peer = entry.PeerNode
+    peer_port = entry.PeerPortNumber if entry.PeerPortNumber is not None else "?"
+    peer_text = f"; peer {peer} port {peer_port}" if peer else ""
+    since = f" since {entry.StatusTime}" if entry.StatusTime else ""
     return Note(
         "unhealthy-port",
         guid,
         f"{node} port {port} is marked unhealthy in UFM ({condition}, "
-        f"{entry.get('State', '?')}){since}{peer_text}",
+        f"{entry.State or '?'}){since}{peer_text}",
     )

@@ -1,0 +1,339 @@
+"""UFM JSON → Fabric: real UFM answers (NVIDIA Selene, from the UFM SDK), rates taken from the
+ports, and every wrong shape of an answer as one error line naming the endpoint and the field.
+
+The byte-for-byte agreement with ibnetdiscover for the same fabric is pinned in test_ufm.py and
+test_ufm_cli.py; this file pins what the real answers settle and what bad answers must do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import real_fixture
+from tests.support.ufm_standin import Pki, StandinState, make_pki, serve, ufm_json_from_fabric
+from topograph_slurm.cli.main import main
+from topograph_slurm.collect import collect
+from topograph_slurm.collect.plan import CollectPlan
+from topograph_slurm.errors import Exit, ParseError
+from topograph_slurm.model.fabric import Fabric, Link
+from topograph_slurm.sources import sim
+from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
+from topograph_slurm.sources.ufm import ENDPOINTS, UfmResponses, fabric_from_ufm, snapshot_files
+from topograph_slurm.sources.ufm.responses import load_list
+from topograph_slurm.topology.naming import NamingPolicy, host_of, name_switches
+
+SELENE = {
+    "systems": "ufm/selene-ufm-rest-systems-switch-and-host-hdr.json",
+    "ports": "ufm/selene-ufm-rest-ports-switch-and-host-hdr.json",
+    "links": "ufm/selene-ufm-rest-links-1-switch-switch-hdr.json",
+}
+LEAF, SPINE, LEAF2 = "1c34da0300728606", "1c34da0300728a06", "0c42a103005de2f0"
+HOST_HCA, PEER_HCA = "0c42a10300280000", "0c42a103001b8256"
+USER, PASSWORD = "ufmadmin", "pa55-w0rd-XYZZY"
+
+
+def _selene() -> dict[str, Any]:
+    data: dict[str, Any] = {
+        key: json.loads(real_fixture(rel).read_text(encoding="utf-8"))
+        for key, rel in SELENE.items()
+    }
+    return data | {"unhealthy_ports": []}
+
+
+def _responses(data: dict[str, Any]) -> UfmResponses:
+    return UfmResponses(**{key: json.dumps(data[key]) for key in ENDPOINTS}, url="selene")
+
+
+# --------------------------------------------------------------------------------------------
+# Real answers
+
+
+def test_selene_answers_give_the_devices_and_cables_they_name() -> None:
+    """Counted by hand in the three files: 2 systems (the MQM8700 leaf SLG01-02 and the host
+    luna-0218), 2 ports (leaf port 1 → luna-0001 mlx5_10 port 1; luna-0218 mlx5_4 port 1 →
+    SLG02-07 port 6) and 1 link (SLG01-02 port 37 → SSPINE1-13 port 2). The samples were taken
+    apart from each other, so the link's ends and both ports' peers have no port record: each
+    such device is made from the node description UFM gives for it, with a note."""
+    fabric = fabric_from_ufm(_responses(_selene()))
+    assert sorted(fabric.switches) == sorted([LEAF, SPINE, LEAF2])
+    assert sorted(fabric.cas) == sorted([HOST_HCA, PEER_HCA])
+    assert sorted(fabric.links) == sorted(
+        [
+            Link.between(LEAF, 1, PEER_HCA, 1, "4x", "HDR"),
+            Link.between(HOST_HCA, 1, LEAF2, 6, "4x", "HDR"),
+            Link.between(LEAF, 37, SPINE, 2, "4x", "???"),  # neither port is in the sample
+        ]
+    )
+    assert sorted(n.guid for n in fabric.notes if n.kind == "no-block") == sorted(
+        [SPINE, LEAF2, PEER_HCA]
+    )
+    assert fabric.switches[LEAF].lid == 2  # the port's LID; the others have no port record
+
+
+def test_selene_names_come_out_as_ibnetdiscover_would_give_them() -> None:
+    """ibnetdiscover shows the leaf as ``MF0;SLG01-02:MQM8700/U1`` and the HCA by its node
+    description; UFM has ``system_name`` SLG01-02 + ``model`` MQM8700 (its ``name`` is the
+    GUID) and the port's ``node_description`` ``luna-0218 mlx5_4`` (the host system is named
+    luna-0218 too)."""
+    fabric = fabric_from_ufm(_responses(_selene()))
+    assert fabric.switches[LEAF].description == "MF0;SLG01-02:MQM8700/U1"
+    assert name_switches(fabric) == {LEAF: "SLG01-02", SPINE: "SSPINE1-13", LEAF2: "SLG02-07"}
+    policy = NamingPolicy()
+    hosts = {guid: host_of(ca.description, policy)[0] for guid, ca in fabric.cas.items()}
+    assert hosts == {HOST_HCA: "luna-0218", PEER_HCA: "luna-0001"}
+
+
+def test_a_link_takes_its_rate_from_the_ports_at_its_ends() -> None:
+    """UFM's links carry a width but no speed: the real link record, with port records at its
+    two ends made from the real switch port record, comes out at the ports' 4xHDR."""
+    data = _selene()
+    (link,) = data["links"]
+    switch_port = data["ports"][0]
+    data["ports"] = [
+        switch_port | {"guid": link["source_guid"], "number": 37, "peer": "N/A"},
+        switch_port | {"guid": link["destination_guid"], "number": 2, "peer": "N/A"},
+    ]
+    (cable,) = fabric_from_ufm(_responses(data)).links
+    assert (cable.width, cable.speed) == ("4x", "HDR")
+
+
+@pytest.mark.parametrize(
+    ("end", "rate"),
+    [
+        ({"active_speed": "EDR"}, ("4x", "EDR")),
+        ({"active_width": "1x", "active_speed": "NDR"}, ("1x", "NDR")),  # 100 < 200 Gb/s
+        ({"active_width": "N/A"}, ("4x", "HDR")),  # no width at the port: the link's
+    ],
+)
+def test_the_slower_end_wins_and_a_mismatch_is_noted(
+    end: dict[str, str], rate: tuple[str, str]
+) -> None:
+    data = _selene()
+    (link,) = data["links"]
+    switch_port = data["ports"][0] | {"peer": "N/A"}
+    data["ports"] = [
+        switch_port | {"guid": link["source_guid"], "number": 37},
+        switch_port | {"guid": link["destination_guid"], "number": 2} | end,
+    ]
+    fabric = fabric_from_ufm(_responses(data))
+    (cable,) = fabric.links
+    assert (cable.width, cable.speed) == rate
+    mismatch = [n.message for n in fabric.notes if n.kind == "link-mismatch"]
+    assert bool(mismatch) == (rate != ("4x", "HDR"))
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def _run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(
+        main, ["--config", os.devnull, *args], env=env or {}, catch_exceptions=False
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_generate_ufm_on_the_selene_answers_gives_a_topology(pki: Pki) -> None:
+    """The real answers served by the loopback stand-in, through the real client and CLI."""
+    state = StandinState(_selene(), username=USER, password=PASSWORD)
+    env = {"UFM_USERNAME": USER, "UFM_PASSWORD": PASSWORD, "UFM_TOKEN": ""}
+    with serve(pki, state) as running:
+        args = ["generate", "--ufm", running.url, "--ufm-ca-bundle", str(pki.ca)]
+        code, out, err = _run([*args, "--format", "tree"], env)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line and not line.startswith("#")]
+    assert lines == ["SwitchName=SLG01-02 Nodes=luna-0001", "SwitchName=SLG02-07 Nodes=luna-0218"]
+
+
+# --------------------------------------------------------------------------------------------
+# Bad shapes: one ParseError (exit 3) naming the endpoint, the entry and the field
+
+
+@pytest.fixture(scope="module")
+def small() -> dict[str, Any]:
+    text = sim.generate_ibnetdiscover(sim.parse_sim_spec("nodes=8,rails=2,su=4"))
+    return ufm_json_from_fabric(parse_ibnetdiscover(text, "sim"))
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+#: (endpoint, field of entry 0, raw JSON value, words the message must hold)
+BAD_FIELDS = [
+    ("ports", "capabilities", _deep(1000), "JSON nested deeper than 32 levels"),
+    ("links", "cable_info", _deep(100_000), "JSON nested deeper than 32 levels"),
+    ("ports", "node_description", _deep(1000), "expected string | null, got list"),
+    ("links", "source_guid", '["0x1"]', "expected string, got list"),
+    ("ports", "guid", "{}", "got object"),
+    ("ports", "number", '"one"', "bad port number 'one'"),
+    ("ports", "number", "1" + "0" * 40, "expected integer <= 255"),
+    ("ports", "number", "256", "<= 255"),
+    ("ports", "number", "1.5", "got number"),
+    ("ports", "lid", str(2**70), "expected integer <= 65535"),
+    ("ports", "lid", "-1", "expected integer >= 0"),
+    ("links", "source_port", '"999"', "bad port number '999'"),
+    ("links", "source_port", "true", "got boolean"),
+    ("links", "destination_guid", "null", "got null"),
+    ("systems", "type", "null", "got null"),
+    ("systems", "system_name", "7", "got integer"),
+    ("unhealthy_ports", "Condition", '[["HIGH_BER"]]', "expected string, got list"),
+    ("ports", "active_speed", "1e400", "out of range"),
+    ("ports", "guid", '"not-hex"', "bad GUID 'not-hex'"),
+]
+
+
+def _with_field(data: dict[str, Any], endpoint: str, name: str, raw: str) -> UfmResponses:
+    """The answers with entry 0's *name* of *endpoint* replaced by the raw JSON *raw*."""
+    texts = {key: json.dumps(data[key]) for key in ENDPOINTS}
+    if not data[endpoint]:
+        data = data | {endpoint: [{"UnhealthyGUID": "0x1", "UnhealthyPortNumber": 1}]}
+    entries = [json.dumps(e) for e in data[endpoint]]
+    first = {k: v for k, v in data[endpoint][0].items() if k != name}
+    entries[0] = json.dumps(first)[:-1] + f', "{name}": {raw}}}'
+    texts[endpoint] = "[" + ", ".join(entries) + "]"
+    return UfmResponses(**texts, url="ufm")
+
+
+def _id(case: tuple[str, str, str, str]) -> str:
+    endpoint, name, raw, _ = case
+    return f"{endpoint}.{name}={raw[:12]}{'...' if len(raw) > 12 else ''}"
+
+
+@pytest.mark.parametrize(("endpoint", "name", "raw", "words"), BAD_FIELDS, ids=map(_id, BAD_FIELDS))
+def test_a_wrong_field_is_one_error_naming_endpoint_and_field(
+    small: dict[str, Any], endpoint: str, name: str, raw: str, words: str
+) -> None:
+    with pytest.raises(ParseError) as err:
+        fabric_from_ufm(_with_field(small, endpoint, name, raw))
+    message = str(err.value)
+    assert message.startswith(f"ufm/{endpoint}[0]: ") and name in message, message
+    assert words in message and "\n" not in message and len(message) < 300, message
+    assert err.value.exit_code == Exit.INPUT
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "text", "words"),
+    [
+        ("ports", "[null]", "ufm/ports[0]: entry is a JSON null, not an object"),
+        ("links", "[[]]", "ufm/links[0]: entry is a JSON list, not an object"),
+        ("systems", '{"a": 1}', "ufm/systems: expected a JSON list, got a JSON object"),
+        ("systems", '"text"', "ufm/systems: expected a JSON list, got a JSON string"),
+        ("ports", _deep(1000), "ufm/ports[0]: entry is a JSON list, not an object"),
+        ("ports", f'[{{"x": {_deep(1000)}}}]', "ufm/ports[0]: field 'x': JSON nested deeper"),
+        ("links", '[{"source_guid": "1', "ufm/links:1: invalid JSON (truncated?)"),
+        ("links", '[{"x": 1}]', "ufm/links[0]: missing field 'source_guid'"),
+        ("systems", '[{"type": "switch"}]', "ufm/systems[0]: missing field 'system_guid'"),
+        ("links", "[]\n [2]", "ufm/links:2: invalid JSON: trailing characters at column"),
+    ],
+)
+def test_a_wrong_answer_is_one_error(
+    small: dict[str, Any], endpoint: str, text: str, words: str
+) -> None:
+    """What the answer as a whole can get wrong; the line and column are the text's."""
+    texts = {key: json.dumps(small[key]) for key in ENDPOINTS} | {endpoint: text}
+    with pytest.raises(ParseError) as err:
+        fabric_from_ufm(UfmResponses(**texts, url="ufm"))
+    assert str(err.value).startswith(words), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_the_client_check_survives_deep_nesting() -> None:
+    """``load_list`` is what the client runs on every fetched body."""
+    with pytest.raises(ParseError, match=r"^UFM x\[0\]: JSON nested deeper than 32 levels"):
+        load_list(_deep(5000), "UFM x")
+    assert len(load_list('[{"a": [1, {"b": 2}]}, 3]', "UFM x")) == 2
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "snap"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "name", "raw", "words"), BAD_FIELDS[:3], ids=map(_id, BAD_FIELDS[:3])
+)
+def test_generate_on_a_bad_snapshot_exits_3_with_one_line(
+    small: dict[str, Any], snapshot: Path, endpoint: str, name: str, raw: str, words: str
+) -> None:
+    files = snapshot_files(_with_field(small, endpoint, name, raw))
+    collect(CollectPlan(nodes=[]), snapshot, extra_files=files, extra_manifest={})
+    code, out, err = _run(["generate", "--snapshot", str(snapshot)])
+    assert code == Exit.INPUT, err
+    (line,) = err.splitlines()
+    assert line.startswith("topograph-slurm: error: ") and words in line and name in line
+    assert out == ""
+
+
+# --------------------------------------------------------------------------------------------
+# Any value anywhere: a Fabric or one ParseError, never another exception
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+FIELDS = {
+    "systems": ["system_guid", "guid", "type", "system_name", "model", "description"],
+    "ports": [
+        "guid",
+        "number",
+        "name",
+        "description",
+        "node_description",
+        "systemID",
+        "lid",
+        "active_speed",
+        "active_width",
+        "peer",
+        "peer_node_description",
+        "peer_port_dname",
+    ],
+    "links": [
+        "source_guid",
+        "source_port",
+        "destination_guid",
+        "destination_port",
+        "width",
+        "source_port_node_description",
+        "destination_port_dname",
+    ],
+}
+
+
+@settings(
+    max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    endpoint=st.sampled_from(sorted(FIELDS)),
+    data=st.data(),
+    value=JSON,
+)
+def test_any_value_in_any_field_is_a_fabric_or_one_parse_error(
+    small: dict[str, Any], endpoint: str, data: st.DataObject, value: object
+) -> None:
+    name = data.draw(st.sampled_from(FIELDS[endpoint]))
+    index = data.draw(st.integers(0, len(small[endpoint]) - 1))
+    changed = small | {endpoint: list(small[endpoint])}
+    changed[endpoint][index] = changed[endpoint][index] | {name: value}
+    texts = {key: json.dumps(changed[key]) for key in ENDPOINTS}
+    try:
+        fabric = fabric_from_ufm(UfmResponses(**texts, url="ufm"))
+    except ParseError as err:
+        assert "\n" not in str(err) and str(err).startswith(f"ufm/{endpoint}")
+        return
+    assert isinstance(fabric, Fabric) and fabric.cas
