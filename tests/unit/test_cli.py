@@ -295,3 +295,13 @@ def test_a_broken_topology_template_is_a_config_error(tmp_path: Path) -> None:
     result = run("generate", "--sim", "demo", "--templates", str(tmp_path))
     assert result.exit_code == Exit.CONFIG, result.output
     assert "topology.conf.tree.j2" in _one_error_line(result)
+
+
+def test_an_in_process_caller_gets_the_exit_code_back() -> None:
+    """benchmarks/bench_parse.py calls main(standalone_mode=False): it must return, not exit."""
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        code = main(["--config", os.devnull, "generate", "--sim", "demo"], standalone_mode=False)
+    assert code == 0 and "SwitchName=" in out.getvalue()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any, NoReturn, cast
+from typing import Any, cast
 
 import click
 
@@ -48,11 +48,14 @@ class Cli(click.Group):
 
     def main(  # type: ignore[override]
         self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
-    ) -> NoReturn:
+    ) -> Any:
         """click's ``main`` with its own error display replaced: a usage error is one line
         (``topograph-slurm: error: …; see '… --help'``), not click's three. ``--help`` and
-        ``--version`` are untouched (they exit inside click)."""
-        extra.pop("standalone_mode", None)
+        ``--version`` are untouched (they exit inside click). An in-process caller that asks
+        for ``standalone_mode=False`` gets click's own behaviour: the result, or the exception.
+        """
+        if not extra.pop("standalone_mode", True):
+            return super().main(args, prog_name, standalone_mode=False, **extra)
         try:
             code = super().main(args, prog_name, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as err:  # bare `topograph-slurm`: the help
