@@ -163,7 +163,7 @@ def naming_policy(settings: Settings) -> NamingPolicy:
     return policy
 
 
-def _wants_nvlink(settings: Settings, snapshot: Snapshot | None) -> bool:
+def wants_nvlink(settings: Settings, snapshot: Snapshot | None) -> bool:
     """Blocks from NVLink domains when asked, or (auto) when a snapshot has GPU fabric data."""
     has_gpus = snapshot is not None and any(n.gpus for n in snapshot.nodes.values())
     if settings.block_source == "nvlink" and not has_gpus:
@@ -176,7 +176,7 @@ def choose_blocks(
 ) -> BlockTopology | None:
     """NVLink-domain blocks (ordered by the IB tree when there is one), IB unit blocks, or
     None when neither source places a node."""
-    if not _wants_nvlink(settings, inputs.snapshot):
+    if not wants_nvlink(settings, inputs.snapshot):
         return ib_blocks(analysis, version, settings.block_sizes) if analysis.node_count else None
     from topograph_slurm.sources.layout import load_layout
     from topograph_slurm.topology.clique import domain_results
@@ -229,7 +229,7 @@ def _yaml(
         render_topology_yaml,
     )
 
-    nvlink = _wants_nvlink(settings, inputs.snapshot)
+    nvlink = wants_nvlink(settings, inputs.snapshot)
     topologies = _topologies(settings, analysis, blocks, nvlink)
     default = settings.yaml_default or topologies[0].name
     text = render_topology_yaml(env, topologies, default, version)

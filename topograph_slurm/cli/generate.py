@@ -12,9 +12,8 @@ from typing import Any
 import click
 
 from topograph_slurm import pipeline
-from topograph_slurm.cli.options import log, ufm_options, warn
+from topograph_slurm.cli.options import fabric_options, log, parse_rewrites, warn
 from topograph_slurm.config import (
-    RewriteRule,
     Settings,
     choices_metavar,
     load_settings,
@@ -22,13 +21,6 @@ from topograph_slurm.config import (
 )
 from topograph_slurm.errors import Exit, InputError
 from topograph_slurm.render.environment import environment
-
-
-def _parse_rewrite(value: str) -> RewriteRule:
-    pattern, sep, replacement = value.partition("=>")
-    if not sep:
-        raise click.BadParameter(f"expected PATTERN=>REPLACEMENT, got {value!r}")
-    return RewriteRule(pattern, replacement)
 
 
 def _parse_sizes(value: str | None) -> list[int] | None:
@@ -94,38 +86,7 @@ def _write(
 
 
 @click.command()
-@click.option(
-    "--ibnetdiscover",
-    metavar="FILE",
-    help="Saved ibnetdiscover output ('-' = stdin). Without a source, the live ibnetdiscover runs.",
-)
-@click.option(
-    "--sim",
-    metavar="SPEC",
-    help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo'.",
-)
-@ufm_options("Ask NVIDIA UFM's REST API for the fabric (https://host).")
-@click.option(
-    "--node-name-map", metavar="FILE", help='OpenSM node-name map: 0x<guid> "<name>" per line.'
-)
-@click.option(
-    "--rewrite",
-    "rewrites",
-    metavar="PATTERN=>REPL",
-    multiple=True,
-    help="Regex rewrite of HCA descriptions before the host is taken (repeatable).",
-)
-@click.option(
-    "--hcas",
-    metavar="REGEX",
-    help="HCA names that are compute rails, e.g. 'mlx5_[0-7]'; others (storage HCAs) are "
-    "excluded with a reason. Default: all.",
-)
-@click.option(
-    "--slurm-nodes",
-    metavar="HOSTLIST|scontrol",
-    help="Only these hosts become nodes; 'scontrol' asks Slurm.",
-)
+@fabric_options
 @click.option(
     "--format",
     "fmt",
@@ -183,12 +144,6 @@ def _write(
     "plugstack line) into DIR from the config's 'filter' facts and this fabric.",
 )
 @click.option(
-    "--snapshot",
-    metavar="DIR",
-    help="Build from a `collect` snapshot: its UFM answers or ibnetdiscover output, and the "
-    "NVLink domains of its nvidia-smi outputs.",
-)
-@click.option(
     "--block-source",
     metavar=choices_metavar("block_source"),
     help="Blocks from NVLink domains (snapshot), IB scalable units, or auto (default: NVLink "
@@ -240,7 +195,7 @@ def generate(
     """
     settings = override(
         load_settings(ctx.obj["config_file"]),
-        rewrites=[_parse_rewrite(value) for value in rewrites],
+        rewrites=parse_rewrites(rewrites),
         block_sizes=_parse_sizes(block_sizes),
         format=fmt,
         **flags,

@@ -22,6 +22,8 @@ _LAZY_COMMANDS = {
     "generate": ("topograph_slurm.cli.generate", "generate"),
     "collect": ("topograph_slurm.cli.collect", "collect"),
     "spank": ("topograph_slurm.cli.spank", "spank"),
+    "explain": ("topograph_slurm.cli.placement", "explain"),
+    "order": ("topograph_slurm.cli.placement", "order"),
 }
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
+
+from topograph_slurm.config import RewriteRule
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -71,3 +73,67 @@ def log(ctx: click.Context, message: str) -> None:
     """A progress line on stderr, unless ``-q``."""
     if not ctx.obj.get("quiet"):
         click.echo(message, err=True)
+
+
+def parse_rewrites(values: Sequence[str]) -> list[RewriteRule]:
+    """``--rewrite PATTERN=>REPL`` values as rules (the pattern is checked with the settings)."""
+    rules = []
+    for value in values:
+        pattern, sep, replacement = value.partition("=>")
+        if not sep:
+            raise click.BadParameter(f"expected PATTERN=>REPLACEMENT, got {value!r}")
+        rules.append(RewriteRule(pattern, replacement))
+    return rules
+
+
+_FABRIC_OPTIONS = [
+    click.option(
+        "--ibnetdiscover",
+        metavar="FILE",
+        help="Saved ibnetdiscover output ('-' = stdin). Without a source, the live "
+        "ibnetdiscover runs.",
+    ),
+    click.option(
+        "--sim",
+        metavar="SPEC",
+        help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo'.",
+    ),
+    click.option(
+        "--node-name-map", metavar="FILE", help='OpenSM node-name map: 0x<guid> "<name>" per line.'
+    ),
+    click.option(
+        "--rewrite",
+        "rewrites",
+        metavar="PATTERN=>REPL",
+        multiple=True,
+        help="Regex rewrite of HCA descriptions before the host is taken (repeatable).",
+    ),
+    click.option(
+        "--hcas",
+        metavar="REGEX",
+        help="HCA names that are compute rails, e.g. 'mlx5_[0-7]'; others (storage HCAs) are "
+        "excluded with a reason. Default: all.",
+    ),
+    click.option(
+        "--slurm-nodes",
+        metavar="HOSTLIST|scontrol",
+        help="Only these hosts become nodes; 'scontrol' asks Slurm.",
+    ),
+    click.option(
+        "--snapshot",
+        metavar="DIR",
+        help="Build from a `collect` snapshot: its UFM answers or ibnetdiscover output, and the "
+        "NVLink domains of its nvidia-smi outputs.",
+    ),
+]
+
+
+def fabric_options(func: F) -> F:
+    """The fabric source flags every command that reads a fabric shares: a saved or live
+    ibnetdiscover, a simulation, UFM, a snapshot, and how HCAs become nodes."""
+    for option in reversed(_FABRIC_OPTIONS[2:]):
+        func = option(func)
+    func = ufm_options("Ask NVIDIA UFM's REST API for the fabric (https://host).")(func)
+    for option in reversed(_FABRIC_OPTIONS[:2]):
+        func = option(func)
+    return func

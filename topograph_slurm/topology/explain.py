@@ -8,7 +8,8 @@ prolog, a launcher or CI can act on it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from topograph_slurm.model import rates
@@ -19,7 +20,8 @@ from topograph_slurm.model.placement import (
     FabricMap,
     ParallelLayout,
 )
-from topograph_slurm.model.result import Finding
+from topograph_slurm.model.result import Analysis, Finding
+from topograph_slurm.topology.health import KIND_DEGRADED, is_below, rate_norm
 from topograph_slurm.topology.placement import (
     KindSpans,
     home_level,
@@ -154,11 +156,46 @@ def problems_by_subject(findings: Sequence[Finding]) -> dict[str, list[Finding]]
     return by
 
 
-def rails_rates(
-    rails: Mapping[str, list[tuple[str, str]]], link_rate: Mapping[str, tuple[str, str]]
-) -> dict[str, list[tuple[str, str]]]:
-    """Each node's rail rates from its (HCA GUID, leaf GUID) rails and a rate per HCA GUID."""
-    return {
-        node: [link_rate[hca] for hca, _leaf in hcas if hca in link_rate]
-        for node, hcas in rails.items()
+def path_facts(
+    analysis: Analysis, findings: Sequence[Finding] = (), nvlink_domains: bool = False
+) -> PathFacts:
+    """The rates of every node's rails and every leaf's uplinks, read off the fabric, and the
+    problems on them: the analysis' and *findings* (a snapshot's), plus every rail or uplink
+    that runs below the fabric's norm."""
+    hca_rate, uplinks = _link_rates(analysis)
+    rails = {
+        node: [hca_rate[hca] for hca, _leaf in hcas if hca in hca_rate]
+        for node, hcas in analysis.hosts.rails.items()
     }
+    problems = problems_by_subject([*analysis.findings, *findings])
+    links = analysis.fabric.links
+    norm = rate_norm(Counter(zip(links.width, links.speed, strict=True)))
+    if norm is not None:
+        for subject, what, measured in [
+            *((node, "a rail", node_rates) for node, node_rates in rails.items()),
+            *((leaf, "an uplink", leaf_rates) for leaf, leaf_rates in uplinks.items()),
+        ]:
+            slow = sorted({rate for rate in measured if is_below(rate, norm)})
+            if slow:
+                message = f"{what} runs at {slow[0][0]}{slow[0][1]}, the norm is {''.join(norm)}"
+                problems.setdefault(subject, []).append(Finding(KIND_DEGRADED, subject, message))
+    return PathFacts(rails, uplinks, problems, nvlink_domains)
+
+
+def _link_rates(
+    analysis: Analysis,
+) -> tuple[dict[str, tuple[str, str]], dict[str, list[tuple[str, str]]]]:
+    """(width, speed) of each rail by HCA GUID, and of each leaf's cables to other switches."""
+    rails = {hca for hcas in analysis.hosts.rails.values() for hca, _leaf in hcas}
+    leaf_of = {switch: leaf.name for leaf in analysis.tree.leaves for switch in leaf.switches}
+    switches = analysis.fabric.switches
+    hca_rate: dict[str, tuple[str, str]] = {}
+    uplinks: dict[str, list[tuple[str, str]]] = {}
+    for link in analysis.fabric.links:
+        rate = (link.width, link.speed)
+        for end, other in ((link.a_guid, link.b_guid), (link.b_guid, link.a_guid)):
+            if end in rails:
+                hca_rate[end] = rate
+            elif end in leaf_of and other in switches and leaf_of.get(other) != leaf_of[end]:
+                uplinks.setdefault(leaf_of[end], []).append(rate)
+    return hca_rate, uplinks

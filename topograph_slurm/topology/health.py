@@ -29,6 +29,20 @@ def _label(fabric: Fabric, names: Mapping[str, str], guid: str, port: int) -> st
     return f"{ca.description if ca else guid}/{port}"
 
 
+def rate_norm(rates: Mapping[tuple[str, str], int]) -> tuple[str, str] | None:
+    """The fabric's norm: the most common known (width, speed) of *rates* (rate -> links)."""
+    rated = {rate: n for rate, n in rates.items() if is_rated(*rate)}
+    return max(rated, key=lambda rate: (rated[rate], rate)) if rated else None
+
+
+def is_below(rate: tuple[str, str], norm: tuple[str, str]) -> bool:
+    """Narrower or slower than the norm (a known rate only)."""
+    width, speed = rate
+    return is_rated(width, speed) and (
+        lanes(width) < lanes(norm[0]) or speed_rank(speed) < speed_rank(norm[1])
+    )
+
+
 def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Finding]:
     """Links narrower or slower than the fabric's most common width and speed.
 
@@ -39,15 +53,11 @@ def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Find
     if len(set(links.width)) <= 1 and len(set(links.speed)) <= 1:
         return []  # one rate throughout, the usual fabric: two set passes, no pairs counted
     rates = Counter(zip(links.width, links.speed, strict=True))
-    rated = {rate: n for rate, n in rates.items() if is_rated(*rate)}
-    if not rated:
+    norm = rate_norm(rates)
+    if norm is None:
         return []
-    norm_width, norm_speed = max(rated, key=lambda rate: (rated[rate], rate))
-    slow = {
-        (width, speed)
-        for width, speed in rated
-        if lanes(width) < lanes(norm_width) or speed_rank(speed) < speed_rank(norm_speed)
-    }
+    norm_width, norm_speed = norm
+    slow = {rate for rate in rates if is_below(rate, norm)}
     if not slow:
         return []
     is_slow = map(slow.__contains__, zip(links.width, links.speed, strict=True))

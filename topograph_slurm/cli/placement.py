@@ -1,0 +1,177 @@
+"""``topograph-slurm explain`` and ``order``: a job's parallel groups against the fabric, and a
+node order that keeps each kind of group on its fastest links."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from topograph_slurm.cli.options import fabric_options, parse_rewrites, warn
+from topograph_slurm.config import load_settings, override
+from topograph_slurm.errors import Exit, InputError, UsageError
+from topograph_slurm.fabric_view import FabricView, from_settings
+from topograph_slurm.model import names
+from topograph_slurm.model.placement import MEGATRON_ORDER, ParallelLayout
+from topograph_slurm.render.environment import environment
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_JOB_OPTIONS = [
+    click.option("--nodes", "hostlist", metavar="HOSTLIST", help="The job's nodes."),
+    click.option(
+        "--hostfile",
+        metavar="FILE",
+        help="The node order ranks are laid on: one node per line (repeats fold), as a "
+        "SLURM_HOSTFILE, MPI hostfile or `order` output; default: the --nodes order.",
+    ),
+    click.option(
+        "--gpus-per-node",
+        type=int,
+        metavar="N",
+        help="GPUs (ranks) per node; default: measured in the snapshot, or the simulation's.",
+    ),
+    click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel size."),
+    click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel size."),
+    click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel size."),
+    click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel size."),
+    click.option(
+        "--order",
+        "rank_order",
+        default=MEGATRON_ORDER,
+        show_default=True,
+        help="The launcher's rank order, fastest-varying kind first (Megatron-Core's string); "
+        "DP is what the other sizes leave.",
+    ),
+    click.option(
+        "--topology",
+        metavar="FILE",
+        help="The topology.conf or topology.yaml Slurm runs (places only; a fabric source "
+        "adds link rates and health).",
+    ),
+]
+
+
+def job_options(func: F) -> F:
+    for option in reversed(_JOB_OPTIONS):
+        func = option(func)
+    return fabric_options(func)
+
+
+def _node_order(hostlist: str | None, hostfile: str | None) -> list[str]:
+    if hostfile:
+        try:
+            lines = Path(hostfile).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as err:
+            raise InputError(f"cannot read hostfile {hostfile}: {err}") from None
+        order = [line.split()[0] for line in lines if line.strip() and not line.startswith("#")]
+        names.check(order, "node", f"hostfile {hostfile}")
+        return list(dict.fromkeys(order))
+    if not hostlist:
+        raise UsageError("give the job's nodes: --nodes HOSTLIST or --hostfile FILE")
+    return names.expand(hostlist, "--nodes", UsageError)
+
+
+def _prepare(
+    ctx: click.Context, flags: dict[str, Any]
+) -> tuple[FabricView, list[str], int, ParallelLayout]:
+    """Settings, the fabric view, the node order, GPUs per node and the layout."""
+    job = {
+        key: flags.pop(key)
+        for key in (
+            "hostlist",
+            "hostfile",
+            "gpus_per_node",
+            "tp",
+            "pp",
+            "cp",
+            "ep",
+            "rank_order",
+            "topology",
+        )
+    }
+    rewrites = flags.pop("rewrites")
+    settings = override(
+        load_settings(ctx.obj["config_file"]), rewrites=parse_rewrites(rewrites), **flags
+    )
+    view = from_settings(settings, job["topology"], warn)
+    order = _node_order(job["hostlist"], job["hostfile"])
+    gpus = job["gpus_per_node"] or view.gpus_per_node
+    if not gpus or gpus < 1:
+        raise UsageError("--gpus-per-node is needed: the fabric source does not say")
+    layout = ParallelLayout.for_world(
+        len(order) * gpus, job["tp"], job["pp"], job["cp"], job["ep"], job["rank_order"]
+    )
+    return view, order, gpus, layout
+
+
+@click.command()
+@job_options
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@click.pass_context
+def explain(ctx: click.Context, /, as_json: bool, **flags: Any) -> None:
+    """Where a job's TP, CP, EP, DP and PP groups sit on the fabric.
+
+    Per kind of group: how many groups cross each fabric level (node, NVLink domain/block,
+    leaf, spine levels, island), the slowest link on the worst group's path, and anything
+    unhealthy on it. Exit 0 when every TP group is inside the fastest domain that can hold it,
+    1 when some cross (for a job prolog, a launcher check or CI).
+
+    \b
+    Examples:
+      topograph-slurm explain --sim demo --nodes 'gpu[0001-0004]' --tp 16
+      topograph-slurm explain --topology /etc/slurm/topology.conf --nodes "$SLURM_JOB_NODELIST" \\
+          --gpus-per-node 8 --tp 8 --pp 4
+    """
+    from topograph_slurm.render.placement import render_explanation
+    from topograph_slurm.topology.explain import explain as explain_job
+
+    view, order, gpus, layout = _prepare(ctx, flags)
+    result = explain_job(layout, order, gpus, view.fmap, view.facts)
+    env = environment(None)
+    click.echo(render_explanation(env, result, "json" if as_json else "text"), nl=False)
+    ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)
+
+
+@click.command()
+@job_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["plain", "slurm-hostfile", "torchrun", "mpi"]),
+    default="plain",
+    show_default=True,
+    help="plain (a node per line), slurm-hostfile (a line per task, for SLURM_HOSTFILE with "
+    "srun --distribution=arbitrary inside an allocation), torchrun (host and --node-rank), mpi "
+    "(host slots=N).",
+)
+@click.pass_context
+def order(ctx: click.Context, /, fmt: str, **flags: Any) -> None:
+    """A node order that keeps each TP group inside one node or NVLink domain, each pipeline
+    inside one leaf or block where it fits, and DP outermost; nodes with health findings last.
+
+    Never worse than the order given (--nodes or --hostfile) on how many groups cross each
+    level. Exit 1 when even the best order leaves TP groups crossing their fastest domain (it
+    is printed anyway), with the reason on stderr.
+
+    \b
+    Examples:
+      topograph-slurm order --sim demo --nodes 'gpu[0001-0008]' --tp 16 --pp 2
+      topograph-slurm order --topology topology.conf --nodes "$SLURM_JOB_NODELIST" \\
+          --gpus-per-node 8 --tp 16 --format slurm-hostfile > hosts
+      SLURM_HOSTFILE=hosts srun --distribution=arbitrary -n "$SLURM_NTASKS" ...
+    """
+    from topograph_slurm.render.placement import render_order
+    from topograph_slurm.topology.explain import explain as explain_job
+    from topograph_slurm.topology.order import best_order
+
+    view, given, gpus, layout = _prepare(ctx, flags)
+    unhealthy = set(view.facts.problems) if view.facts else set()
+    chosen = best_order(layout, given, gpus, view.fmap, unhealthy)
+    result = explain_job(layout, chosen.nodes, gpus, view.fmap, view.facts)
+    click.echo(render_order(environment(None), fmt, chosen.nodes, gpus), nl=False)
+    if not result.tp_inside:
+        warn(f"this allocation cannot keep TP inside: {result.verdict}; printed the best order")
+    ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)

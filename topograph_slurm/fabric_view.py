@@ -1,0 +1,89 @@
+"""The fabric as ``explain`` and ``order`` see it: every node's place (node, NVLink domain or
+block, leaf, spine levels, island), and what the fabric knows about the links between them.
+
+It comes from one of two places. A fabric source (``--sim``, ``--ibnetdiscover``,
+``--snapshot``, ``--ufm``) is analysed as ``generate`` would analyse it: the tree gives leaves
+and spines, a snapshot's NVLink domains give the domain level, and the links give rates and
+health. A topology file Slurm runs (``--topology topology.conf|topology.yaml``) gives the places
+only: no rates, no health.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from topograph_slurm import pipeline
+from topograph_slurm.config import Settings
+from topograph_slurm.errors import UsageError
+from topograph_slurm.model.placement import FabricMap
+from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.topology.analysis import analyse
+from topograph_slurm.topology.explain import PathFacts, path_facts
+from topograph_slurm.topology.gpus import typical_gpus
+from topograph_slurm.topology.placement import fabric_map
+
+#: The fabric sources a view may be built from, as Settings names them.
+FABRIC_SOURCES = ("sim", "ibnetdiscover", "snapshot", "ufm")
+
+
+@dataclass(slots=True)
+class FabricView:
+    """Places, the path facts when a fabric was read, and GPUs per node when it says."""
+
+    fmap: FabricMap
+    facts: PathFacts | None = None
+    gpus_per_node: int = 0
+
+
+def from_settings(settings: Settings, topology: str | None, warn: pipeline.Warn) -> FabricView:
+    """A view from the one fabric source or topology file *settings* and *topology* name."""
+    sources = [key for key in FABRIC_SOURCES if getattr(settings, key)]
+    if topology and sources:
+        raise UsageError(f"give --topology or --{sources[0]}, not both")
+    if topology:
+        return from_topology_file(Path(topology))
+    if not sources:
+        raise UsageError(
+            "say where the fabric is: --topology FILE, or a fabric source "
+            "(--sim, --ibnetdiscover, --snapshot, --ufm)"
+        )
+    return from_fabric(settings, warn)
+
+
+def from_fabric(settings: Settings, warn: pipeline.Warn) -> FabricView:
+    """Analyse the fabric source as ``generate`` does; NVLink blocks when a snapshot has them."""
+    inputs = pipeline.load_inputs(settings, warn)
+    analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
+    nvlink = pipeline.wants_nvlink(settings, inputs.snapshot)
+    version = SlurmVersion.parse(settings.slurm_version)
+    blocks = pipeline.choose_blocks(settings, inputs, analysis, version) if nvlink else None
+    snapshot = inputs.snapshot
+    findings = [*snapshot.findings, *(blocks.findings if blocks else [])] if snapshot else []
+    node_gpus = (
+        {name: node.topology.gpu_count for name, node in snapshot.nodes.items() if node.topology}
+        if snapshot
+        else {}
+    )
+    return FabricView(
+        fabric_map(analysis.tree if analysis.node_count else None, blocks, inputs.fabric.source),
+        path_facts(analysis, findings, nvlink_domains=nvlink),
+        typical_gpus(node_gpus) or _sim_gpus(settings),
+    )
+
+
+def _sim_gpus(settings: Settings) -> int:
+    if not settings.sim:
+        return 0
+    from topograph_slurm.sources import sim
+
+    spec = pipeline.DEMO_SIM if settings.sim == "demo" else settings.sim
+    return sim.parse_sim_spec(spec).gpus
+
+
+def from_topology_file(path: Path) -> FabricView:
+    """Places from a topology.conf or topology.yaml that Slurm runs (blocks, or a tree)."""
+    from topograph_slurm.sources.layout import load_topology
+
+    tree, blocks = load_topology(path)
+    return FabricView(fabric_map(tree, blocks, str(path)))

@@ -1,0 +1,67 @@
+"""What ``explain`` prints (text and JSON) and the node orders ``order`` writes, as template
+contexts; the syntax of each launcher's hostfile lives in ``templates/order.*.j2``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jinja2
+
+from topograph_slurm.model.placement import LEVEL_DOMAIN, LEVEL_NODE
+from topograph_slurm.render.environment import printable, render
+from topograph_slurm.topology.explain import Explanation
+
+#: ``order --format``: the template of each node-order format.
+ORDER_FORMATS = {
+    "plain": "order.plain.j2",
+    "slurm-hostfile": "order.slurm-hostfile.j2",
+    "torchrun": "order.torchrun.j2",
+    "mpi": "order.mpi.j2",
+}
+_LEVEL_WORDS = {LEVEL_NODE: "one node", LEVEL_DOMAIN: "one NVLink domain/block"}
+
+
+def explanation_data(result: Explanation) -> dict[str, Any]:
+    """The explanation as plain data: the JSON report, and the text template's context."""
+    layout = result.layout
+    return {
+        "layout": {kind: layout.size(kind) for kind in layout.order}
+        | {"order": "-".join(layout.order)},
+        "gpus_per_node": result.gpus_per_node,
+        "nodes": result.nodes,
+        "levels": result.levels,
+        "tp_home": result.tp_home,
+        "tp_inside": result.tp_inside,
+        "verdict": result.verdict,
+        "kinds": {
+            kind: {
+                "size": report.spans.size,
+                "groups": report.spans.groups,
+                "span": report.spans.by_level,
+                "crossing": {
+                    level: report.spans.crossing(level, result.levels)
+                    for level in result.levels[:-1]
+                },
+                "worst_level": report.spans.worst_level,
+                "worst_nodes": report.spans.worst_nodes,
+                "worst_link": report.worst_link,
+                "troubles": [
+                    {"kind": f.kind, "subject": f.subject, "message": f.message}
+                    for f in report.troubles
+                ],
+            }
+            for kind, report in result.kinds.items()
+        },
+    }
+
+
+def render_explanation(env: jinja2.Environment, result: Explanation, fmt: str) -> str:
+    data = explanation_data(result)
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    return render(env.overlay(finalize=printable), "explain.txt.j2", words=_LEVEL_WORDS, **data)
+
+
+def render_order(env: jinja2.Environment, fmt: str, nodes: list[str], gpus_per_node: int) -> str:
+    return render(env, ORDER_FORMATS[fmt], nodes=nodes, gpus_per_node=gpus_per_node)
