@@ -258,3 +258,18 @@ def test_fixture_folder_is_used() -> None:
         pytest.skip("../shared absent")
     assert len(_names(large=False)) >= 8 and set(_names(large=True)) == set(LARGE)
     assert Path(DUMPS / LARGE[0]).stat().st_size > 1 << 20
+
+
+def test_a_switch_port_line_moved_after_a_ca_block_is_not_handed_back_to_the_switch() -> None:
+    """Found by the fuzz above: the switch's port 2 line, moved to just after the first CA's
+    block (where the line parser reads it as that CA's cable, a contradiction), must not be
+    rejoined to the switch when the fast path cuts the single-port CA block out."""
+    lines = list(_lines("ibm-pcm-2009-sdr-1sw-2ca.txt"))
+    port2 = next(i for i, line in enumerate(lines) if line.startswith('[2]     "H-'))
+    moved = lines.pop(port2)
+    second = next(i for i, line in enumerate(lines) if line.startswith("caguid=0x2c9030002847c"))
+    lines.insert(second - 3, moved)  # after the first CA's block, before the second's id lines
+    text = "".join(lines)
+    with pytest.raises(ParseError, match="two cables"):
+        reference.parse(text, "x")
+    assert bulk.parse(text, "x") is None

@@ -219,6 +219,14 @@ def _chunks(text: str, bounds: list[int]) -> _Accumulated | None:
     return acc
 
 
+def _owns_port_line(after: str) -> bool:
+    """Whether the text after a single-port CA block holds a port line before the next
+    header: the line parser gives that line to the CA, so cutting the block out must not hand
+    it to the switch block before it."""
+    header = _NEXT_HEADER_RE.search(after)
+    return "\n[" in (after[: header.start()] if header else after)
+
+
 def _chunk(chunk: str, acc: _Accumulated) -> bool:
     """Devices and cables of one chunk (it starts at a header or at the start of the text):
     regular single-port CA blocks in one regex pass, then the rest block by block. When other
@@ -228,7 +236,7 @@ def _chunk(chunk: str, acc: _Accumulated) -> bool:
         return _blocks(chunk, acc)
     step = _CA_BLOCK_RE.groups + 1
     rest = "".join(parts[::step])
-    if _CA_HEADER_RE.search(rest):
+    if _CA_HEADER_RE.search(rest) or any(map(_owns_port_line, parts[step::step])):
         return _blocks(chunk, acc)
     guids, own_port = parts[2::step], parts[4::step]
     nports, own_ports = _numbers(parts[1::step], NPORTS), _numbers(own_port, PORTS)
