@@ -1,10 +1,13 @@
 """The one reader of the topology files we write: topology.conf (tree or block) and topology.yaml.
 
-Two callers read them back. The shrink guard counts the nodes of the file already on disk
+Three callers read them back. The shrink guard counts the nodes of the file already on disk
 before it lets a much smaller one replace it; stable NVLink block names take the block list
 of the file written last time (or a hand-written racks list) so that names and positions stay
-put across runs. Both read the same syntax the same way: Slurm's case-insensitive keys, ``#``
-comments and backslash continuations in topology.conf; any ``nodes`` value in topology.yaml.
+put across runs; ``explain`` and ``order`` take the whole tree and blocks, from a file or from
+``scontrol show topology`` (the same ``Key=Value`` lines, plus ``Level=``, ``BlockIndex=`` and
+``AggregatedBlock=`` lines that are derived and skipped). All read the same syntax the same
+way: Slurm's case-insensitive keys, ``#`` comments and backslash continuations in
+topology.conf; any ``nodes`` value in topology.yaml.
 """
 
 from __future__ import annotations
@@ -17,13 +20,24 @@ import yaml
 
 from topograph_slurm.errors import InputError
 from topograph_slurm.model import names
-from topograph_slurm.model.result import Block
+from topograph_slurm.model.result import (
+    Block,
+    BlockTopology,
+    LeafGroup,
+    NamedTopology,
+    Tree,
+    TreeSwitch,
+)
 
 # A conf file is recognised by its line keys; Slurm parses keys case-insensitively.
 _CONF_KEY = re.compile(r"^\s*(?:switchname|blockname|blocksizes)\s*=", re.IGNORECASE | re.MULTILINE)
 _CONF_BLOCK_KEY = re.compile(r"^\s*blockname\s*=", re.IGNORECASE | re.MULTILINE)
 _CONF_BLOCK = re.compile(r"^\s*blockname\s*=\s*(\S+)(.*)$", re.IGNORECASE)
 _CONF_NODES = re.compile(r"(?:^|\s)nodes\s*=\s*(\"[^\"]*\"|\S+)", re.IGNORECASE)
+_CONF_SWITCH = re.compile(r"^\s*switchname\s*=\s*(\S+)(.*)$", re.IGNORECASE)
+_CONF_SWITCHES = re.compile(r"(?:^|\s)switches\s*=\s*(\"[^\"]*\"|\S+)", re.IGNORECASE)
+# BlockSizes= in topology.conf; BlockSize= on every line of `scontrol show topology`.
+_CONF_SIZES = re.compile(r"(?:^|\s)blocksizes?\s*=\s*(\S+)", re.IGNORECASE)
 
 
 def _conf_lines(text: str) -> list[str]:
@@ -113,16 +127,32 @@ def load_layout(path: Path | str, topology: str | None = None) -> list[Block]:
     return parse_layout(text, str(path), topology)
 
 
+def _conf_names(pattern: re.Pattern[str], rest: str, where: str) -> list[str]:
+    """The names of one ``Key=hostlist`` of a line (none when the key is absent)."""
+    found = pattern.search(rest)
+    hostlist = found.group(1).strip('"') if found else ""
+    return names.expand(hostlist, where) if hostlist and hostlist != "(null)" else []
+
+
 def _layout_from_conf(text: str, where: str) -> list[Block]:
     blocks = []
     for line in _conf_lines(text):
         match = _CONF_BLOCK.match(line)
-        if not match:
-            continue
-        nodes = _CONF_NODES.search(match.group(2))
-        hostlist = nodes.group(1).strip('"') if nodes else ""
-        blocks.append(Block(match.group(1), names.expand(hostlist, where) if hostlist else []))
+        if match:
+            blocks.append(Block(match.group(1), _conf_names(_CONF_NODES, match.group(2), where)))
     return blocks
+
+
+def _yaml_topology(data: Any, topology: str | None, kind: str) -> dict[Any, Any] | None:
+    """The ``kind`` section (``tree`` or ``block``) of the topology.yaml entry named
+    *topology*, else of the first entry that has one."""
+    for item in data if isinstance(data, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get(kind), dict):
+            continue
+        if topology is None or item.get("topology") == topology:
+            section: dict[Any, Any] = item[kind]
+            return section
+    return None
 
 
 def _block_entries(data: Any, topology: str | None) -> list[Any] | None:
@@ -132,27 +162,166 @@ def _block_entries(data: Any, topology: str | None) -> list[Any] | None:
         return None
     if all(isinstance(item, dict) and isinstance(item.get("block"), str) for item in data):
         return data
-    for item in data:
-        if not isinstance(item, dict) or not isinstance(item.get("block"), dict):
-            continue
-        if topology is None or item.get("topology") == topology:
-            blocks = item["block"].get("blocks")
-            return blocks if isinstance(blocks, list) else []
-    return None
+    section = _yaml_topology(data, topology, "block")
+    if section is None:
+        return None
+    blocks = section.get("blocks")
+    return blocks if isinstance(blocks, list) else []
+
+
+def _yaml_document(text: str, where: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: a 5000-digit number
+        raise InputError(f"{where}: invalid YAML") from None
 
 
 def _layout_from_yaml(text: str, where: str, topology: str | None) -> list[Block]:
-    try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: a 5000-digit number
-        raise InputError(f"{where}: invalid YAML") from None
-    entries = _block_entries(data, topology)
-    if entries is None:
-        return []
+    return _blocks_from_entries(_block_entries(_yaml_document(text, where), topology), where)
+
+
+def _blocks_from_entries(entries: list[Any] | None, where: str) -> list[Block]:
     blocks = []
-    for entry in entries:
+    for entry in entries or []:
         if not isinstance(entry, dict) or not isinstance(entry.get("block"), str):
             raise InputError(f"{where}: every block needs a 'block' name")
-        hostlist = entry.get("nodes") or ""
-        blocks.append(Block(entry["block"], names.expand(str(hostlist), where) if hostlist else []))
+        blocks.append(Block(entry["block"], _yaml_names(entry.get("nodes"), where)))
     return blocks
+
+
+def _yaml_names(value: object, where: str) -> list[str]:
+    """The names of a ``nodes`` or ``children`` hostlist of topology.yaml (none when unset)."""
+    return names.expand(str(value), where) if value else []
+
+
+# --------------------------------------------------------------------------- whole topology
+
+
+def parse_topology(
+    text: str, where: str = "topology", topology: str | None = None
+) -> NamedTopology:
+    """The tree and the blocks of a topology.conf, of ``scontrol show topology`` output or of a
+    topology.yaml: there the topology named *topology*, else the first tree and the first
+    block topology together (a site's usual ``ib`` + ``nvl`` pair: both levels of the fabric).
+    A topology that is neither (flat, or empty text) comes back with neither."""
+    if _CONF_KEY.search(text):
+        tree, blocks = _tree_from_conf(text, where), _blocks_from_conf(text, where)
+    else:
+        data = _yaml_document(text, where)
+        if topology is not None and not _yaml_has(data, topology):
+            raise InputError(f"{where}: no topology named {topology!r}")
+        tree = _tree_from_yaml(_yaml_topology(data, topology, "tree"), where)
+        block_section = _yaml_topology(data, topology, "block")
+        blocks = _blocks_from_yaml(block_section, data, topology, where)
+    _check_names(tree, blocks, where)
+    return NamedTopology(topology or "", tree, blocks)
+
+
+def load_topology(path: Path | str, topology: str | None = None) -> NamedTopology:
+    """:func:`parse_topology` of a file; unlike a layout, a missing file is an error."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise InputError(f"cannot read topology {path}: {err.strerror}") from None
+    except ValueError:  # a NUL byte in the path
+        raise InputError(f"cannot read topology {path!r}: invalid path") from None
+    return parse_topology(text, str(path), topology)
+
+
+def _check_names(tree: Tree | None, blocks: BlockTopology | None, where: str) -> None:
+    """Every switch, block and node name passes the Slurm name rule (explain prints them)."""
+    switches = [leaf.name for leaf in tree.leaves] + [up.name for up in tree.uppers] if tree else []
+    names.check(switches, "switch", where)
+    names.check(
+        (node for leaf in tree.leaves for node in leaf.nodes) if tree else (), "node", where
+    )
+    if blocks is not None:
+        names.check((block.name for block in blocks.blocks), "block", where)
+        names.check((node for block in blocks.blocks for node in block.nodes), "node", where)
+
+
+def _yaml_has(data: Any, topology: str) -> bool:
+    return isinstance(data, list) and any(
+        isinstance(item, dict) and item.get("topology") == topology for item in data
+    )
+
+
+def _tree_from_conf(text: str, where: str) -> Tree | None:
+    """``SwitchName=`` lines: a leaf lists ``Nodes=``, a parent ``Switches=`` (in ``scontrol
+    show topology`` a parent lists both; its ``Nodes=`` are its leaves' and are skipped)."""
+    switches = []
+    for line in _conf_lines(text):
+        match = _CONF_SWITCH.match(line)
+        if match:
+            children = _conf_names(_CONF_SWITCHES, match.group(2), where)
+            nodes = [] if children else _conf_names(_CONF_NODES, match.group(2), where)
+            switches.append((match.group(1), nodes, children))
+    return _tree(switches, where) if switches else None
+
+
+def _tree_from_yaml(section: dict[Any, Any] | None, where: str) -> Tree | None:
+    """The ``switches`` of a topology.yaml tree: ``switch`` with ``nodes`` or ``children``."""
+    if section is None:
+        return None
+    entries = section.get("switches")
+    switches = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("switch"), str):
+            raise InputError(f"{where}: every switch needs a 'switch' name")
+        children = _yaml_names(entry.get("children"), where)
+        nodes = [] if children else _yaml_names(entry.get("nodes"), where)
+        switches.append((entry["switch"], nodes, children))
+    return _tree(switches, where) if switches else None
+
+
+def _blocks_from_conf(text: str, where: str) -> BlockTopology | None:
+    blocks = _layout_from_conf(text, where)
+    sizes = [value for line in _conf_lines(text) for value in _CONF_SIZES.findall(line)]
+    return _block_topology(blocks, ",".join(sizes).split(",")) if blocks else None
+
+
+def _blocks_from_yaml(
+    section: dict[Any, Any] | None, data: Any, topology: str | None, where: str
+) -> BlockTopology | None:
+    entries = _block_entries(data, topology)
+    if entries is None:
+        return None
+    sizes = section.get("block_sizes") if section else None
+    listed = [str(size) for size in sizes] if isinstance(sizes, list) else []
+    return _block_topology(_blocks_from_entries(entries, where), listed)
+
+
+def _block_topology(blocks: list[Block], sizes: list[str]) -> BlockTopology:
+    """Blocks with their distinct sizes, base first; without any Slurm takes the smallest
+    block as the base."""
+    known = sorted({int(size) for size in sizes if size.strip().isdigit() and int(size) > 0})
+    smallest = min((len(block.nodes) for block in blocks if block.nodes), default=0)
+    return BlockTopology(blocks, known or ([smallest] if smallest else []))
+
+
+def _tree(switches: list[tuple[str, list[str], list[str]]], where: str) -> Tree:
+    """Leaves, uppers and tops from ``(name, nodes, children)``; a switch's level is one above
+    its highest child, as Slurm computes it."""
+    known = {name for name, _, _ in switches}
+    children = {name: kids for name, _, kids in switches if kids}
+    for name, kids in children.items():
+        unknown = next((kid for kid in kids if kid not in known), None)
+        if unknown is not None:
+            raise InputError(f"{where}: switch {name!r} lists unknown switch {unknown!r}")
+    level = {name: 0 for name, _, kids in switches if not kids}
+    while len(level) < len(known):
+        ready = [
+            n for n, kids in children.items() if n not in level and all(k in level for k in kids)
+        ]
+        if not ready:
+            raise InputError(f"{where}: switches {sorted(known - set(level))} contain each other")
+        for name in ready:
+            level[name] = 1 + max(level[kid] for kid in children[name])
+    parent = {kid: name for name, kids in children.items() for kid in kids}
+    uppers = [TreeSwitch(name, level[name], [], kids) for name, kids in children.items()]
+    uppers.sort(key=lambda switch: (switch.level, names.natural_key(switch.name)))
+    return Tree(
+        [LeafGroup(name, [], nodes) for name, nodes, kids in switches if not kids],
+        uppers,
+        [name for name, _, _ in switches if name not in parent],
+    )
