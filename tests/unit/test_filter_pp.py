@@ -257,8 +257,8 @@ def test_pp_without_tp_ignores_the_site_default(runtime: str) -> None:
     """A job that states its pipeline states its layout: tp = 1, not the partition's default."""
     out = submit(runtime, "dflt", 4, None, "2")
     assert out.rc == 0
-    assert out.sets == {"admin_comment": "topograph:tp=1,gpn=4,group=1,pp=2,replica=1,"
-                        "unit=replica,src=user"}  # fmt: skip
+    record = "topograph:tp=1,gpn=4,group=1,pp=2,replica=1,unit=replica,src=user"
+    assert out.sets == {"admin_comment": record}
     assert submit(runtime, "dflt", 4, None, None).sets["segment_size"] == 2  # the default
 
 
@@ -266,8 +266,7 @@ def test_pp_unset_sentinels_and_other_plugins(runtime: str) -> None:
     filt = loaded(runtime, "cli_filter.lua")
     out = filt.cli({"nodes": "6"}, None, spank_unset=True)
     assert (out.rc, out.sets, out.log) == (0, {}, [])
-    other = submit(runtime, "blk4", 3, None, None, extra=None)
-    assert other.sets == {}
+    assert submit(runtime, "blk4", 3, None, None).sets == {}
     js = loaded(runtime, "job_submit.lua").job_submit(
         {"partition": "blk4", "min_nodes": 3, "max_nodes": 3},
         [tp_env("3", plugin="other", option="pp")],
@@ -295,8 +294,10 @@ def module(runtime: str) -> Any:
             "topograph:tp=8,gpn=4,group=2,pp=4,replica=8,unit=group,segment=2,src=user",
             {"tp": 8, "group": 2, "pp": 4, "replica": 8, "unit": "group"},
         ),
-        ("topograph:tp=1,gpn=8,group=1,pp=2,replica=1,src=user", {"tp": 1, "group": 1, "pp": 2,
-                                                                 "replica": 1}),  # fmt: skip
+        (
+            "topograph:tp=1,gpn=8,group=1,pp=2,replica=1,src=user",
+            {"tp": 1, "group": 1, "pp": 2, "replica": 1},
+        ),
         ("topograph:pp=4", None),
         ("ticket-42", None),
     ],
@@ -344,9 +345,12 @@ INNODE = "topograph:tp=4,gpn=4,group=1,pp=8,replica=8,unit=group,src=user"
 @pytest.mark.parametrize(
     ("changes", "record", "refused"),
     [
-        ({"min_nodes": 6, "max_nodes": 6}, FITS, "NumNodes=6 is not a multiple of 4: use "
-                                                 "NumNodes=4 or NumNodes=8"),  # fmt: skip
-        ({"min_nodes": 2}, FITS, "NumNodes=2 is not a multiple of 4"),  # whole TP groups: no
+        (
+            {"min_nodes": 6, "max_nodes": 6},
+            FITS,
+            "NumNodes=6 is not a multiple of 4: use NumNodes=4 or NumNodes=8",
+        ),
+        ({"min_nodes": 2}, FITS, "NumNodes=2 is not a multiple of 4"),  # TP groups, not replicas
         ({"min_nodes": 8}, FITS, None),
         ({"segment_size": 2}, FITS, "SegmentSize=2 would split them: use SegmentSize=4"),
         ({"segment_size": 8}, FITS, None),
@@ -411,7 +415,7 @@ def test_fuzz_pp(
             g = facts().partition(first).gpus_per_node
             replica = int(tp or 1) * int(pp)
             n = nodes or 1
-            assert (n * g) % replica == 0 or replica < g and g % replica == 0
+            assert (n * g) % replica == 0 or (replica < g and g % replica == 0)
             seg = js.sets.get("segment_size") or segment
             if seg is not None and "segment=" in js.sets["admin_comment"]:
                 rec = js.sets["admin_comment"]
