@@ -17,7 +17,17 @@ from collections import Counter
 
 import pytest
 import test_tp_filter
-from test_tp_filter import BYPASS_CONF, NESTED, NODES, TpCluster, assert_tp_placement, write_scripts
+from test_tp_filter import (
+    BYPASS_CONF,
+    NESTED,
+    NODES,
+    TpCluster,
+    assert_nested_sbatch_is_plain,
+    assert_recorded,
+    assert_rejected,
+    assert_tp_placement,
+    write_scripts,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -68,11 +78,7 @@ def test_replicas_run_in_one_block_each(tp: TpCluster, how: str) -> None:
         job = tp.sbatch("--pp-size=8 -N 4 --exclusive /tmp/ranks.sh")
     order = assert_tp_placement(tp, job)  # 2+2 in two blocks, ranks 2i and 2i+1 together
     assert len(order) == 4
-    fields = tp.show(job)
-    assert fields["AdminComment"] == record
-    if tp.version != "24.11":  # 24.11's scontrol does not print the segment
-        assert fields["SegmentSize"] == "2", fields
-    assert "topograph job_submit: internal error" not in tp.cluster.slurmctld_log()
+    assert_recorded(tp, job, record)
 
 
 def test_replica_over_a_block_keeps_tp_groups_whole(tp: TpCluster) -> None:
@@ -80,7 +86,7 @@ def test_replica_over_a_block_keeps_tp_groups_whole(tp: TpCluster) -> None:
     info = tp.cluster.wait_job(job, timeout=90)
     assert not set(info.nodes) & set(tp.busy), info
     assert sorted(Counter(tp.block_of[n] for n in info.nodes).values()) == [2, 2, 2, 2], info
-    assert tp.show(job)["AdminComment"] == OVER
+    assert_recorded(tp, job, OVER)
 
 
 def test_verbose_prints_the_replica(tp: TpCluster) -> None:
@@ -131,13 +137,7 @@ REJECTIONS = [
 def test_impossible_requests_are_rejected(
     tp: TpCluster, conf: str | None, args: str, message: str
 ) -> None:
-    before = tp.cluster.exec(["squeue", "-h", "-o", "%i"]).stdout
-    res = tp.submit(f"--hold {args} --wrap true", conf=conf)
-    assert res.rc != 0
-    assert message in res.stderr, res.stderr
-    expected = "cli_filter plugin terminated with error" if conf is None else "submission failed"
-    assert expected in res.stderr
-    assert tp.cluster.exec(["squeue", "-h", "-o", "%i"]).stdout == before
+    assert_rejected(tp, args, message, conf)
 
 
 def test_segment_that_splits_replicas_is_rejected(tp: TpCluster) -> None:
@@ -161,16 +161,4 @@ def test_updates_keep_whole_replicas(tp: TpCluster) -> None:
 
 def test_nested_sbatch_inherits_neither_size(tp: TpCluster) -> None:
     script = NESTED.replace("grep -i tp_size", "grep -i -e tp_size -e pp_size")
-    tp.cluster.write_files({"nested-pp.sh": script}, path="/tmp")
-    job = tp.sbatch("--tp-size=4 --pp-size=2 -N 4 --exclusive /tmp/nested-pp.sh")
-    first = tp.cluster.wait_job(job, timeout=90).nodes[0]
-    deadline = time.monotonic() + 60
-    while (res := tp.cluster.exec(["cat", f"/tmp/nested-{job}"], node=first)).rc != 0:
-        assert time.monotonic() < deadline, "nested sbatch never finished"
-        time.sleep(0.5)
-    env = tp.cluster.exec(["cat", f"/tmp/nested-env-{job}"], node=first).stdout
-    nested = res.stdout.strip()
-    assert nested.isdigit(), f"nested sbatch failed: {nested!r}; sizes in env: {env!r}"
-    tp.jobs.append(nested)
-    assert "AdminComment" not in tp.show(nested)
-    assert env == "", env
+    assert_nested_sbatch_is_plain(tp, "--tp-size=4 --pp-size=2 -N 4 --exclusive", script)

@@ -18,6 +18,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 RUNTIMES = ("lupa.lua51", "lupa.lua54")
 
 #: What ``options[name]`` reads in sbatch's slurm_cli_pre_submit when the user gave nothing, as
@@ -296,6 +298,16 @@ class LuaFilter:
         self.g.FAKE.reset()
         rc = self.g.slurm_cli_pre_submit(self.g.FAKE.broken(), 0)
         return self._outcome(rc)
+
+
+def runtime_or_skip(name: str) -> str:
+    """The lupa runtime *name* for a ``runtime`` fixture; the test skips when this lupa build
+    lacks it."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pytest.skip(f"{name} not available in this lupa build")
+    return name
 
 
 def tp_env(value: str, plugin: str = "tpsize", option: str = "tp") -> str:

@@ -20,7 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.lua_fakes import ERRORS, RUNTIMES, LuaFilter, Outcome, tp_env
+from tests.support.lua_fakes import (
+    ERRORS,
+    RUNTIMES,
+    LuaFilter,
+    Outcome,
+    runtime_or_skip,
+    tp_env,
+)
 from topograph_slurm.errors import CollectError, ConfigError
 from topograph_slurm.render.environment import lua_str
 from topograph_slurm.render.filters import (
@@ -69,11 +76,7 @@ def loaded(runtime: str, kind: str, version: str = NEW, switch_wait: int = 300) 
 
 @pytest.fixture(params=RUNTIMES)
 def runtime(request: pytest.FixtureRequest) -> str:
-    try:
-        importlib.import_module(request.param)
-    except ImportError:
-        pytest.skip(f"{request.param} not available in this lupa build")
-    return str(request.param)
+    return runtime_or_skip(str(request.param))
 
 
 def submit(

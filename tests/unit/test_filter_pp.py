@@ -17,7 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.lua_fakes import ERRORS, RUNTIMES, LuaFilter, Outcome, tp_env
+from tests.support.lua_fakes import (
+    ERRORS,
+    RUNTIMES,
+    LuaFilter,
+    Outcome,
+    runtime_or_skip,
+    tp_env,
+)
 from topograph_slurm.render.filters import FilterFacts, PartitionFacts, render_filters
 from topograph_slurm.slurm_version import SlurmVersion
 
@@ -46,11 +53,7 @@ def loaded(runtime: str, kind: str, version: str = NEW) -> LuaFilter:
 
 @pytest.fixture(params=RUNTIMES)
 def runtime(request: pytest.FixtureRequest) -> str:
-    try:
-        importlib.import_module(request.param)
-    except ImportError:
-        pytest.skip(f"{request.param} not available in this lupa build")
-    return str(request.param)
+    return runtime_or_skip(str(request.param))
 
 
 def submit(
