@@ -1,4 +1,4 @@
--- topograph_tp rules for --tp-size placement: pure Lua, never run through Jinja.
+-- topograph_tp rules for --tp-size / --pp-size placement: pure Lua, never run through Jinja.
 --
 -- Not a script of its own: topograph-slurm puts the cluster facts (a local FACTS table,
 -- rendered from templates/topograph_facts.lua.j2) right before this text, in the generated
@@ -183,29 +183,129 @@ local function reject(code, message)
   return { action = "reject", code = code, message = message }
 end
 
--- The rules for one partition. tp, n (or nil), g are whole numbers; req carries the user's
--- own segment / switches / wait (or nil) and whether -N was a range.
-local function decide_partition(tp, part, g, n, req)
+local function gcd(a, b)
+  while b ~= 0 do
+    a, b = b, a % b
+  end
+  return a
+end
+
+-- Where the nodes the placement keeps together (`keep`) go on a block partition: --segment=keep
+-- unless the user's own --segment holds whole units (`what` names them in messages).
+local function place_block(d, part, n, req, keep, what)
+  local s = req.segment
+  if s == nil then
+    d.segment = keep
+    return d
+  end
+  if s % keep ~= 0 then
+    return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
+      "--segment=%d would split %s of %d nodes (%s): use --segment=%d or leave --segment out",
+      s, what, keep, d.label, keep))
+  end
+  if s > part.base_block then
+    return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
+      "--segment=%d is larger than a block (%d nodes): use --segment=%d", s,
+      part.base_block, keep))
+  end
+  if n % s ~= 0 then
+    return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
+      "--segment=%d does not divide -N %d: use --segment=%d", s, n, keep))
+  end
+  d.segment = s
+  d.user_segment = true
+  return d
+end
+
+-- --switches for a tree partition: the fewest leaves that hold the job (a user's own count
+-- when it is enough).
+local function place_tree(d, part, n, req)
+  local need = floor((n + part.leaf_size - 1) / part.leaf_size)
+  if part.max_leaves ~= nil and need > part.max_leaves then
+    return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
+      "-N %d needs %d leaf switches of %d nodes, but the partition has only %d",
+      n, need, part.leaf_size, part.max_leaves))
+  end
+  local sw = need
+  local wait = M.FACTS.switch_wait
+  if req.switches ~= nil then
+    if req.switches < need then
+      return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
+        "--switches=%d cannot hold -N %d (a leaf switch has %d nodes): " ..
+        "use --switches=%d or leave --switches out", req.switches, n, part.leaf_size, need))
+    end
+    sw = req.switches
+    d.user_switches = true
+    if req.wait ~= nil then
+      wait = req.wait
+    end
+  end
+  d.switches = sw
+  d.wait = wait
+  return d
+end
+
+-- The node count of a job whose whole units (TP groups, or model replicas with --pp-size)
+-- span `unit` nodes: a fixed multiple of `unit`, or the one message that says which would do.
+local function check_nodes(d, n, req, unit)
+  if d.pp == nil then
+    local tp, k = d.tp, unit
+    if n == nil and req.nodes_range then
+      return format("--tp-size=%d needs %d nodes per group and a fixed node count, not a " ..
+        "range: use -N %d or another multiple of %d", tp, k, k, k)
+    elseif n == nil then
+      return format("--tp-size=%d needs %d nodes per group: give the node count with -N " ..
+        "(a multiple of %d, e.g. -N %d)", tp, k, k, k)
+    elseif n % k ~= 0 then
+      return format("--tp-size=%d needs %d nodes per group; -N %d is not a multiple of %d: " ..
+        "use %s", tp, k, n, k, node_choices(n, k))
+    end
+    return nil
+  end
+  local r, g = d.tp * d.pp, d.gpus_per_node
+  if n == nil and req.nodes_range then
+    return format("%s makes model replicas of %d GPUs and needs a fixed node count, not a " ..
+      "range: use -N %d or another multiple of %d", d.label, r, unit, unit)
+  elseif n == nil then
+    return format("%s makes model replicas of %d GPUs: give the node count with -N " ..
+      "(a multiple of %d, e.g. -N %d)", d.label, r, unit, unit)
+  elseif n % unit ~= 0 then
+    return format("%s makes model replicas of %d GPUs; -N %d gives %d GPUs (%d per node), " ..
+      "not a whole number of replicas: use %s", d.label, r, n, n * g, g, node_choices(n, unit))
+  end
+  return nil
+end
+
+-- The rules for one partition. tp, pp (or nil), n (or nil), g are whole numbers; req carries
+-- the user's own segment / switches / wait (or nil) and whether -N was a range.
+--
+-- A TP group spans k = tp/g nodes (1 when tp <= g); with --pp-size, a model replica is tp*pp
+-- GPUs, and the smallest whole number of nodes that holds whole replicas is
+-- u = tp*pp / gcd(tp*pp, g) (one replica when tp*pp is a multiple of g, several when not).
+-- The placement keeps u nodes together when they fit one base block / leaf, else k (TP
+-- groups whole, replicas across blocks), and nothing when that is one node.
+local function decide_partition(tp, pp, label, part, g, n, req)
   if g < 1 then
     return reject("ESLURM_INVALID_GRES",
-      format("--tp-size=%d needs GPUs, but the job asks for none per node", tp))
+      format("%s needs GPUs, but the job asks for none per node", label))
   end
-  local d = { action = "accept", tp = tp, gpus_per_node = g, group_nodes = 1 }
+  local d = { action = "accept", tp = tp, pp = pp, label = label, gpus_per_node = g,
+    group_nodes = 1 }
+  local k = 1
   if tp <= g then
     if g % tp ~= 0 then
       return reject("ESLURM_INVALID_GRES", format(
         "--tp-size=%d does not divide the %d GPUs of a node, so TP groups would straddle " ..
         "nodes: use %s, or a multiple of %d", tp, g, divisor_choices(g), g))
     end
-    return d
-  end
-  if tp % g ~= 0 then
+  elseif tp % g ~= 0 then
     local lo = floor(tp / g) * g
     return reject("ESLURM_INVALID_GRES", format(
       "--tp-size=%d is not a multiple of the %d GPUs per node: use --tp-size=%d or --tp-size=%d",
       tp, g, lo, lo + g))
+  else
+    k = floor(tp / g)
   end
-  local k = floor(tp / g)
   d.group_nodes = k
   if part.topology == "block" and k > part.base_block then
     return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
@@ -213,66 +313,40 @@ local function decide_partition(tp, part, g, n, req)
       "the largest --tp-size that fits one block is %d", tp, k, part.base_block, g,
       part.base_block * g))
   end
-  if n == nil then
-    if req.nodes_range then
-      return reject("ESLURM_INVALID_NODE_COUNT", format(
-        "--tp-size=%d needs %d nodes per group and a fixed node count, not a range: " ..
-        "use -N %d or another multiple of %d", tp, k, k, k))
+  local unit, keep = k, k
+  if pp ~= nil then
+    unit = floor(tp * pp / gcd(tp * pp, g))
+    d.replica_nodes = unit
+    local room = nil
+    if part.topology == "block" then
+      room = part.base_block
+    elseif part.topology == "tree" then
+      room = part.leaf_size
     end
-    return reject("ESLURM_INVALID_NODE_COUNT", format(
-      "--tp-size=%d needs %d nodes per group: give the node count with -N " ..
-      "(a multiple of %d, e.g. -N %d)", tp, k, k, k))
+    if room ~= nil and unit <= room then
+      keep, d.unit = unit, "replica"
+    elseif room ~= nil then
+      d.unit = "group"
+    end
   end
-  if n % k ~= 0 then
-    return reject("ESLURM_INVALID_NODE_COUNT", format(
-      "--tp-size=%d needs %d nodes per group; -N %d is not a multiple of %d: use %s",
-      tp, k, n, k, node_choices(n, k)))
+  if unit == 1 then
+    return d
+  end
+  local bad = check_nodes(d, n, req, unit)
+  if bad ~= nil then
+    return reject("ESLURM_INVALID_NODE_COUNT", bad)
+  end
+  if keep == 1 then
+    return d
   end
   if part.topology == "block" then
-    local seg = k
-    local s = req.segment
-    if s ~= nil then
-      if s % k ~= 0 then
-        return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
-          "--segment=%d would split TP groups of %d nodes (--tp-size=%d): " ..
-          "use --segment=%d or leave --segment out", s, k, tp, k))
-      end
-      if s > part.base_block then
-        return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
-          "--segment=%d is larger than a block (%d nodes): use --segment=%d", s,
-          part.base_block, k))
-      end
-      if n % s ~= 0 then
-        return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
-          "--segment=%d does not divide -N %d: use --segment=%d", s, n, k))
-      end
-      seg = s
-      d.user_segment = true
+    local what = "TP groups"
+    if keep ~= k then
+      what = "model replicas"
     end
-    d.segment = seg
+    return place_block(d, part, n, req, keep, what)
   elseif part.topology == "tree" then
-    local need = floor((n + part.leaf_size - 1) / part.leaf_size)
-    if part.max_leaves ~= nil and need > part.max_leaves then
-      return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
-        "-N %d needs %d leaf switches of %d nodes, but the partition has only %d",
-        n, need, part.leaf_size, part.max_leaves))
-    end
-    local sw = need
-    local wait = M.FACTS.switch_wait
-    if req.switches ~= nil then
-      if req.switches < need then
-        return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
-          "--switches=%d cannot hold -N %d (a leaf switch has %d nodes): " ..
-          "use --switches=%d or leave --switches out", req.switches, n, part.leaf_size, need))
-      end
-      sw = req.switches
-      d.user_switches = true
-      if req.wait ~= nil then
-        wait = req.wait
-      end
-    end
-    d.switches = sw
-    d.wait = wait
+    return place_tree(d, part, n, req)
   end
   return d
 end
@@ -293,17 +367,24 @@ end
 
 local function same_placement(a, b)
   return a.group_nodes == b.group_nodes and a.segment == b.segment and a.switches == b.switches
-    and a.wait == b.wait
+    and a.wait == b.wait and a.replica_nodes == b.replica_nodes and a.unit == b.unit
 end
 
--- Summary for logs and -v: "--tp-size=16 on gpu: 4 GPUs/node, 4 nodes per TP group -> ...".
+-- Summary for logs and -v: "--tp-size=16 on gpu: 4 GPUs/node, 4 node(s) per TP group -> ...".
 local function describe(d)
   local where = ""
   if d.partition ~= nil then
     where = " on " .. d.partition
   end
-  local what = format("--tp-size=%d%s: %d GPUs/node, %d node(s) per TP group", d.tp, where,
+  local what = format("%s%s: %d GPUs/node, %d node(s) per TP group", d.label, where,
     d.gpus_per_node, d.group_nodes)
+  if d.pp ~= nil then
+    what = what .. format(", replicas of %d GPUs in units of %d node(s)", d.tp * d.pp,
+      d.replica_nodes)
+    if d.unit == "group" then
+      what = what .. " (more than a block or leaf: only TP groups kept whole)"
+    end
+  end
   if d.segment ~= nil then
     what = what .. format(" -> --segment=%d", d.segment)
   elseif d.switches ~= nil then
@@ -317,21 +398,43 @@ local function describe(d)
   return what
 end
 
--- The rules with an explicit tp (already a string or number from the user or the site).
-local function decide_tp(tp_raw, req, source)
-  local tp = M.parse_count(tp_raw)
-  if tp == nil or tp > M.FACTS.max_tp then
-    local shown = tostring(tp_raw)
-    if type(tp_raw) == "number" then
-      shown = format("%.17g", tp_raw)
+-- The rejection of a --tp-size / --pp-size value that is not a whole number in range.
+local function bad_size(name, raw)
+  local shown = tostring(raw)
+  if type(raw) == "number" then
+    shown = format("%.17g", raw)
+  end
+  if string.len(shown) > 40 then
+    shown = string.sub(shown, 1, 40) .. "..."
+  end
+  -- control characters would garble logs (and Lua 5.1's %s stops at a NUL)
+  shown = string.gsub(shown, "%c", "?")
+  return reject("ESLURM_INVALID_GRES", format(
+    "%s must be a whole number from 1 to %d, got '%s'", name, M.FACTS.max_tp, shown))
+end
+
+-- The rules with an explicit tp and/or pp (strings or numbers from the user or the site; a
+-- --pp-size without --tp-size means tp = 1, as in Megatron-Core).
+local function decide_tp(tp_raw, pp_raw, req, source)
+  local tp = 1
+  if tp_raw ~= nil then
+    tp = M.parse_count(tp_raw)
+    if tp == nil or tp > M.FACTS.max_tp then
+      return bad_size("--tp-size", tp_raw)
     end
-    if string.len(shown) > 40 then
-      shown = string.sub(shown, 1, 40) .. "..."
+  end
+  local pp = nil
+  local label = format("--tp-size=%d", tp)
+  if pp_raw ~= nil then
+    pp = M.parse_count(pp_raw)
+    if pp == nil or pp > M.FACTS.max_tp then
+      return bad_size("--pp-size", pp_raw)
     end
-    -- control characters would garble logs (and Lua 5.1's %s stops at a NUL)
-    shown = string.gsub(shown, "%c", "?")
-    return reject("ESLURM_INVALID_GRES", format(
-      "--tp-size must be a whole number from 1 to %d, got '%s'", M.FACTS.max_tp, shown))
+    if tp_raw == nil then
+      label = format("--pp-size=%d (--tp-size=1)", pp)
+    else
+      label = format("--tp-size=%d --pp-size=%d", tp, pp)
+    end
   end
   local names = partition_names(req.partition)
   local chosen = nil
@@ -342,7 +445,7 @@ local function decide_tp(tp_raw, req, source)
       if g == nil then
         g = part.gpus_per_node
       end
-      local d = decide_partition(tp, part, g, req.nodes, req)
+      local d = decide_partition(tp, pp, label, part, g, req.nodes, req)
       if d.action == "reject" then
         if #names > 1 then
           d.message = "partition " .. names[i] .. ": " .. d.message
@@ -354,15 +457,15 @@ local function decide_tp(tp_raw, req, source)
         chosen = d
       elseif not same_placement(chosen, d) then
         return reject("ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE", format(
-          "--tp-size=%d needs different placement on partitions %s and %s: " ..
-          "submit to one of them", tp, chosen.partition, names[i]))
+          "%s needs different placement on partitions %s and %s: " ..
+          "submit to one of them", label, chosen.partition, names[i]))
       end
     end
   end
   if chosen == nil then
     return { action = "accept", unchanged = true, tp = tp,
-      message = format("--tp-size=%d: no topology facts for partition '%s', job left as is",
-        tp, table.concat(names, ","))}
+      message = format("%s: no topology facts for partition '%s', job left as is",
+        label, table.concat(names, ","))}
   end
   chosen.source = source
   chosen.message = describe(chosen)
@@ -382,14 +485,16 @@ local function default_tp(req)
 end
 
 -- decide(req) -> decision table.
--- req: tp (raw user value or nil), partition (string or nil), gpus (per node or nil), nodes
+-- req: tp, pp (raw user values or nil), partition (string or nil), gpus (per node or nil), nodes
 -- (count or nil), nodes_range (bool), segment, switches, wait (user's own, or nil).
 -- Decision: action = "accept" | "reject"; on reject: code (ESLURM_* name) and message; on
--- accept: tp, gpus_per_node, group_nodes, segment / switches + wait when placement is needed,
--- source ("user" | "default"), message; unchanged = true when the job is left as is.
+-- accept: tp, gpus_per_node, group_nodes; with pp: pp, replica_nodes (the fewest nodes that
+-- hold whole replicas) and unit ("replica" | "group": what stays in one block / leaf);
+-- segment / switches + wait when placement is needed, source ("user" | "default"), message;
+-- unchanged = true when the job is left as is.
 function M.decide(req)
-  if req.tp ~= nil then
-    local d = decide_tp(req.tp, req, "user")
+  if req.tp ~= nil or req.pp ~= nil then
+    local d = decide_tp(req.tp, req.pp, req, "user")
     d.source = "user"
     return d
   end
@@ -397,7 +502,7 @@ function M.decide(req)
   if tp == nil then
     return { action = "accept", unchanged = true, message = "no --tp-size: job left as is" }
   end
-  local d = decide_tp(tp, req, "default")
+  local d = decide_tp(tp, nil, req, "default")
   d.source = "default"
   if d.action == "reject" then
     -- A site default is a hint, never a reason to refuse a job that did not ask for it.
@@ -407,12 +512,20 @@ function M.decide(req)
   return d
 end
 
--- What the controller records about its decision ("topograph:tp=16,gpn=4,group=4,segment=4").
+-- What the controller records about its decision ("topograph:tp=16,gpn=4,group=4,segment=4";
+-- with --pp-size "topograph:tp=8,gpn=4,group=2,pp=2,replica=4,unit=replica,segment=4": the
+-- fields of a tp-only record come first, so a reader of the older records still parses it).
 function M.record(d)
   if d.action ~= "accept" or d.unchanged or d.tp == nil then
     return nil
   end
   local rec = format("topograph:tp=%d,gpn=%d,group=%d", d.tp, d.gpus_per_node, d.group_nodes)
+  if d.pp ~= nil then
+    rec = rec .. format(",pp=%d,replica=%d", d.pp, d.replica_nodes)
+    if d.unit ~= nil then
+      rec = rec .. ",unit=" .. d.unit
+    end
+  end
   if d.segment ~= nil then
     rec = rec .. format(",segment=%d", d.segment)
   end
@@ -451,30 +564,34 @@ local function job_number(v, limit)
   return floor(v)
 end
 
--- The --tp-size value the SPANK plugin left in spank_job_env. That table is indexed from 0
--- (ipairs would miss the first entry), entries are "_SLURM_SPANK_OPTION_<plugin>_tp_size=N".
-function M.spank_tp(job_desc)
+-- The --tp-size and --pp-size values the SPANK plugin left in spank_job_env (nil when not
+-- given). That table is indexed from 0 (ipairs would miss the first entry), entries are
+-- "_SLURM_SPANK_OPTION_<plugin>_tp_size=N" and "..._pp_size=N".
+function M.spank_sizes(job_desc)
   local env = job_desc.spank_job_env
   if type(env) ~= "table" then
-    return nil
+    return nil, nil
   end
   local size = job_number(job_desc.spank_job_env_size, NO_VAL) or 0
-  local prefix = "_SLURM_SPANK_OPTION_" .. M.FACTS.plugin .. "_tp_size="
+  local prefix = "_SLURM_SPANK_OPTION_" .. M.FACTS.plugin .. "_"
   local plen = string.len(prefix)
-  local found = nil
+  local found = {}
   for i = 0, size - 1 do
     local entry = env[i]
     if type(entry) == "string" and string.sub(entry, 1, plen) == prefix then
-      found = string.sub(entry, plen + 1)
+      local name, value = string.match(string.sub(entry, plen + 1), "^([tp]p_size)=(.*)$")
+      if name ~= nil then
+        found[name] = value
+      end
     end
   end
-  return found
+  return found.tp_size, found.pp_size
 end
 
 -- The request as decide() wants it, from a job_desc (controller side). Never reads
 -- job_desc.assoc_qos (it crashes slurmctld 24.11 for users without an association).
-function M.request_from_job_desc(job_desc, tp)
-  local req = { tp = tp or M.spank_tp(job_desc) }
+function M.request_from_job_desc(job_desc, tp, pp)
+  local req = { tp = tp, pp = pp }
   if type(job_desc.partition) == "string" then
     req.partition = job_desc.partition
   end
@@ -539,11 +656,11 @@ local function guarded(slurm, what, ok, rc)
 end
 
 local function job_submit_unsafe(slurm, job_desc, submit_uid)
-  local tp = M.spank_tp(job_desc)
-  if tp == nil and not M.ANY_DEFAULT_TP then
+  local tp, pp = M.spank_sizes(job_desc)
+  if tp == nil and pp == nil and not M.ANY_DEFAULT_TP then
     return slurm.SUCCESS -- no hint, no site default: not even read
   end
-  local req = M.request_from_job_desc(job_desc, tp)
+  local req = M.request_from_job_desc(job_desc, tp, pp)
   local d = M.decide(req)
   if d.action == "reject" then
     slurm.log_user("%s", d.message)
@@ -555,7 +672,7 @@ local function job_submit_unsafe(slurm, job_desc, submit_uid)
   -- records them, and one info line per job was most of the script's cost in slurmctld
   -- (benchmarks/bench_filter_slurmctld.py measures it).
   if d.unchanged then
-    if req.tp ~= nil then
+    if req.tp ~= nil or req.pp ~= nil then
       slurm.log_info("%s", "topograph: " .. d.message) -- a hint for a partition without facts
     elseif d.source ~= nil then
       slurm.log_verbose("%s", "topograph: " .. d.message)
@@ -575,7 +692,8 @@ function M.job_submit(slurm, job_desc, submit_uid)
     pcall(job_submit_unsafe, slurm, job_desc, submit_uid))
 end
 
--- The decision record of a job (see M.record), or nil when the job has none.
+-- The decision record of a job (see M.record), or nil when the job has none: tp, group, and
+-- for a --pp-size record pp, replica and unit (records written before --pp-size have none).
 function M.parse_record(text)
   if type(text) ~= "string" then
     return nil
@@ -588,31 +706,52 @@ function M.parse_record(text)
   if group == nil then
     return nil
   end
-  return { tp = tonumber(tp), group = tonumber(group) }
+  local out = { tp = tonumber(tp), group = tonumber(group) }
+  local pp, replica = string.match(rec, ",pp=(%d+),replica=(%d+)")
+  if replica ~= nil then
+    out.pp, out.replica = tonumber(pp), tonumber(replica)
+    out.unit = string.match(rec, ",unit=(%a+)")
+  end
+  return out
 end
 
--- A change to a job placed for --tp-size (scontrol update NumNodes=... or SegmentSize=...):
--- the job must stay a whole number of TP groups, as at submission. Jobs without a record
--- are not looked at; an admin lifts the check by clearing the job's AdminComment.
+-- A change to a job placed for --tp-size / --pp-size (scontrol update NumNodes=... or
+-- SegmentSize=...): the job must stay a whole number of TP groups (model replicas with
+-- --pp-size), and its segments hold what they held at submission. Jobs without a record are
+-- not looked at; an admin lifts the check by clearing the job's AdminComment.
 local function job_modify_unsafe(slurm, job_desc, job_rec, modify_uid)
   local rec = M.parse_record(job_rec.admin_comment)
-  if rec == nil or rec.group < 2 then
+  if rec == nil then
     return slurm.SUCCESS
   end
-  local k, message = rec.group, nil
+  local k, kept, what = rec.group, rec.group, "TP group"
+  if rec.replica ~= nil then
+    k, what = rec.replica, "model replica unit"
+    if rec.unit == "replica" then
+      kept = rec.replica
+    end
+  end
+  if k < 2 then
+    return slurm.SUCCESS
+  end
+  local message = nil
   local n = job_number(job_desc.min_nodes, NO_VAL)
   local s = M.FACTS.can_set_segment_size and job_number(job_desc.segment_size, NO_VAL16) or nil
   if n ~= nil and n % k ~= 0 then
     message = format("NumNodes=%d is not a multiple of %d: use %s", n, k,
       node_choices(n, k, "NumNodes="))
-  elseif s ~= nil and s % k ~= 0 then
-    message = format("SegmentSize=%d would split them: use SegmentSize=%d", s, k)
+  elseif s ~= nil and kept > 1 and s % kept ~= 0 then
+    message = format("SegmentSize=%d would split them: use SegmentSize=%d", s, kept)
   end
   if message == nil then
     return slurm.SUCCESS
   end
-  message = format("this job was submitted with --tp-size=%d (%d nodes per TP group); ",
-    rec.tp, k) .. message
+  local sizes = format("--tp-size=%d", rec.tp)
+  if rec.pp ~= nil then
+    sizes = format("%s --pp-size=%d", sizes, rec.pp)
+  end
+  message = format("this job was submitted with %s (%d nodes per %s); ", sizes, k, what)
+    .. message
   slurm.log_user("%s", message)
   slurm.log_info("%s", "topograph: refused a change by uid " .. uid_text(modify_uid) .. ": "
     .. message)
@@ -640,9 +779,12 @@ function M.request_from_options(options)
   local req = {}
   local spank = options.spank
   if type(spank) == "table" and type(spank[M.FACTS.plugin]) == "table" then
-    local v = spank[M.FACTS.plugin]["tp-size"]
-    if v ~= nil and v ~= "unset" then
-      req.tp = v
+    local plugin = spank[M.FACTS.plugin]
+    for key, name in pairs({ tp = "tp-size", pp = "pp-size" }) do
+      local v = plugin[name]
+      if v ~= nil and v ~= "unset" then
+        req[key] = v
+      end
     end
   end
   local partition = option(options, "partition")
@@ -691,7 +833,7 @@ local function cli_pre_submit_unsafe(slurm, options)
     end
   end
   local verbose = M.parse_count(options.verbose)
-  if verbose ~= nil and (req.tp ~= nil or d.source ~= nil) then
+  if verbose ~= nil and (req.tp ~= nil or req.pp ~= nil or d.source ~= nil) then
     slurm.log_info("%s", "topograph: " .. d.message)
   end
   return slurm.SUCCESS

@@ -340,13 +340,18 @@ def test_tp_size_runs_two_plus_two(tp: TpCluster, how: str) -> None:
     else:
         job = tp.sbatch("/tmp/ranks-hinted.sh")
     assert_tp_placement(tp, job)
-    fields = tp.show(job)
-    assert fields["NumNodes"] == "4", fields
-    assert fields["AdminComment"] == RECORD
+    assert assert_recorded(tp, job, RECORD)["NumNodes"] == "4"
+
+
+def assert_recorded(tp: TpCluster, job_id: str, record: str, segment: str = "2") -> dict[str, str]:
+    """The job carries *record* and (where scontrol prints it) the segment, and job_submit.lua
+    never fell back to "keep the job as submitted" (e.g. a missing slurm.log_*); its fields."""
+    fields = tp.show(job_id)
+    assert fields["AdminComment"] == record, fields
     if tp.version != "24.11":  # 24.11's scontrol does not print the segment
-        assert fields["SegmentSize"] == "2", fields
-    # the script never fell back to "keep the job as submitted" (e.g. a missing slurm.log_*)
+        assert fields["SegmentSize"] == segment, fields
     assert "topograph job_submit: internal error" not in tp.cluster.slurmctld_log()
+    return fields
 
 
 def test_verbose_prints_the_decision(tp: TpCluster) -> None:
@@ -370,6 +375,12 @@ def test_impossible_requests_are_rejected(
     tp: TpCluster, conf: str | None, args: str, message: str
 ) -> None:
     """Rejected by cli_filter.lua, and by job_submit.lua when the client filter is bypassed."""
+    assert_rejected(tp, args, message, conf)
+
+
+def assert_rejected(tp: TpCluster, args: str, message: str, conf: str | None) -> None:
+    """sbatch *args* fails with *message*, from the client filter (conf None) or from the
+    controller (a bypassing client config), and nothing was queued."""
     before = tp.cluster.exec(["squeue", "-h", "-o", "%i"]).stdout
     res = tp.submit(f"--hold {args} --wrap true", conf=conf)
     assert res.rc != 0
@@ -475,8 +486,14 @@ sleep 600
 def test_nested_sbatch_does_not_inherit_the_hint(tp: TpCluster) -> None:
     """A job submitted from inside a --tp-size job is the user's next request, not a TP group:
     it must not inherit --tp-size (it would be rejected here: -N 1 cannot hold 8 GPUs)."""
-    tp.cluster.write_files({"nested.sh": NESTED}, path="/tmp")
-    job = tp.sbatch("--tp-size=8 -N 4 --exclusive /tmp/nested.sh")
+    assert_nested_sbatch_is_plain(tp, "--tp-size=8 -N 4 --exclusive", NESTED)
+
+
+def assert_nested_sbatch_is_plain(tp: TpCluster, args: str, script: str) -> None:
+    """Run *script* (a NESTED-like job) with *args*: its own sbatch must succeed with no
+    record, and the job's environment must hold none of the sizes *script* greps for."""
+    tp.cluster.write_files({"nested.sh": script}, path="/tmp")
+    job = tp.sbatch(f"{args} /tmp/nested.sh")
     first = tp.cluster.wait_job(job, timeout=90).nodes[0]
     deadline = time.monotonic() + 60
     while (res := tp.cluster.exec(["cat", f"/tmp/nested-{job}"], node=first)).rc != 0:
@@ -484,7 +501,7 @@ def test_nested_sbatch_does_not_inherit_the_hint(tp: TpCluster) -> None:
         time.sleep(0.5)
     env = tp.cluster.exec(["cat", f"/tmp/nested-env-{job}"], node=first).stdout
     nested = res.stdout.strip()
-    assert nested.isdigit(), f"nested sbatch failed: {nested!r}; tp_size in env: {env!r}"
+    assert nested.isdigit(), f"nested sbatch failed: {nested!r}; sizes in env: {env!r}"
     tp.jobs.append(nested)
     assert "AdminComment" not in tp.show(nested)
     assert env == "", env

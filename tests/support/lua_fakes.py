@@ -9,7 +9,7 @@ as ``segment_size`` before 25.11.2) are only logged, and reading ``assoc_qos`` i
 and "exits the client" on a ``segment``/``switches`` value sbatch would refuse (such as
 "2.0"). ``options.spank[plugin]["tp-size"]`` reads nil when --tp-size was not given (measured
 with the generated plugin on 24.11.5 and 26.05.5; ``spank_unset=True`` gives the "unset" some
-SPANK flags read instead).
+SPANK flags read instead); ``["pp-size"]`` likewise.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 RUNTIMES = ("lupa.lua51", "lupa.lua54")
 
@@ -153,7 +155,7 @@ function FAKE.broken()
   })
 end
 
-function FAKE.options(spec, plugin, tp_value, spank_unset, sentinels)
+function FAKE.options(spec, plugin, tp_value, spank_unset, sentinels, pp_value)
   local store = {}
   for k, v in pairs(sentinels) do
     store[k] = v
@@ -166,11 +168,12 @@ function FAKE.options(spec, plugin, tp_value, spank_unset, sentinels)
       FAKE.reads[k] = true
       if k == "spank" then
         local t = {}
-        local value = tp_value
-        if value == nil and spank_unset then
-          value = "unset"
+        local tp, pp = tp_value, pp_value
+        if spank_unset then
+          tp = tp or "unset"
+          pp = pp or "unset"
         end
-        t[plugin] = { ["tp-size"] = value }
+        t[plugin] = { ["tp-size"] = tp, ["pp-size"] = pp }
         return t
       end
       return store[k]
@@ -273,13 +276,14 @@ class LuaFilter:
         options: dict[str, Any] | None = None,
         tp: str | None = None,
         *,
+        pp: str | None = None,
         plugin: str = "tpsize",
         spank_unset: bool = False,
     ) -> Outcome:
         self.g.FAKE.reset()
         spec = self.lua.table_from(options or {})
         sentinels = self.lua.table_from(OPTION_SENTINELS)
-        opts = self.g.FAKE.options(spec, plugin, tp, spank_unset, sentinels)
+        opts = self.g.FAKE.options(spec, plugin, tp, spank_unset, sentinels, pp)
         rc = self.g.slurm_cli_pre_submit(opts, 0)
         return self._outcome(rc)
 
@@ -296,6 +300,17 @@ class LuaFilter:
         return self._outcome(rc)
 
 
-def tp_env(value: str, plugin: str = "tpsize") -> str:
-    """The spank_job_env entry the SPANK plugin leaves for --tp-size=value."""
-    return f"_SLURM_SPANK_OPTION_{plugin}_tp_size={value}"
+def runtime_or_skip(name: str) -> str:
+    """The lupa runtime *name* for a ``runtime`` fixture; the test skips when this lupa build
+    lacks it."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pytest.skip(f"{name} not available in this lupa build")
+    return name
+
+
+def tp_env(value: str, plugin: str = "tpsize", option: str = "tp") -> str:
+    """The spank_job_env entry the SPANK plugin leaves for --tp-size=value (``option="pp"``:
+    --pp-size=value)."""
+    return f"_SLURM_SPANK_OPTION_{plugin}_{option}_size={value}"

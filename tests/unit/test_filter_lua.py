@@ -20,7 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.lua_fakes import ERRORS, RUNTIMES, LuaFilter, Outcome, tp_env
+from tests.support.lua_fakes import (
+    ERRORS,
+    RUNTIMES,
+    LuaFilter,
+    Outcome,
+    runtime_or_skip,
+    tp_env,
+)
 from topograph_slurm.errors import CollectError, ConfigError
 from topograph_slurm.render.environment import lua_str
 from topograph_slurm.render.filters import (
@@ -69,11 +76,7 @@ def loaded(runtime: str, kind: str, version: str = NEW, switch_wait: int = 300) 
 
 @pytest.fixture(params=RUNTIMES)
 def runtime(request: pytest.FixtureRequest) -> str:
-    try:
-        importlib.import_module(request.param)
-    except ImportError:
-        pytest.skip(f"{request.param} not available in this lupa build")
-    return str(request.param)
+    return runtime_or_skip(str(request.param))
 
 
 def submit(
@@ -909,7 +912,7 @@ SPANK_HARNESS = r"""
 #include <string.h>
 #include "tpsize.c"
 
-static int registered = 0;
+static int registered = 0, registered_pp = 0;
 static spank_context_t ctx_now = S_CTX_ALLOCATOR;
 static int remote_now = 0;
 static char unset[256] = "";
@@ -920,7 +923,8 @@ int spank_remote(spank_t sp) { (void) sp; return remote_now; }
 spank_err_t spank_unsetenv(spank_t sp, const char *var)
 {
 	(void) sp;
-	snprintf(unset, sizeof(unset), "%s", var);
+	strncat(unset, unset[0] ? " " : "", sizeof(unset) - strlen(unset) - 1);
+	strncat(unset, var, sizeof(unset) - strlen(unset) - 1);
 	return ESPANK_SUCCESS;
 }
 spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
@@ -928,6 +932,8 @@ spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
 	(void) sp;
 	if (!strcmp(opt->name, "tp-size") && opt->has_arg == 1)
 		registered++;
+	if (!strcmp(opt->name, "pp-size") && opt->has_arg == 1)
+		registered_pp++;
 	return ESPANK_SUCCESS;
 }
 
@@ -937,12 +943,15 @@ int main(int argc, char **argv)
 
 	for (i = 1; i < argc; i++)
 		printf("%s=%d\n", argv[i], tp_size_option.cb(0, argv[i], 0));
+	for (i = 1; i < argc; i++)
+		printf("pp:%s=%d\n", argv[i], pp_size_option.cb(0, argv[i], 0));
 	slurm_spank_init(NULL, 0, NULL);
 	ctx_now = S_CTX_LOCAL;
 	slurm_spank_init(NULL, 0, NULL);
 	ctx_now = S_CTX_SLURMD;
 	slurm_spank_init(NULL, 0, NULL);
 	printf("registered=%d\n", registered);
+	printf("registered-pp=%d\n", registered_pp);
 	slurm_spank_user_init(NULL, 0, NULL);
 	printf("unset-local=%s\n", unset);
 	remote_now = 1;
@@ -986,10 +995,15 @@ def test_spank_callback_and_registration(tmp_path: Path) -> None:
     out = subprocess.run([str(exe), *values], capture_output=True, text=True, check=True).stdout
     results = dict(line.rsplit("=", 1) for line in out.splitlines())
     assert results.pop("registered") == "2"  # allocator and local, not slurmd
-    # job steps lose the option Slurm exported for it, so a nested sbatch does not inherit it
+    assert results.pop("registered-pp") == "2"
+    # job steps lose the options Slurm exported for it, so a nested sbatch does not inherit them
     assert results.pop("unset-local") == ""
-    assert results.pop("unset-remote") == "SLURM_SPANK__SLURM_SPANK_OPTION_tpsize_tp_size"
-    assert {v for v, rc in results.items() if rc == "0"} == {"8", "1", "65536"}
+    assert results.pop("unset-remote") == (
+        "SLURM_SPANK__SLURM_SPANK_OPTION_tpsize_tp_size "
+        "SLURM_SPANK__SLURM_SPANK_OPTION_tpsize_pp_size"
+    )
+    accepted = {v for v, rc in results.items() if rc == "0"}
+    assert accepted == {"8", "1", "65536", "pp:8", "pp:1", "pp:65536"}
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Job filters for ``--tp-size``: cluster facts and rendering of the Lua/SPANK templates.
+"""Job filters for ``--tp-size`` / ``--pp-size``: cluster facts and rendering of the templates.
 
 The rules themselves live in plain Lua (``templates/topograph_tp.lua``) because they must run
 inside ``slurmctld`` (job_submit.lua) and inside sbatch/salloc/srun (cli_filter.lua). Python only
@@ -26,7 +26,8 @@ from topograph_slurm.slurm_version import SlurmVersion
 
 TopologyKind = Literal["block", "tree", "flat"]
 
-#: Largest --tp-size the filters accept; the Lua and the SPANK plugin share this bound.
+#: Largest --tp-size (and --pp-size) the filters accept; the Lua and the SPANK plugin share
+#: this bound.
 MAX_TP = 65536
 
 #: The rules module, shipped as it is generated: the rendered facts, then this static file.
@@ -108,8 +109,8 @@ class FilterFacts:
 
     ``switch_wait`` is the seconds a tree job waits for its leaf count before Slurm relaxes it;
     ``plugin_name`` is the SPANK plugin name (it appears in ``options.spank[...]`` and in the
-    ``_SLURM_SPANK_OPTION_<plugin>_tp_size`` variable); ``spank_path`` is where the built
-    ``.so`` is installed (for the plugstack line).
+    ``_SLURM_SPANK_OPTION_<plugin>_tp_size`` / ``_pp_size`` variables); ``spank_path`` is where
+    the built ``.so`` is installed (for the plugstack line).
     """
 
     partitions: tuple[PartitionFacts, ...]
