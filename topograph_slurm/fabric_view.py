@@ -1,11 +1,12 @@
 """The fabric as ``explain`` and ``order`` see it: every node's place (node, NVLink domain or
 block, leaf, spine levels, island), and what the fabric knows about the links between them.
 
-It comes from one of two places. A fabric source (``--sim``, ``--ibnetdiscover``,
+It comes from one of three places. A fabric source (``--sim``, ``--ibnetdiscover``,
 ``--snapshot``, ``--ufm``) is analysed as ``generate`` would analyse it: the tree gives leaves
 and spines, a snapshot's NVLink domains give the domain level, and the links give rates and
 health. A topology file Slurm runs (``--topology topology.conf|topology.yaml``) gives the places
-only: no rates, no health.
+only: no rates, no health; so does the topology slurmctld runs (``scontrol show topology``),
+the default for a job id.
 """
 
 from __future__ import annotations
@@ -36,19 +37,24 @@ class FabricView:
     gpus_per_node: int = 0
 
 
-def from_settings(settings: Settings, topology: str | None, warn: pipeline.Warn) -> FabricView:
-    """A view from the one fabric source or topology file *settings* and *topology* name."""
+def from_settings(
+    settings: Settings, topology: str | None, warn: pipeline.Warn, running: bool = False
+) -> FabricView:
+    """A view from the one fabric source or topology file *settings* and *topology* name;
+    with neither, the *running* Slurm's topology (for a job id) or a usage error."""
     sources = [key for key in FABRIC_SOURCES if getattr(settings, key)]
     if topology and sources:
         raise UsageError(f"give --topology or --{sources[0]}, not both")
     if topology:
         return from_topology_file(Path(topology))
-    if not sources:
-        raise UsageError(
-            "say where the fabric is: --topology FILE, or a fabric source "
-            "(--sim, --ibnetdiscover, --snapshot, --ufm)"
-        )
-    return from_fabric(settings, warn)
+    if sources:
+        return from_fabric(settings, warn)
+    if running:
+        return from_running_slurm()
+    raise UsageError(
+        "say where the fabric is: --topology FILE, or a fabric source "
+        "(--sim, --ibnetdiscover, --snapshot, --ufm)"
+    )
 
 
 def from_fabric(settings: Settings, warn: pipeline.Warn) -> FabricView:
@@ -85,5 +91,13 @@ def from_topology_file(path: Path) -> FabricView:
     """Places from a topology.conf or topology.yaml that Slurm runs (blocks, or a tree)."""
     from topograph_slurm.sources.layout import load_topology
 
-    tree, blocks = load_topology(path)
-    return FabricView(fabric_map(tree, blocks, str(path)))
+    topology = load_topology(path)
+    return FabricView(fabric_map(topology.tree, topology.blocks, str(path)))
+
+
+def from_running_slurm() -> FabricView:
+    """Places from the topology slurmctld runs (``scontrol show topology``)."""
+    from topograph_slurm.sources.slurm import scontrol_topology
+
+    topology = scontrol_topology()
+    return FabricView(fabric_map(topology.tree, topology.blocks, "scontrol show topology"))

@@ -60,7 +60,7 @@ def test_tree_conf_levels_parents_and_tops() -> None:
     ]
     assert tree.tops == ["core"] and tree.depth == 3
     fmap = fabric_map(tree, None)
-    assert fmap.levels == ["node", "leaf", "spine-1", "spine-2", "island"]
+    assert fmap.levels == ["node", "leaf", "spine-1", "spine-2", "island", "fabric"]
     assert count_nodes(TREE_CONF) == 6
 
 
@@ -95,7 +95,7 @@ def test_yaml_without_a_name_gives_the_tree_and_the_blocks() -> None:
     assert both.tree is not None and [g.name for g in both.tree.leaves] == ["leaf1", "leaf2"]
     assert both.blocks is not None and both.blocks.block_sizes == [2, 4]
     fmap = fabric_map(both.tree, both.blocks)
-    assert fmap.levels == ["node", "domain", "leaf", "spine-1", "island"]
+    assert fmap.levels == ["node", "domain", "leaf", "spine-1", "island", "fabric"]
 
 
 def test_yaml_named_topologies() -> None:

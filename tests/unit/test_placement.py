@@ -111,7 +111,7 @@ def test_every_rank_is_in_exactly_one_group_of_each_kind(
 
 def test_a_tree_gives_leaf_spine_and_island_levels() -> None:
     fmap = fabric_map(two_leaf_tree())
-    assert fmap.levels == ["node", "leaf", "spine-1", "island"]
+    assert fmap.levels == ["node", "leaf", "spine-1", "island", "fabric"]
     assert span(fmap, ["n01"]) == "node"
     assert span(fmap, ["n01", "n04"]) == "leaf"
     assert span(fmap, ["n01", "n05"]) == "spine-1"
@@ -119,15 +119,25 @@ def test_a_tree_gives_leaf_spine_and_island_levels() -> None:
 
 def test_islands_share_nothing() -> None:
     fmap = fabric_map(island_tree())
-    assert span(fmap, ["a1", "b1"]) == "island"
+    assert span(fmap, ["a1", "a2"]) == "leaf"
+    assert span(fmap, ["a1", "b1"]) == "fabric"
 
 
 def test_blocks_give_a_domain_level_and_unknown_nodes_share_nothing() -> None:
     fmap = fabric_map(None, blocks(["n01", "n02"], ["n03", "n04"]))
-    assert fmap.levels == ["node", "domain"]
+    assert fmap.levels == ["node", "domain", "fabric"]
     assert span(fmap, ["n01", "n02"]) == "domain"
-    assert span(fmap, ["n01", "n03"]) == "domain"  # the coarsest level known: crosses blocks
-    assert span(fmap, ["n01", "x9"]) == "domain"
+    assert span(fmap, ["n01", "n03"]) == "fabric"  # no one block holds them
+    assert span(fmap, ["n01", "x9"]) == "fabric"
+
+
+def test_groups_across_blocks_cross_the_domain_level() -> None:
+    fmap = fabric_map(None, blocks(["n01", "n02"], ["n03", "n04"]))
+    layout = ParallelLayout.for_world(4 * 4, tp=8)
+    split = kind_spans(layout, ["n01", "n03", "n02", "n04"], 4, fmap)["tp"]
+    assert split.crossing("domain", fmap.levels) == 2 and split.worst_level == "fabric"
+    kept = kind_spans(layout, ["n01", "n02", "n03", "n04"], 4, fmap)["tp"]
+    assert kept.crossing("domain", fmap.levels) == 0
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from topograph_slurm.config import load_settings, override
 from topograph_slurm.errors import Exit, InputError, UsageError
 from topograph_slurm.fabric_view import FabricView, from_settings
 from topograph_slurm.model import names
+from topograph_slurm.model.job import SlurmJob
 from topograph_slurm.model.placement import MEGATRON_ORDER, ParallelLayout
 from topograph_slurm.render.environment import environment
 
@@ -33,7 +34,11 @@ _JOB_OPTIONS = [
         metavar="N",
         help="GPUs (ranks) per node; default: measured in the snapshot, or the simulation's.",
     ),
-    click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel size."),
+    click.option(
+        "--tp",
+        type=int,
+        help="Tensor-parallel size (default: the job's --tp-size record, else 1).",
+    ),
     click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel size."),
     click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel size."),
     click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel size."),
@@ -74,45 +79,59 @@ def _node_order(hostlist: str | None, hostfile: str | None) -> list[str]:
     return names.expand(hostlist, "--nodes", UsageError)
 
 
+_JOB_KEYS = ("hostlist", "hostfile", "gpus_per_node", "tp", "pp", "cp", "ep", "rank_order")
+
+
 def _prepare(
-    ctx: click.Context, flags: dict[str, Any]
+    ctx: click.Context, job_id: str | None, flags: dict[str, Any]
 ) -> tuple[FabricView, list[str], int, ParallelLayout]:
-    """Settings, the fabric view, the node order, GPUs per node and the layout."""
-    job = {
-        key: flags.pop(key)
-        for key in (
-            "hostlist",
-            "hostfile",
-            "gpus_per_node",
-            "tp",
-            "pp",
-            "cp",
-            "ep",
-            "rank_order",
-            "topology",
-        )
-    }
+    """Settings, the fabric view, the node order, GPUs per node and the layout. A job id
+    gives the nodes in the order Slurm ranks them, GPUs per node and (from the filter's
+    record) the TP size, unless flags say otherwise."""
+    job = {key: flags.pop(key) for key in _JOB_KEYS}
+    topology = flags.pop("topology")
     rewrites = flags.pop("rewrites")
     settings = override(
         load_settings(ctx.obj["config_file"]), rewrites=parse_rewrites(rewrites), **flags
     )
-    view = from_settings(settings, job["topology"], warn)
-    order = _node_order(job["hostlist"], job["hostfile"])
-    gpus = job["gpus_per_node"] or view.gpus_per_node
+    slurm_job = _slurm_job(job_id) if job_id else None
+    view = from_settings(settings, topology, warn, running=slurm_job is not None)
+    if slurm_job is not None and not (job["hostlist"] or job["hostfile"]):
+        order = list(slurm_job.nodes)
+    else:
+        order = _node_order(job["hostlist"], job["hostfile"])
+    gpus = job["gpus_per_node"] or (slurm_job and slurm_job.gpus_per_node) or view.gpus_per_node
     if not gpus or gpus < 1:
-        raise UsageError("--gpus-per-node is needed: the fabric source does not say")
+        raise UsageError("--gpus-per-node is needed: neither the job nor the fabric says")
+    tp = job["tp"] or (slurm_job and slurm_job.tp) or 1
     layout = ParallelLayout.for_world(
-        len(order) * gpus, job["tp"], job["pp"], job["cp"], job["ep"], job["rank_order"]
+        len(order) * gpus, tp, job["pp"], job["cp"], job["ep"], job["rank_order"]
     )
     return view, order, gpus, layout
 
 
+def _slurm_job(job_id: str) -> SlurmJob:
+    from topograph_slurm.sources.slurm import scontrol_job
+
+    job = scontrol_job(job_id)
+    if not job.nodes:
+        raise InputError(
+            f"job {job.job_id} has no nodes yet ({job.state}): explain it once it runs"
+        )
+    return job
+
+
 @click.command()
+@click.argument("job_id", metavar="[JOBID]", required=False)
 @job_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.pass_context
-def explain(ctx: click.Context, /, as_json: bool, **flags: Any) -> None:
+def explain(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: Any) -> None:
     """Where a job's TP, CP, EP, DP and PP groups sit on the fabric.
+
+    JOBID (a running job) gives the nodes in the order Slurm ranks them, GPUs per node, the TP
+    size the --tp-size filter recorded, and (without --topology or a fabric source) the
+    topology slurmctld runs; --nodes/--hostfile with --gpus-per-node describe any job.
 
     Per kind of group: how many groups cross each fabric level (node, NVLink domain/block,
     leaf, spine levels, island), the slowest link on the worst group's path, and anything
@@ -121,6 +140,7 @@ def explain(ctx: click.Context, /, as_json: bool, **flags: Any) -> None:
 
     \b
     Examples:
+      topograph-slurm explain "$SLURM_JOB_ID" --pp 4
       topograph-slurm explain --sim demo --nodes 'gpu[0001-0004]' --tp 16
       topograph-slurm explain --topology /etc/slurm/topology.conf --nodes "$SLURM_JOB_NODELIST" \\
           --gpus-per-node 8 --tp 8 --pp 4
@@ -128,7 +148,7 @@ def explain(ctx: click.Context, /, as_json: bool, **flags: Any) -> None:
     from topograph_slurm.render.placement import render_explanation
     from topograph_slurm.topology.explain import explain as explain_job
 
-    view, order, gpus, layout = _prepare(ctx, flags)
+    view, order, gpus, layout = _prepare(ctx, job_id, flags)
     result = explain_job(layout, order, gpus, view.fmap, view.facts)
     env = environment(None)
     click.echo(render_explanation(env, result, "json" if as_json else "text"), nl=False)
@@ -147,8 +167,9 @@ def explain(ctx: click.Context, /, as_json: bool, **flags: Any) -> None:
     "srun --distribution=arbitrary inside an allocation), torchrun (host and --node-rank), mpi "
     "(host slots=N).",
 )
+@click.argument("job_id", metavar="[JOBID]", required=False)
 @click.pass_context
-def order(ctx: click.Context, /, fmt: str, **flags: Any) -> None:
+def order(ctx: click.Context, /, job_id: str | None, fmt: str, **flags: Any) -> None:
     """A node order that keeps each TP group inside one node or NVLink domain, each pipeline
     inside one leaf or block where it fits, and DP outermost; nodes with health findings last.
 
@@ -167,7 +188,7 @@ def order(ctx: click.Context, /, fmt: str, **flags: Any) -> None:
     from topograph_slurm.topology.explain import explain as explain_job
     from topograph_slurm.topology.order import best_order
 
-    view, given, gpus, layout = _prepare(ctx, flags)
+    view, given, gpus, layout = _prepare(ctx, job_id, flags)
     unhealthy = set(view.facts.problems) if view.facts else set()
     chosen = best_order(layout, given, gpus, view.fmap, unhealthy)
     result = explain_job(layout, chosen.nodes, gpus, view.fmap, view.facts)

@@ -19,8 +19,11 @@ KINDS: tuple[str, ...] = (TP, CP, EP, DP, PP)
 #: Megatron-Core's default order: the first kind varies fastest over consecutive ranks.
 MEGATRON_ORDER = "tp-cp-ep-dp-pp"
 
-#: Fabric levels a group can span, finest first; spine levels and islands follow the leaf.
+#: Fabric levels a group can span, finest first; spine levels and islands follow the leaf, and
+#: ``fabric`` (no one unit of any level holds the group: across blocks without a tree, across
+#: islands) closes every list.
 LEVEL_NODE, LEVEL_DOMAIN, LEVEL_LEAF, LEVEL_ISLAND = "node", "domain", "leaf", "island"
+LEVEL_FABRIC = "fabric"
 
 
 @dataclass(frozen=True, slots=True)

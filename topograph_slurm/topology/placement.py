@@ -4,7 +4,8 @@ group, counted per fabric level.
 A group's *span* is the finest level whose one unit holds all its members: ``node`` (NVLink or
 PCIe inside one node), ``domain`` (one NVLink domain or block), ``leaf`` (one leaf switch),
 ``spine-N`` (one switch N levels above the leaves), ``island`` (no common switch at all). A group
-crosses every level finer than its span. Ranks are laid on nodes in blocks of ``gpus_per_node``
+crosses every level finer than its span; ``fabric`` closes every list of levels (no one unit
+holds the group). Ranks are laid on nodes in blocks of ``gpus_per_node``
 (rank r on node r // gpus_per_node of the node order), as torchrun and ``srun`` with one task
 per GPU do.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from topograph_slurm.model.placement import (
     LEVEL_DOMAIN,
+    LEVEL_FABRIC,
     LEVEL_ISLAND,
     LEVEL_LEAF,
     LEVEL_NODE,
@@ -60,6 +62,8 @@ def fabric_map(
             _add_unit(places, sizes, LEVEL_DOMAIN, block.name, block.nodes)
     if tree is not None and tree.leaves:
         levels += _tree_units(tree, places, sizes)
+    levels.append(LEVEL_FABRIC)
+    sizes[(LEVEL_FABRIC, LEVEL_FABRIC)] = len(places)
     return FabricMap(
         {node: NodePlace(node, tuple(units)) for node, units in places.items()},
         levels,
@@ -104,19 +108,21 @@ def unit_of(fmap: FabricMap, node: str, level: str) -> str:
     own there (it shares nothing with anyone)."""
     if level == LEVEL_NODE:
         return node
+    if level == LEVEL_FABRIC:
+        return LEVEL_FABRIC
     place = fmap.places.get(node)
     found = place.unit(level) if place else None
     return found if found is not None else f"\0{node}"
 
 
 def span(fmap: FabricMap, nodes: Iterable[str]) -> str:
-    """The finest level whose one unit holds all *nodes* (the coarsest level when none does:
-    nodes on separate islands, or unknown to the topology)."""
+    """The finest level whose one unit holds all *nodes*; ``fabric`` when none does (nodes in
+    different blocks of a block-only topology, on separate islands, or unknown to it)."""
     members = set(nodes)
     for level in fmap.levels:
         if len({unit_of(fmap, node, level) for node in members}) == 1:
             return level
-    return fmap.levels[-1] if len(fmap.levels) > 1 else LEVEL_NODE
+    return LEVEL_FABRIC
 
 
 def group_nodes(group: Sequence[int], order: Sequence[str], gpus_per_node: int) -> list[str]:
