@@ -1,0 +1,395 @@
+"""Placement quality on the real Slurm test cluster: does ``--tp-size`` pay off?
+
+One cluster per run (default 32 nodes of 8 fake GPUs, topology/block with 4 blocks of 8 nodes,
+one partition), with the ``topology.conf`` and the filters ``topograph-slurm generate
+--filter-dir`` renders for that fabric and the SPANK plugin built inside a node, as
+``tests/integration/test_tp_filter.py`` sets it up. One seeded stream of mixed jobs (1-16 nodes,
+TP 4-64, ``sleep`` runtimes, arriving in bursts) is submitted three times, one policy after the
+other on the same idle cluster:
+
+- ``plain``: ``sbatch -N n --exclusive``, no topology request (Slurm's block plugin still keeps
+  a job inside the smallest block level that holds it).
+- ``tp-size``: the same plus ``--tp-size=tp``; the filters turn it into ``--segment=tp/8``
+  when a TP group spans nodes and leave the job alone when it fits one node.
+- ``whole-unit``: every job in whole units: ``--segment=n`` when it fits one block (the job
+  sits in one block), else whole blocks: ``-N`` rounded up to a multiple of the block size with
+  ``--segment=<block size>`` (the job runs on the first n nodes; the rest is the price).
+
+Per policy it reports the share of multi-node TP groups that cross a block (from each job's
+node list as Slurm allocated it, in hostname order, ranks laid 8 per node in Megatron-Core
+order, through ``kind_spans``), the mean and p95 queue wait (start - submit), the makespan (last
+end - first submit) and node utilisation (allocated node-seconds / (nodes x makespan); "useful"
+counts only the n nodes a job asked for). Times are Slurm's own (``scontrol show job``, 1 s).
+
+Usage: python benchmarks/bench_placement.py [--version 24.11|26.05] [--jobs 100] [--seed 1]
+       [--nodes 32] [--block-size 8] [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "slurm-test-cluster")]
+
+from topograph_slurm.model.placement import LEVEL_DOMAIN, FabricMap, ParallelLayout  # noqa: E402
+from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree  # noqa: E402
+from topograph_slurm.topology.placement import fabric_map, kind_spans  # noqa: E402
+
+GPUS_PER_NODE = 8
+POLICIES = ("plain", "tp-size", "whole-unit")
+#: Job sizes (nodes) and how often each comes up: many small jobs, some over one block.
+NODE_WEIGHTS = {1: 14, 2: 18, 3: 8, 4: 18, 6: 8, 8: 16, 12: 8, 16: 10}
+TP_CHOICES = (4, 8, 16, 32, 64)
+TIME_LIMIT_MIN = 1  # every job, every policy: backfill needs a limit; runtimes stay well under
+DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"}
+
+
+# --------------------------------------------------------------------------------------------
+# The job stream (pure)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamShape:
+    """Runtimes and arrival bursts, in seconds; ``quick`` is a smoke run's shape."""
+
+    runtime: tuple[int, int] = (2, 12)
+    burst: tuple[int, int] = (3, 6)
+    pause: tuple[int, int] = (3, 10)
+
+
+QUICK = StreamShape(runtime=(1, 4), burst=(2, 4), pause=(1, 3))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job of the stream: its size, TP, runtime and arrival (seconds after the first)."""
+
+    index: int
+    nodes: int
+    tp: int
+    runtime: int
+    arrival: int
+
+
+def valid_tps(nodes: int, gpus_per_node: int, block_size: int) -> list[int]:
+    """TP sizes a job of *nodes* can use: its GPUs a multiple of TP, a group within a block."""
+    gpus = nodes * gpus_per_node
+    return [
+        tp
+        for tp in TP_CHOICES
+        if tp <= gpus and gpus % tp == 0 and -(-tp // gpus_per_node) <= block_size
+    ]
+
+
+def job_stream(
+    count: int,
+    seed: int,
+    *,
+    max_nodes: int = 16,
+    block_size: int = 8,
+    gpus_per_node: int = GPUS_PER_NODE,
+    shape: StreamShape = StreamShape(),
+) -> list[JobSpec]:
+    """The seeded stream: the same jobs, sizes and arrival times for every policy."""
+    rng = random.Random(seed)
+    sizes = [n for n in NODE_WEIGHTS if n <= max_nodes]
+    weights = [NODE_WEIGHTS[n] for n in sizes]
+    jobs: list[JobSpec] = []
+    clock = 0
+    while len(jobs) < count:
+        for _ in range(min(rng.randint(*shape.burst), count - len(jobs))):
+            nodes = rng.choices(sizes, weights)[0]
+            tp = rng.choice(valid_tps(nodes, gpus_per_node, block_size))
+            jobs.append(JobSpec(len(jobs), nodes, tp, rng.randint(*shape.runtime), clock))
+        clock += rng.randint(*shape.pause)
+    return jobs
+
+
+def policy_args(policy: str, job: JobSpec, block_size: int) -> str:
+    """The sbatch options (before ``--wrap``) of *job* under *policy*."""
+    nodes = allocated_nodes(policy, job, block_size)
+    base = f"--exclusive -N {nodes} -t {TIME_LIMIT_MIN} -o /dev/null -J bench-{job.index}"
+    if policy == "plain":
+        return base
+    if policy == "tp-size":
+        return f"{base} --tp-size={job.tp}"
+    if policy == "whole-unit":
+        return f"{base} --segment={min(nodes, block_size)}"
+    raise ValueError(f"unknown policy {policy!r}")
+
+
+def allocated_nodes(policy: str, job: JobSpec, block_size: int) -> int:
+    """Nodes the policy asks Slurm for: whole blocks for a whole-unit job over one block."""
+    if policy == "whole-unit" and job.nodes > block_size:
+        return math.ceil(job.nodes / block_size) * block_size
+    return job.nodes
+
+
+# --------------------------------------------------------------------------------------------
+# Metrics (pure)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What Slurm did with one job: times in seconds (any common origin) and its nodes."""
+
+    spec: JobSpec
+    state: str
+    submit: float
+    start: float
+    end: float
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    policy: str
+    jobs: int
+    failed: int
+    tp_groups: int
+    tp_crossing: int
+    jobs_crossing: int
+    mean_wait: float
+    p95_wait: float
+    makespan: float
+    utilisation: float
+    useful: float
+
+    @property
+    def crossing_share(self) -> float:
+        return self.tp_crossing / self.tp_groups if self.tp_groups else 0.0
+
+
+def block_fabric(blocks: Mapping[str, Sequence[str]]) -> FabricMap:
+    """Places from the cluster's blocks, under one switch that holds them all: without a level
+    above the blocks, a group spread over two blocks would have nowhere wider to span."""
+    topo = BlockTopology([Block(name, list(nodes)) for name, nodes in blocks.items()], [])
+    every = [node for nodes in blocks.values() for node in nodes]
+    return fabric_map(Tree([LeafGroup("cluster", [], every)], [], ["cluster"]), topo)
+
+
+def tp_crossing(
+    nodes: Sequence[str], spec: JobSpec, fmap: FabricMap, gpus_per_node: int
+) -> tuple[int, int]:
+    """(TP groups that cross a block, TP groups that span nodes) of a job on *nodes* (Slurm's
+    hostname order; a whole-unit job runs on the first ``spec.nodes`` of them)."""
+    if spec.tp <= gpus_per_node:
+        return 0, 0
+    used = list(nodes)[: spec.nodes]
+    layout = ParallelLayout.for_world(len(used) * gpus_per_node, tp=spec.tp)
+    spans = kind_spans(layout, used, gpus_per_node, fmap)["tp"]
+    return spans.crossing(LEVEL_DOMAIN, fmap.levels), spans.groups
+
+
+def p95(values: Sequence[float]) -> float:
+    """Nearest-rank 95th percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)] if ordered else 0.0
+
+
+def summarise(
+    policy: str,
+    records: Sequence[JobRecord],
+    total_nodes: int,
+    fmap: FabricMap,
+    gpus_per_node: int = GPUS_PER_NODE,
+) -> PolicyResult:
+    """The policy's numbers from what Slurm did; jobs that never ran count as failed."""
+    ran = [r for r in records if r.state == "COMPLETED" and r.nodes]
+    crossing = [tp_crossing(r.nodes, r.spec, fmap, gpus_per_node) for r in ran]
+    waits = [r.start - r.submit for r in ran]
+    makespan = max(r.end for r in ran) - min(r.submit for r in records) if ran else 0.0
+    capacity = total_nodes * makespan or 1.0
+    return PolicyResult(
+        policy=policy,
+        jobs=len(records),
+        failed=len(records) - len(ran),
+        tp_groups=sum(groups for _, groups in crossing),
+        tp_crossing=sum(cross for cross, _ in crossing),
+        jobs_crossing=sum(1 for cross, _ in crossing if cross),
+        mean_wait=statistics.fmean(waits) if waits else 0.0,
+        p95_wait=p95(waits),
+        makespan=makespan,
+        utilisation=sum(len(r.nodes) * (r.end - r.start) for r in ran) / capacity,
+        useful=sum(r.spec.nodes * (r.end - r.start) for r in ran) / capacity,
+    )
+
+
+def table(results: Sequence[PolicyResult], baseline: str = "plain") -> str:
+    """The printed table; wait and makespan also as a ratio to the baseline policy."""
+    base = next((r for r in results if r.policy == baseline), None)
+    head = "policy      TP groups crossing  jobs crossing  mean wait  p95 wait  makespan"
+    lines = [head + "         util  useful  failed"]
+    for r in results:
+        ratio = f"({r.makespan / base.makespan:4.2f}x)" if base and base.makespan else ""
+        lines.append(
+            f"{r.policy:<11} {r.tp_crossing:>3}/{r.tp_groups:<4} {r.crossing_share:6.1%}"
+            f"  {r.jobs_crossing:>13}  {r.mean_wait:8.1f}s  {r.p95_wait:7.1f}s"
+            f"  {r.makespan:6.0f}s {ratio:<8} {r.utilisation:5.1%}  {r.useful:6.1%}"
+            f"  {r.failed:>6}"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# The run on the test cluster
+# --------------------------------------------------------------------------------------------
+
+
+def slurm_time(value: str) -> float:
+    """Seconds since the epoch of a ``scontrol`` timestamp (the controller's local time)."""
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S").timestamp()
+
+
+class Bench:
+    """One cluster: the filters installed, the plugin built, its blocks known."""
+
+    def __init__(self, cluster: Any, block_size: int) -> None:
+        import harness
+
+        self.cluster = cluster
+        self.block_size = block_size
+        self.blocks = {
+            b.name: b.nodes
+            for b in harness.parse_show_topology(cluster.show_topology()).base_blocks
+        }
+        self.fmap = block_fabric(self.blocks)
+
+    def submit(self, policy: str, burst: Sequence[JobSpec]) -> dict[str, JobSpec]:
+        """A burst in one exec (several sbatch at once); job id -> spec."""
+        lines = [
+            f"sbatch --parsable {policy_args(policy, j, self.block_size)} "
+            f"--wrap 'sleep {j.runtime}'"
+            for j in burst
+        ]
+        out = self.cluster.exec("\n".join(lines)).check(f"{policy} burst").stdout.split()
+        if len(out) != len(burst):
+            raise SystemExit(f"{policy}: submitted {len(out)} of {len(burst)} jobs: {out}")
+        return {job_id.split(";")[0]: spec for job_id, spec in zip(out, burst, strict=True)}
+
+    def snapshot(self, seen: dict[str, dict[str, str]]) -> None:
+        """Merge every job ``scontrol`` knows into *seen* (finished jobs stay for MinJobAge)."""
+        import harness
+
+        text = self.cluster.exec(["scontrol", "-o", "show", "job"]).stdout
+        for line in text.splitlines():
+            kv = harness.parse_kv_line(line)
+            if "JobId" in kv:
+                seen[kv["JobId"]] = kv
+
+    def run_policy(self, policy: str, stream: Sequence[JobSpec], timeout: float) -> PolicyResult:
+        jobs: dict[str, JobSpec] = {}
+        seen: dict[str, dict[str, str]] = {}
+        t0 = time.monotonic()
+        for arrival in sorted({j.arrival for j in stream}):
+            time.sleep(max(0.0, t0 + arrival - time.monotonic()))
+            jobs |= self.submit(policy, [j for j in stream if j.arrival == arrival])
+        while not all(seen.get(i, {}).get("JobState") in DONE for i in jobs):
+            if time.monotonic() - t0 > timeout:
+                self.cluster.exec(["scancel", *jobs])
+                break
+            time.sleep(2)
+            self.snapshot(seen)
+        self.snapshot(seen)
+        self.cluster.wait_idle(timeout=120)
+        records = [record(seen[i], spec) for i, spec in jobs.items()]
+        return summarise(policy, records, sum(map(len, self.blocks.values())), self.fmap)
+
+
+def record(kv: Mapping[str, str], spec: JobSpec) -> JobRecord:
+    import harness
+
+    def at(key: str) -> float:
+        value = kv.get(key, "")
+        return slurm_time(value) if value[:1].isdigit() else 0.0
+
+    nodes = tuple(harness.expand(kv.get("NodeList", "")))
+    state = kv.get("JobState", "UNKNOWN")
+    return JobRecord(spec, state, at("SubmitTime"), at("StartTime"), at("EndTime"), nodes)
+
+
+def run(args: argparse.Namespace) -> list[PolicyResult]:
+    """Start the cluster, run every policy in turn, tear it down whatever happens."""
+    import harness
+
+    from tests.integration import test_tp_filter as scenario
+
+    names = [f"gpu{i:04d}" for i in range(1, args.nodes + 1)]
+    scenario.GPUS = GPUS_PER_NODE
+    scenario.SIM = f"nodes={args.nodes},rails=1,su={args.block_size}"
+    scenario.NODES[:] = names
+    client = harness.docker_client()
+    image = harness.ensure_image(args.version, client)
+    release = scenario.release_of(client, image, args.version)
+    stream = job_stream(
+        args.jobs,
+        args.seed,
+        max_nodes=min(16, args.nodes // 2),
+        block_size=args.block_size,
+        shape=QUICK if args.quick else StreamShape(),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        files = scenario.generate(Path(tmp), release)
+    cluster = harness.Cluster(scenario.cluster_spec(files), image, client=client)
+    try:
+        cluster.start()
+        cluster.wait_idle(timeout=300)
+        scenario.build_plugin(cluster).check("SPANK plugin build")
+        bench = Bench(cluster, args.block_size)
+        return [bench.run_policy(p, stream, args.timeout) for p in args.policies]
+    finally:
+        cluster.teardown()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", default="24.11", choices=["24.11", "26.05"])
+    parser.add_argument("--jobs", type=int, default=None, help="jobs in the stream (100)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--nodes", type=int, default=32)
+    parser.add_argument("--block-size", type=int, default=8)
+    parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per policy")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 12 short jobs")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON too")
+    args = parser.parse_args(argv)
+    if args.jobs is None:
+        args.jobs = 12 if args.quick else 100
+    if args.nodes % args.block_size or args.nodes < 2 * args.block_size:
+        parser.error("--nodes must be a multiple of --block-size, at least two blocks")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    results = run(args)
+    blocks = args.nodes // args.block_size
+    print(
+        f"Slurm {args.version}: {args.nodes} nodes x {GPUS_PER_NODE} GPUs, {blocks} blocks of "
+        f"{args.block_size}; {args.jobs} jobs, seed {args.seed}; "
+        f"{time.monotonic() - started:.0f} s in all"
+    )
+    print(table(results))
+    if args.json:
+        print(json.dumps([asdict(r) | {"crossing_share": r.crossing_share} for r in results]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
