@@ -24,12 +24,12 @@ from tests.support.sim_gpu import (
     render_query_q,
     render_topo_matrix,
 )
+from tests.support.snapshots import write_node_outputs
 from topograph_slurm.cli.main import main
-from topograph_slurm.collect import write_snapshot
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import builtin_templates
 from topograph_slurm.render.filters import FILTER_FILES
-from topograph_slurm.sources.snapshot import KEY_Q, KEY_TOPO, SNAPSHOT_FORMAT, SNAPSHOT_VERSION
+from topograph_slurm.sources.snapshot import KEY_Q, KEY_TOPO
 
 SIM = "nodes=16,rails=1,su=4"  # four leaves of 4 nodes: measured base block 4
 FILES = sorted(FILTER_FILES)
@@ -176,21 +176,14 @@ def test_bad_filter_facts_write_nothing(
 def gpu_snapshot(root: Path, gpus: list[int]) -> Path:
     """A snapshot of racks of 4 nodes (gpu0001...), one NVLink clique per rack; node i has
     gpus[i] GPUs in both its ``nvidia-smi -q`` and its ``topo -m`` output."""
-    entries, files = [], {}
+    outputs = {}
     for i, count in enumerate(gpus):
-        node = f"gpu{i + 1:04d}"
         cluster = f"{i // 4 + 1:08x}-7b3d-4e9f-a1c6-0d2e4b6a8c10"
-        outputs = {
+        outputs[f"gpu{i + 1:04d}"] = {
             KEY_Q: render_query_q(nvl_node_gpus(cluster, 1, count)),
             KEY_TOPO: render_topo_matrix(gb200_tray_topology(count)),
         }
-        for key, text in outputs.items():
-            rel = f"nodes/{node}/{key}.txt"
-            files[rel] = text
-            entries.append({"node": node, "command": key, "exit_code": 0, "file": rel})
-    manifest = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "results": entries}
-    write_snapshot(root, manifest, files)
-    return root
+    return write_node_outputs(root, outputs)
 
 
 def test_gpus_per_node_comes_from_topo_m_unless_configured(tmp_path: Path) -> None:

@@ -10,11 +10,10 @@ import yaml
 from click.testing import CliRunner, Result
 
 from tests.support.sim_gpu import nvl_node_gpus, render_query_q
+from tests.support.snapshots import write_node_outputs
 from topograph_slurm.cli.main import main
-from topograph_slurm.collect import write_snapshot
 from topograph_slurm.errors import Exit
 from topograph_slurm.sources import sim
-from topograph_slurm.sources.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 
 KEY_Q = "nvidia-smi-q"
 UUID = "{:08x}-7b3d-4e9f-a1c6-0d2e4b6a8c10"
@@ -22,30 +21,23 @@ UUID = "{:08x}-7b3d-4e9f-a1c6-0d2e4b6a8c10"
 
 def make_snapshot(root: Path, racks: int = 4, ib: bool = False, sick: str = "gpu0006") -> Path:
     """Racks of 4 nodes (gpu0001…), one NVLink clique per rack, *sick* still In Progress."""
-    entries, files = [], {}
+    outputs = {}
     for rack in range(racks):
         for slot in range(4):
             node = f"gpu{rack * 4 + slot + 1:04d}"
             state = "In Progress" if node == sick else "Completed"
-            rel = f"nodes/{node}/{KEY_Q}.txt"
-            files[rel] = render_query_q(nvl_node_gpus(UUID.format(rack + 1), 1, state=state))
-            entries.append({"node": node, "command": KEY_Q, "exit_code": 0, "file": rel})
-    data: dict[str, object] = {
-        "format": SNAPSHOT_FORMAT,
-        "version": SNAPSHOT_VERSION,
-        "results": entries,
-    }
-    if ib:  # the same 16 nodes on an IB fabric of two 8-node units
-        spec = sim.parse_sim_spec(f"nodes={racks * 4},rails=2,su=8")
-        files["fabric/ibnetdiscover.txt"] = sim.generate_ibnetdiscover(spec)
-        data["fabric"] = {
-            "node": "gpu0001",
-            "command": "ibnetdiscover",
-            "exit_code": 0,
-            "file": "fabric/ibnetdiscover.txt",
-        }
-    write_snapshot(root, data, files)
-    return root
+            outputs[node] = {
+                KEY_Q: render_query_q(nvl_node_gpus(UUID.format(rack + 1), 1, state=state))
+            }
+    if not ib:
+        return write_node_outputs(root, outputs)
+    # the same 16 nodes on an IB fabric of two 8-node units
+    spec = sim.parse_sim_spec(f"nodes={racks * 4},rails=2,su=8")
+    fabric = {"fabric/ibnetdiscover.txt": sim.generate_ibnetdiscover(spec)}
+    entry = {"node": "gpu0001", "command": "ibnetdiscover", "exit_code": 0}
+    return write_node_outputs(
+        root, outputs, fabric, fabric=entry | {"file": "fabric/ibnetdiscover.txt"}
+    )
 
 
 def run(*args: str) -> Result:

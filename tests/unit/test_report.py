@@ -15,14 +15,14 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
+from tests.support.snapshots import write_node_outputs
 from topograph_slurm.cli.main import main
-from topograph_slurm.collect import write_snapshot
 from topograph_slurm.model import names
 from topograph_slurm.render.environment import environment, printable
 from topograph_slurm.render.report import render_report
 from topograph_slurm.sources import ibnetdiscover, sim
 from topograph_slurm.sources.node_name_map import parse_node_name_map
-from topograph_slurm.sources.snapshot import KEY_QUERY, SNAPSHOT_FORMAT, SNAPSHOT_VERSION
+from topograph_slurm.sources.snapshot import KEY_QUERY
 from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.clique import FindingKind
 from topograph_slurm.topology.naming import REASON_DEFAULT, REASON_SHARP, NamingPolicy
@@ -145,14 +145,7 @@ def test_unexpected_exclusions_are_listed_one_by_one(tmp_path: Path) -> None:
 
 
 def _snapshot(root: Path, per_node: dict[str, str]) -> Path:
-    entries, files = [], {}
-    for node, output in per_node.items():
-        rel = f"nodes/{node}/{KEY_QUERY}.txt"
-        files[rel] = output
-        entries.append({"node": node, "command": KEY_QUERY, "exit_code": 0, "file": rel})
-    manifest = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "results": entries}
-    write_snapshot(root, manifest, files)
-    return root
+    return write_node_outputs(root, {node: {KEY_QUERY: out} for node, out in per_node.items()})
 
 
 def test_topograph_two_column_snapshot_gives_domains_and_one_info_line(tmp_path: Path) -> None:
