@@ -36,13 +36,16 @@ class Finding:
 
     ``subject`` is what it is about (a node name, a switch name, ``guid/port``); ``kind`` is a
     stable machine-readable key for reports and alerting; ``level`` is ``LEVEL_PROBLEM`` or
-    ``LEVEL_INFO``.
+    ``LEVEL_INFO``. ``nodes`` names the Slurm nodes it affects when the subject is not one node
+    (the nodes behind a degraded leaf uplink, the partners of a slow benchmark pair): ``health``
+    turns findings into per-node verdicts from the subject when it is a node, else from these.
     """
 
     kind: str
     subject: str
     message: str
     level: str = LEVEL_PROBLEM
+    nodes: tuple[str, ...] = ()
 
     @property
     def is_problem(self) -> bool:
