@@ -28,7 +28,7 @@ from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import builtin_templates
 from topograph_slurm.sources.layout import parse_topology
 from topograph_slurm.sources.metrics import parse_last_success
-from topograph_slurm.sources.slurm import parse_show_topology
+from topograph_slurm.sources.slurm import parse_log_file, parse_show_topology
 from topograph_slurm.topology.applied import differences
 
 pytestmark = pytest.mark.integration
@@ -104,6 +104,8 @@ def test_reconfigure_applies_skips_and_rolls_back(
     conf.write_text(START)
     (tmp_path / "config.yaml").write_text(f"slurmctld_log: {log}\n")
     env = shims(tmp_path, cluster, conf, log)
+    show_config = cluster.exec(["scontrol", "show", "config"]).stdout
+    assert parse_log_file(show_config) == "/var/log/slurm/slurmctld.log"  # where reasons are
 
     # 1. a changed topology is written, slurmctld reconfigured, and it runs what was written
     result, report = generate(tmp_path, env)

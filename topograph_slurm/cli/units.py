@@ -17,8 +17,11 @@ DEFAULT_METRICS = "/var/lib/prometheus/node-exporter/topograph_slurm.prom"
 
 
 def _binary(given: str | None) -> str:
-    """The program ExecStart runs: as given, else this topograph-slurm on PATH."""
-    found = given or shutil.which("topograph-slurm")
+    """The program ExecStart runs: as given (it must be absolute), else the topograph-slurm
+    on PATH."""
+    if given:
+        return given
+    found = shutil.which("topograph-slurm")
     if not found:
         raise UsageError("topograph-slurm is not on PATH: pass --binary /path/to/topograph-slurm")
     return str(Path(found).absolute())
