@@ -93,7 +93,7 @@ def apply(path: Path, previous: bytes | None, written: str, scontrol: Scontrol) 
         _restore(path, previous)
         with contextlib.suppress(CollectError):  # back to the old file, as slurmctld had it
             run_scontrol(["reconfigure"], scontrol.binary, scontrol.timeout)
-        raise ReconfigureError(_refused(path, f"slurmctld runs {summary(found)}"))
+        raise ReconfigureError(_refused(path, f"it runs something else: {summary(found)}"))
     return True
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +234,14 @@ def generate(
             _emit_report(settings, result.report)
         if result.topology is None:
             raise InputError("nothing could be placed: no host became a Slurm node (see --report)")
-        code = _write_and_apply(ctx, settings, result.topology, check, diff, force, run)
+        topology = result.topology
+        code = _applied(
+            ctx,
+            settings,
+            topology,
+            run,
+            lambda: _write(ctx, settings, topology, check, diff, force, run),
+        )
         if result.partition_lines:
             log(ctx, "Partitions for slurm.conf:\n" + result.partition_lines.rstrip())
         if settings.filter_dir:
@@ -247,24 +254,22 @@ def generate(
     ctx.exit(code)
 
 
-def _write_and_apply(
+def _applied(
     ctx: click.Context,
     settings: Settings,
     content: str,
-    check: bool,
-    diff: bool,
-    force: bool,
     run: operations.Run,
+    write: Callable[[], int],
 ) -> int:
-    """Write the topology; with --reconfigure, under one lock, make slurmctld run it (or put
+    """*write* the topology; with --reconfigure, under one lock, make slurmctld run it (or put
     the previous file back and fail: see :mod:`topograph_slurm.reconfigure`)."""
     if not settings.reconfigure or settings.output is None:
-        return _write(ctx, settings, content, check, diff, force, run)
+        return write()
     from topograph_slurm import reconfigure
 
     path = Path(settings.output)
     with reconfigure.held(path, settings.lock_timeout) as previous:
-        code = _write(ctx, settings, content, check, diff, force, run)
+        code = write()
         scontrol = reconfigure.Scontrol(
             settings.scontrol, settings.scontrol_timeout, settings.slurmctld_log
         )

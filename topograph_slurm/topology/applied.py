@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topograph_slurm.model import names
-from topograph_slurm.model.result import BlockTopology, NamedTopology, Tree
+from topograph_slurm.model.result import KIND_BLOCK, KIND_TREE, BlockTopology, NamedTopology, Tree
 
 #: Differences shown in one error line at most; the rest are counted.
 SHOWN = 3
@@ -22,8 +22,23 @@ SHOWN = 3
 def differences(written: NamedTopology, running: NamedTopology) -> list[str]:
     """Every way *running* (``scontrol show topology``) differs from *written*, worded for an
     admin; empty when slurmctld runs what was written."""
-    found = list(_tree_differences(written.tree, running.tree))
-    found += _block_differences(written.blocks, running.blocks)
+    found: list[str] = []
+    pairs = ((KIND_TREE, written.tree, running.tree), (KIND_BLOCK, written.blocks, running.blocks))
+    for kind, mine, theirs in pairs:
+        if mine is None and theirs is None:
+            continue
+        if mine is None or theirs is None:
+            found.append(
+                f"no {kind} topology runs"
+                if theirs is None
+                else f"a {kind} topology runs but none was written"
+            )
+        elif isinstance(mine, Tree) and isinstance(theirs, Tree):
+            found += _compare("leaf", _leaves(mine), _leaves(theirs))
+            found += _compare("switch", _uppers(mine), _uppers(theirs))
+        elif isinstance(mine, BlockTopology) and isinstance(theirs, BlockTopology):
+            found += _compare("block", _blocks(mine), _blocks(theirs))
+            found += _sizes(mine, theirs)
     return found
 
 
@@ -54,16 +69,6 @@ def _compare(
             yield f"{what} {name} runs {' and '.join(parts)}"
 
 
-def _tree_differences(written: Tree | None, running: Tree | None) -> Iterator[str]:
-    if written is None and running is None:
-        return
-    if written is None or running is None:
-        yield "no tree topology runs" if running is None else "a tree runs but none was written"
-        return
-    yield from _compare("leaf", _leaves(written), _leaves(running))
-    yield from _compare("switch", _uppers(written), _uppers(running))
-
-
 def _leaves(tree: Tree) -> dict[str, frozenset[str]]:
     return _members({leaf.name: leaf.nodes for leaf in tree.leaves}, "leaf")
 
@@ -72,18 +77,11 @@ def _uppers(tree: Tree) -> dict[str, frozenset[str]]:
     return _members({switch.name: switch.children for switch in tree.uppers}, "switch")
 
 
-def _block_differences(
-    written: BlockTopology | None, running: BlockTopology | None
-) -> Iterator[str]:
-    if written is None and running is None:
-        return
-    if written is None or running is None:
-        yield "no blocks run" if running is None else "blocks run but none were written"
-        return
-    yield from _compare("block", _blocks(written), _blocks(running))
-    if written.block_sizes and running.block_sizes != written.block_sizes:
-        sizes = ",".join(map(str, running.block_sizes)) or "none"
-        yield f"BlockSizes {sizes} run, {','.join(map(str, written.block_sizes))} written"
+def _sizes(written: BlockTopology, running: BlockTopology) -> list[str]:
+    if not written.block_sizes or running.block_sizes == written.block_sizes:
+        return []
+    sizes = ",".join(map(str, running.block_sizes)) or "none"
+    return [f"BlockSizes {sizes} run, {','.join(map(str, written.block_sizes))} written"]
 
 
 def _blocks(blocks: BlockTopology) -> dict[str, frozenset[str]]:
