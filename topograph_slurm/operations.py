@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import OutputError, TopographError, UsageError
@@ -38,12 +38,17 @@ class Run:
         return time.monotonic() - self.started
 
 
-def check_flags(settings: Settings, check: bool) -> None:
-    """--reconfigure applies a written -o file; --check writes nothing, metrics included."""
+def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Settings:
+    """*settings* for this run: --reconfigure applies a written -o file; --check writes nothing,
+    so --reconfigure and --metrics on its command line are usage errors, and from the config
+    (a cron job's, reused for a check) they are left out."""
+    if check and (given.get("reconfigure") or given.get("metrics")):
+        raise UsageError("--check writes nothing: drop --reconfigure and --metrics")
+    if check:
+        return replace(settings, reconfigure=False, metrics=None)
     if settings.reconfigure and settings.output is None:
         raise UsageError("--reconfigure needs -o PATH: slurmctld reads a file")
-    if check and (settings.reconfigure or settings.metrics):
-        raise UsageError("--check writes nothing: drop --reconfigure and --metrics")
+    return settings
 
 
 def _write_metrics(

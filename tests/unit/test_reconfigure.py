@@ -259,6 +259,12 @@ def test_reconfigure_needs_an_output_and_no_check(tmp_path: Path) -> None:
         ],
     )
     assert check.exit_code == Exit.USAGE and "--check writes nothing" in check.stderr
+    config = tmp_path / "cron.yaml"  # a cron job's config, reused for a check
+    config.write_text(f"reconfigure: true\nmetrics: {tmp_path / 'm.prom'}\nslurm_nodes: all\n")
+    stale = runner.invoke(
+        main, ["--config", str(config), "generate", "--sim", "demo", "-o", out, "--check"]
+    )
+    assert stale.exit_code == Exit.DIFFERS and not (tmp_path / "m.prom").exists()
 
 
 def test_cli_refusal_is_one_line_and_exit_10(tmp_path: Path) -> None:

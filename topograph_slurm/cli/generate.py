@@ -225,7 +225,7 @@ def generate(
     )
     if (check or diff) and settings.output is None and settings.filter_dir is None:
         raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
-    operations.check_flags(settings, check)
+    settings = operations.check_flags(settings, check, flags)
     env = environment(Path(settings.templates) if settings.templates else None)
     with operations.failure_metrics(settings, env, run):
         with _no_cyclic_gc():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -216,10 +217,13 @@ def installed_version(
     command failed when none answers."""
     reasons = []
     for binary in binaries:
+        if shutil.which(binary) is None:
+            reasons.append(f"{binary} not found")
+            continue
         try:
             return parse_version(_scontrol(["--version"], binary, timeout)), binary
         except (CollectError, InputError) as err:
-            reasons.append(str(err).split(":", 1)[0] if "not found" in str(err) else str(err))
+            reasons.append(str(err))
     raise CollectError("; ".join(reasons))
 
 
