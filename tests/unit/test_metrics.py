@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment
-from topograph_slurm.render.metrics import RunOutcome, render_metrics
+from topograph_slurm.render.metrics import RunOutcome, outcome_of, render_metrics
 from topograph_slurm.sources.metrics import parse_last_success
 
 PINNED = ("--slurm-nodes", "all", "--slurm-version", "24.11")
@@ -51,6 +51,32 @@ def test_success_metrics_parse_and_escape_label_values() -> None:
     assert got[("topograph_slurm_changes", ())] == 5
     assert got[("topograph_slurm_reconfigured", ())] == 1
     assert text.endswith("\n")
+
+
+def test_outcome_without_analysis_takes_the_inputs_of_the_kept_summary() -> None:
+    outcome = outcome_of(None, 10, True, False, kept_missing=2, changes=3)
+    assert (outcome.excluded, outcome.kept_missing, outcome.changes, outcome.findings) == (
+        0,
+        2,
+        3,
+        {},
+    )
+
+
+def test_cli_counts_findings_by_kind(tmp_path: Path) -> None:
+    prom = tmp_path / "m.prom"
+    sim = "nodes=24,rails=4,su=8,disagree=3,degraded=2"
+    code, _ = run("--sim", sim, "--metrics", str(prom), *PINNED)
+    assert code == Exit.OK
+    found = {
+        labels: value
+        for (name, labels), value in samples(prom.read_text()).items()
+        if name == "topograph_slurm_findings"
+    }
+    assert found == {
+        (("kind", "degraded-link"), ("level", "problem")): 2,
+        (("kind", "rail-disagreement"), ("level", "problem")): 1,
+    }
 
 
 def test_changes_only_when_measured() -> None:

@@ -35,9 +35,17 @@ class RunOutcome:
 
 
 def outcome_of(
-    analysis: Analysis | None, placed: int, written: bool, reconfigured: bool
+    analysis: Analysis | None,
+    placed: int,
+    written: bool,
+    reconfigured: bool,
+    *,
+    kept_missing: int = 0,
+    changes: int | None = None,
 ) -> RunOutcome:
-    """The counts of a finished run: findings by kind and level, sorted so output is stable."""
+    """The counts of a finished run: findings by kind and level, sorted so output is stable.
+    *kept_missing* and *changes* come from the kept fabric summary of the previous run when
+    there is one (``--keep-missing``, ``diff``); without it they are 0 and not measured."""
     findings = Counter(
         (finding.kind, finding.level) for finding in (analysis.findings if analysis else [])
     )
@@ -47,6 +55,8 @@ def outcome_of(
         findings=dict(sorted(findings.items())),
         written=written,
         reconfigured=reconfigured,
+        kept_missing=kept_missing,
+        changes=changes,
     )
 
 
