@@ -6,7 +6,8 @@ reconfigure kills slurmctld instead of keeping the old config. topograph-slurm r
 host; ``scontrol`` and ``sinfo`` on its PATH are shims that run the real commands in the
 controller container. Only the transport is a stand-in: before each call the shim copies the
 host's topology.conf to the controller's /etc/slurm (as a shared /etc/slurm would hold it) and
-afterwards copies the slurmctld log back (as on the controller host).
+afterwards copies the slurmctld log back (as on the controller host). On 26.05 a second
+cluster takes a topology.yaml, whose named topologies are each checked.
 
 The fabric is a simulation with 6 hosts of which the cluster defines 4: ``--slurm-nodes auto``
 must leave the other 2 out because Slurm does not know them.
@@ -38,7 +39,7 @@ SIM = "nodes=6,rails=1,su=2,tiers=2"  # leaves of 2: gpu[0001-0002], [0003-0004]
 START = "SwitchName=s1 Nodes=gpu[0001-0004]\n"
 RECONFIGURES = "Processing Reconfiguration Request"
 SHIM = """#!/bin/sh
-docker exec -i {ctrl} sh -c 'cat > /etc/slurm/topology.conf' < {conf}
+docker exec -i {ctrl} sh -c 'cat > /etc/slurm/{name}' < {conf}
 docker exec -i {ctrl} {command} "$@"; rc=$?
 docker exec {ctrl} cat /var/log/slurm/slurmctld.log > {log}
 exit $rc
@@ -54,18 +55,22 @@ def shims(tmp_path: Path, cluster: Cluster, conf: Path, log: Path) -> dict[str, 
     assert cluster.controller is not None
     for command in ("scontrol", "sinfo"):
         shim = bindir / command
-        text = SHIM.format(ctrl=cluster.controller.name, command=command, conf=conf, log=log)
+        text = SHIM.format(
+            ctrl=cluster.controller.name, command=command, conf=conf, name=conf.name, log=log
+        )
         shim.write_text(text)
         shim.chmod(0o755)
     return {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
 
 
-def generate(tmp_path: Path, env: dict[str, str], *extra: str) -> tuple[Result, dict[str, Any]]:
+def generate(
+    tmp_path: Path, env: dict[str, str], *extra: str, output: str = "topology.conf"
+) -> tuple[Result, dict[str, Any]]:
     """The real CLI with a config naming the log copy; returns the result and JSON report."""
     report = tmp_path / "report.json"
     report.unlink(missing_ok=True)
     args = ["--config", str(tmp_path / "config.yaml"), "generate", "--sim", SIM]
-    args += ["-o", str(tmp_path / "topology.conf"), "--reconfigure"]
+    args += ["-o", str(tmp_path / output), "--reconfigure"]
     args += ["--metrics", str(tmp_path / "run.prom"), "--report", str(report)]
     args += ["--report-format", "json", *extra]
     result = CliRunner(env=env).invoke(main, args, env=env)
@@ -151,3 +156,38 @@ def test_reconfigure_applies_skips_and_rolls_back(
     assert failed["topograph_slurm_success{}"] == 0
     last = parse_last_success((tmp_path / "run.prom").read_text())
     assert last == second["topograph_slurm_last_success_timestamp_seconds{}"]
+
+
+YAML_START = """\
+- topology: ib
+  cluster_default: true
+  tree:
+    switches:
+      - switch: s1
+        nodes: gpu[0001-0004]
+"""
+
+
+def test_reconfigure_checks_every_topology_of_a_yaml(
+    make_cluster: Any, slurm_version: str, tmp_path: Path
+) -> None:
+    if slurm_version < "25.05":
+        pytest.skip(f"topology.yaml needs Slurm 25.05+, this is {slurm_version}")
+    spec = ClusterSpec(
+        nodes=[NodeSpec(name, 4, 0) for name in NODES],
+        topology_yaml=YAML_START,
+        slurmctld_daemon=True,
+    )
+    cluster = make_cluster(spec)
+    conf, log = tmp_path / "topology.yaml", tmp_path / "slurmctld.log"
+    conf.write_text(YAML_START)
+    (tmp_path / "config.yaml").write_text(f"slurmctld_log: {log}\n")
+    env = shims(tmp_path, cluster, conf, log)
+    result, _ = generate(tmp_path, env, "--format", "yaml", output="topology.yaml")
+    assert result.exit_code == Exit.OK, result.output
+    assert "slurmctld reconfigured" in result.stderr
+    written = conf.read_text()
+    for name in ("ib", "su"):
+        mine = parse_topology(written, topology=name)
+        theirs = parse_show_topology(cluster.show_topology(name), name)
+        assert mine.kind == theirs.kind and differences(mine, theirs) == [], name
