@@ -124,8 +124,8 @@ def _running(scontrol: Scontrol, name: str | None) -> NamedTopology:
     try:
         text = run_scontrol(args, scontrol.binary, scontrol.timeout)
         return parse_show_topology(text, name)
-    except (CollectError, InputError) as err:
-        raise ReconfigureError(f"cannot check what slurmctld runs: {err}") from None
+    except (CollectError, InputError) as err:  # slurmctld took the file: nothing to restore
+        raise CollectError(f"reconfigured, but cannot check what slurmctld runs: {err}") from None
 
 
 def _log_path(scontrol: Scontrol) -> Path | None:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from tests.support.scontrol import Answer, ReplayScontrol
 from topograph_slurm.cli.main import main
-from topograph_slurm.errors import Exit, InputError, ReconfigureError
+from topograph_slurm.errors import CollectError, Exit, InputError, ReconfigureError
 from topograph_slurm.reconfigure import Scontrol, apply, held, rejected_path
 from topograph_slurm.sources.layout import parse_topology
 from topograph_slurm.sources.slurm import (
@@ -293,3 +293,12 @@ def test_cli_refusal_is_one_line_and_exit_10(tmp_path: Path) -> None:
         "failed (exit 1): slurm_reconfigure error:Unspecified error (see the slurmctld log)"
     )
     assert not out.exists() and "SwitchName=" in rejected_path(out).read_text()
+
+
+def test_a_check_that_cannot_run_keeps_what_slurmctld_took(tmp_path: Path) -> None:
+    down = Answer(stderr="slurm_load_topo error: Unable to contact slurm controller\n", code=1)
+    scontrol, path, previous = _replaced(tmp_path, {"reconfigure": Answer(), "show topology": down})
+    with pytest.raises(CollectError, match="reconfigured, but cannot check") as raised:
+        apply(path, previous, NEW, Scontrol(str(scontrol.path), log=str(tmp_path / "no.log")))
+    assert raised.value.exit_code == Exit.COLLECT
+    assert path.read_text() == NEW and not rejected_path(path).exists()
