@@ -63,6 +63,20 @@ def shims(tmp_path: Path, cluster: Cluster, conf: Path, log: Path) -> dict[str, 
     return {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
 
 
+def started(
+    make_cluster: Any, tmp_path: Path, name: str, text: str, **spec: Any
+) -> tuple[Cluster, Path, dict[str, str]]:
+    """The 4-node cluster with a daemonized slurmctld running *text* as /etc/slurm/*name*, the
+    same file on the host, a config naming the log copy, and the shims' environment."""
+    cluster = make_cluster(
+        ClusterSpec(nodes=[NodeSpec(node, 4, 0) for node in NODES], slurmctld_daemon=True, **spec)
+    )
+    conf, log = tmp_path / name, tmp_path / "slurmctld.log"
+    conf.write_text(text)
+    (tmp_path / "config.yaml").write_text(f"slurmctld_log: {log}\n")
+    return cluster, conf, shims(tmp_path, cluster, conf, log)
+
+
 def generate(
     tmp_path: Path, env: dict[str, str], *extra: str, output: str = "topology.conf"
 ) -> tuple[Result, dict[str, Any]]:
@@ -98,17 +112,14 @@ def metrics(tmp_path: Path) -> dict[str, float]:
 def test_reconfigure_applies_skips_and_rolls_back(
     make_cluster: Any, slurm_version: str, tmp_path: Path
 ) -> None:
-    spec = ClusterSpec(
-        nodes=[NodeSpec(name, 4, 0) for name in NODES],
+    cluster, conf, env = started(
+        make_cluster,
+        tmp_path,
+        "topology.conf",
+        START,
         topology_plugin="topology/tree",
         topology_conf=START,
-        slurmctld_daemon=True,
     )
-    cluster = make_cluster(spec)
-    conf, log = tmp_path / "topology.conf", tmp_path / "slurmctld.log"
-    conf.write_text(START)
-    (tmp_path / "config.yaml").write_text(f"slurmctld_log: {log}\n")
-    env = shims(tmp_path, cluster, conf, log)
     show_config = cluster.exec(["scontrol", "show", "config"]).stdout
     assert parse_log_file(show_config) == "/var/log/slurm/slurmctld.log"  # where reasons are
 
@@ -173,16 +184,9 @@ def test_reconfigure_checks_every_topology_of_a_yaml(
 ) -> None:
     if slurm_version < "25.05":
         pytest.skip(f"topology.yaml needs Slurm 25.05+, this is {slurm_version}")
-    spec = ClusterSpec(
-        nodes=[NodeSpec(name, 4, 0) for name in NODES],
-        topology_yaml=YAML_START,
-        slurmctld_daemon=True,
+    cluster, conf, env = started(
+        make_cluster, tmp_path, "topology.yaml", YAML_START, topology_yaml=YAML_START
     )
-    cluster = make_cluster(spec)
-    conf, log = tmp_path / "topology.yaml", tmp_path / "slurmctld.log"
-    conf.write_text(YAML_START)
-    (tmp_path / "config.yaml").write_text(f"slurmctld_log: {log}\n")
-    env = shims(tmp_path, cluster, conf, log)
     result, _ = generate(tmp_path, env, "--format", "yaml", output="topology.yaml")
     assert result.exit_code == Exit.OK, result.output
     assert "slurmctld reconfigured" in result.stderr
