@@ -7,6 +7,11 @@
 #   slurm-entrypoint node [NAME]     slurmd (node name: NAME, else $SLURM_NODENAME, else hostname)
 #   slurm-entrypoint <command...>    anything else, e.g. bash
 #
+# SLURMCTLD_DAEMON=1 runs slurmctld as a daemon instead, and the container lives while a
+# slurmctld process does: in the foreground (-D, not under systemd) a failed `scontrol
+# reconfigure` kills slurmctld, while a daemon (or one under systemd, as sites run it) keeps
+# the old config running -- the behaviour `generate --reconfigure` is tested against.
+#
 # FAKE_GPUS=N creates /dev/nvidia0..N-1 as character devices (c 1 3, like /dev/null) so that
 # gres.conf File= lines resolve; Slurm needs a char device there, a plain file is refused.
 set -euo pipefail
@@ -29,6 +34,11 @@ case "$role" in
 controller)
     start_munge
     mkdir -p /var/spool/slurmctld /var/log/slurm
+    if [ "${SLURMCTLD_DAEMON:-0}" = 1 ]; then
+        /usr/sbin/slurmctld -i ${SLURMCTLD_ARGS:-}
+        while pgrep -x slurmctld >/dev/null; do sleep 1; done
+        exit 1
+    fi
     exec /usr/sbin/slurmctld -D -i ${SLURMCTLD_ARGS:-}
     ;;
 node)

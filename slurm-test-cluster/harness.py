@@ -138,6 +138,9 @@ class ClusterSpec:
     plugstack_conf: str | None = None
     extra_files: Mapping[str, str | bytes] = field(default_factory=dict)
     cluster_name: str = "tsc"
+    #: Run slurmctld as a daemon (entrypoint.sh SLURMCTLD_DAEMON=1): a failed reconfigure then
+    #: keeps the old config running, as under systemd, instead of killing slurmctld.
+    slurmctld_daemon: bool = False
 
     @classmethod
     def simple(
@@ -765,7 +768,8 @@ class Cluster:
                 self.prefix, driver="bridge", internal=True, labels=self._labels()
             )
             files = self.spec.render()
-            self.controller = self._create(CONTROLLER, ["controller"], files)
+            env = {"SLURMCTLD_DAEMON": "1"} if self.spec.slurmctld_daemon else None
+            self.controller = self._create(CONTROLLER, ["controller"], files, env)
             self._start_container(self.controller)
             if not self.controller_only:
                 self._start_nodes(files)

@@ -114,9 +114,19 @@ def _yaml_names(mapping: Mapping[str, str]) -> None:
     names.check(mapping.values(), "topology")
 
 
+#: ``slurm_nodes`` / ``slurm_version`` asked of Slurm itself (see pipeline.slurm_node_list);
+#: ``slurm_nodes: all`` takes every host of the fabric without asking.
+AUTO, ALL = "auto", "all"
+
+
 def _hostlist(value: str) -> None:
-    if value != "scontrol":
+    if value not in ("scontrol", AUTO, ALL):
         names.parse(value)
+
+
+def _version(value: str) -> None:
+    if value != AUTO:
+        SlurmVersion.parse(value)
 
 
 def _rewrites(rules: list[RewriteRule]) -> None:
@@ -140,6 +150,12 @@ _WIDE = re.compile(r"\d{3,}")
 def _block_sizes(sizes: list[int]) -> None:
     if not sizes or any(size < 1 for size in sizes):
         raise ValueError(f"must be positive integers, got {sizes}")
+
+
+def _metrics_path(value: str) -> None:
+    _path(value)
+    if not value.endswith(".prom"):  # node_exporter's textfile collector reads *.prom only
+        raise ValueError(f"must end in .prom (node_exporter reads only those), got {value!r}")
 
 
 PATH = _rule(check=_path)
@@ -184,16 +200,14 @@ class Settings:
     rewrites: list[RewriteRule] = field(
         default_factory=list, metadata=_rule(check=_rewrites, flag="--rewrite")
     )
-    slurm_nodes: str | None = field(default=None, metadata=_rule(check=_hostlist))
+    slurm_nodes: str | None = field(default=AUTO, metadata=_rule(check=_hostlist))
     hcas: str | None = field(default=None, metadata=_rule(check=_regex))
     format: str = field(default="tree", metadata=_rule(choices=FORMATS))
     output: str | None = field(default=None, metadata=PATH)
     report: str | None = field(default=None, metadata=PATH)
     report_format: str = field(default="text", metadata=_rule(choices=REPORT_FORMATS))
     max_tiers: int | None = field(default=None, metadata=_rule(low=1, integer=True))
-    slurm_version: str = field(
-        default="24.11", metadata=_rule(check=SlurmVersion.parse, number_as_text=True)
-    )
+    slurm_version: str = field(default=AUTO, metadata=_rule(check=_version, number_as_text=True))
     block_sizes: list[int] | None = field(default=None, metadata=_rule(check=_block_sizes))
     shrink_limit: float = field(default=0.10, metadata=_rule(low=0, high=1))
     lock_timeout: float = field(default=30.0, metadata=_rule(low=0))
@@ -217,6 +231,16 @@ class Settings:
     #: Facts for the --tp-size filters (partitions, switch wait, SPANK plugin); block and leaf
     #: sizes a partition leaves out are taken from the fabric. See README "Job filters".
     filter: dict[str, Any] | None = None
+    #: After a changed write of -o: scontrol reconfigure, check, restore on refusal.
+    reconfigure: bool = False
+    #: The scontrol that reconfigures and is asked for nodes and version, and its timeout.
+    scontrol: str = field(default="scontrol", metadata=PATH)
+    scontrol_timeout: float = field(default=120.0, metadata=TIMEOUT)
+    #: The slurmctld log a refused reconfigure's reason is read from (default: scontrol show
+    #: config's SlurmctldLogFile).
+    slurmctld_log: str | None = field(default=None, metadata=PATH)
+    #: Prometheus textfile-collector metrics of the run (node_exporter), written atomically.
+    metrics: str | None = field(default=None, metadata=_rule(check=_metrics_path))
 
 
 def choices_metavar(key: str) -> str:

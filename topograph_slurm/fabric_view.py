@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from topograph_slurm import pipeline
+from topograph_slurm import pipeline, slurm_auto
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import UsageError
 from topograph_slurm.model.placement import FabricMap
@@ -62,7 +62,7 @@ def from_fabric(settings: Settings, warn: pipeline.Warn) -> FabricView:
     inputs = pipeline.load_inputs(settings, warn)
     analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
     nvlink = pipeline.wants_nvlink(settings, inputs.snapshot)
-    version = SlurmVersion.parse(settings.slurm_version)
+    version = SlurmVersion.parse(slurm_auto.resolve_version(settings, []).slurm_version)
     blocks = pipeline.choose_blocks(settings, inputs, analysis, version) if nvlink else None
     snapshot = inputs.snapshot
     findings = [*snapshot.findings, *(blocks.findings if blocks else [])] if snapshot else []

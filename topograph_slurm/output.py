@@ -508,3 +508,23 @@ def _check_plain_name(name: str) -> None:
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
+
+
+def reject(path: Path, previous: bytes | None, rejected: Path) -> None:
+    """Put *previous* back at *path* and keep what *path* holds now (a candidate slurmctld
+    refused) as *rejected* for inspection, each atomically. Without a previous file the
+    candidate is moved aside, so the directory holds what it held before the run."""
+    target = trusted_target(path)
+    candidate = _read_existing(target)
+    if candidate is not None:
+        write_file(rejected, candidate)
+    if previous is not None:
+        write_file(target, previous)
+        return
+    try:
+        os.unlink(target)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise OutputError(f"cannot remove {path}: {_reason(exc)}") from exc
+    _fsync_dir(target.parent)

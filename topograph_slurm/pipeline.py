@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from topograph_slurm import slurm_auto
 from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
 from topograph_slurm.errors import ConfigError, InputError, UsageError
-from topograph_slurm.model import names
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.result import (
     KIND_BLOCK,
@@ -76,6 +76,8 @@ class Generated:
     partition_lines: str = ""
     filters: dict[str, str] = field(default_factory=dict)
     node_count: int = 0
+    #: the analysis behind it, for the run's metrics (findings by kind, exclusions)
+    analysis: Analysis | None = None
 
 
 def _read_text(path: str) -> str:
@@ -146,20 +148,16 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
     return Inputs(ibnetdiscover.parse_ibnetdiscover(text, command.binary))
 
 
-def naming_policy(settings: Settings) -> NamingPolicy:
-    """Node-name map, rewrites, the HCA selection and the Slurm node list from settings."""
+def naming_policy(settings: Settings, notes: list[Finding] | None = None) -> NamingPolicy:
+    """Node-name map, rewrites, the HCA selection and the Slurm node list from settings;
+    *notes* gets the finding that says where an ``auto`` node list came from."""
     policy = NamingPolicy(
         rewrites=compile_rewrites((rule.pattern, rule.replace) for rule in settings.rewrites),
         hcas=compile_hcas(settings.hcas),
     )
     if settings.node_name_map:
         policy.node_name_map = load_node_name_map(Path(settings.node_name_map))
-    if settings.slurm_nodes == "scontrol":
-        from topograph_slurm.sources.slurm import scontrol_nodes
-
-        policy.slurm_nodes = scontrol_nodes()
-    elif settings.slurm_nodes:
-        policy.slurm_nodes = frozenset(names.expand(settings.slurm_nodes))
+    policy.slurm_nodes = slurm_auto.node_list(settings, [] if notes is None else notes)
     return policy
 
 
@@ -281,9 +279,12 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}")
     if settings.block_source not in BLOCK_SOURCES:
         raise ConfigError(f"block_source must be one of {', '.join(BLOCK_SOURCES)}")
+    notes: list[Finding] = []  # where the auto node list and release came from
+    settings = slurm_auto.resolve_version(settings, notes)
     version = SlurmVersion.parse(settings.slurm_version)
     inputs = load_inputs(settings, warn)
-    analysis = analyse(inputs.fabric, naming_policy(settings), settings.max_tiers)
+    analysis = analyse(inputs.fabric, naming_policy(settings, notes), settings.max_tiers)
+    analysis.findings += notes
     wants_blocks = settings.format != KIND_TREE or settings.filter_dir
     blocks = choose_blocks(settings, inputs, analysis, version) if wants_blocks else None
     shown = blocks if settings.format != KIND_TREE else None
@@ -299,7 +300,7 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
         from topograph_slurm.render.report import render_report
 
         report = render_report(env, analysis, shown, settings.report_format)
-    out = Generated(None, report)
+    out = Generated(None, report, analysis=analysis)
     out.node_count = _placed(settings.format, analysis, blocks)
     if out.node_count == 0:
         return out

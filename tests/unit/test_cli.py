@@ -95,6 +95,10 @@ def test_shrink_guard_refuses_then_force(tmp_path: Path) -> None:
     assert forced.exit_code == 0 and out.read_text() != before
 
 
+#: Slurm's node list and release given, so no run asks scontrol (and notes where they came from).
+PINNED_SLURM = ("--slurm-nodes", "all", "--slurm-version", "24.11")
+
+
 def test_report_json_lists_exclusions_and_findings(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     result = run(
@@ -105,6 +109,7 @@ def test_report_json_lists_exclusions_and_findings(tmp_path: Path) -> None:
         str(report),
         "--report-format",
         "json",
+        *PINNED_SLURM,
     )
     assert result.exit_code == 0
     data = json.loads(report.read_text())

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from topograph_slurm import pipeline
+from topograph_slurm import operations, pipeline
 from topograph_slurm.cli.options import fabric_options, log, parse_rewrites, warn
 from topograph_slurm.config import (
     Settings,
@@ -57,7 +57,13 @@ def _emit_report(settings: Settings, text: str) -> None:
 
 
 def _write(
-    ctx: click.Context, settings: Settings, content: str, check: bool, diff: bool, force: bool
+    ctx: click.Context,
+    settings: Settings,
+    content: str,
+    check: bool,
+    diff: bool,
+    force: bool,
+    run: operations.Run,
 ) -> int:
     """Print or write the topology; returns the exit code."""
     if settings.output is None:
@@ -80,6 +86,7 @@ def _write(
     if check:
         log(ctx, f"{settings.output}: {'out of date' if outcome.changed else 'up to date'}")
         return Exit.DIFFERS if outcome.changed else Exit.OK
+    run.written = outcome.written
     state = "written" if outcome.written else "unchanged"
     log(ctx, f"{settings.output}: {state} ({outcome.new_nodes} nodes)")
     return Exit.OK
@@ -128,8 +135,9 @@ def _write(
 )
 @click.option(
     "--slurm-version",
-    metavar="X.Y",
-    help="Target Slurm release (default 24.11): decides block rules.",
+    metavar="X.Y|auto",
+    help="Target Slurm release, or auto (default): `scontrol --version`, else `sinfo "
+    "--version`, else 24.11 (the report says which); decides block rules.",
 )
 @click.option(
     "--block-sizes", metavar="N,2N,…", help="BlockSizes to use instead of inferring them."
@@ -167,6 +175,20 @@ def _write(
     "positions stay stable; default: the -o file.",
 )
 @click.option(
+    "--reconfigure",
+    is_flag=True,
+    default=None,
+    help="After a changed write of -o PATH: scontrol reconfigure (never a restart), then check "
+    "that slurmctld runs what was written; if not, put the previous file back, keep the "
+    "candidate as PATH.rejected and exit 10 with Slurm's reason.",
+)
+@click.option(
+    "--metrics",
+    metavar="FILE.prom",
+    help="Write Prometheus metrics of the run for node_exporter's textfile collector "
+    "(atomically; a failed run sets topograph_slurm_success 0).",
+)
+@click.option(
     "--yaml-default",
     metavar="NAME",
     help="--format yaml: the topology that is cluster_default (default: the first).",
@@ -193,6 +215,7 @@ def generate(
       topograph-slurm generate --ufm https://ufm --ufm-credentials /etc/topograph-slurm/ufm.cred
       topograph-slurm generate -o /etc/slurm/topology.conf --check   # in CI: exit 1 when stale
     """
+    run = operations.Run()
     settings = override(
         load_settings(ctx.obj["config_file"]),
         rewrites=parse_rewrites(rewrites),
@@ -202,21 +225,57 @@ def generate(
     )
     if (check or diff) and settings.output is None and settings.filter_dir is None:
         raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
+    settings = operations.check_flags(settings, check, flags)
     env = environment(Path(settings.templates) if settings.templates else None)
-    with _no_cyclic_gc():
-        result = pipeline.generate(settings, env, warn)
-    if settings.report:
-        _emit_report(settings, result.report)
-    if result.topology is None:
-        raise InputError("nothing could be placed: no host became a Slurm node (see --report)")
-    code = _write(ctx, settings, result.topology, check, diff, force)
-    if result.partition_lines:
-        log(ctx, "Partitions for slurm.conf:\n" + result.partition_lines.rstrip())
-    if settings.filter_dir:
-        code = max(
-            code, _write_filters(ctx, Path(settings.filter_dir), result.filters, check, diff)
+    with operations.failure_metrics(settings, env, run):
+        with _no_cyclic_gc():
+            result = pipeline.generate(settings, env, warn)
+        if settings.report:
+            _emit_report(settings, result.report)
+        if result.topology is None:
+            raise InputError("nothing could be placed: no host became a Slurm node (see --report)")
+        topology = result.topology
+        code = _applied(
+            ctx,
+            settings,
+            topology,
+            run,
+            lambda: _write(ctx, settings, topology, check, diff, force, run),
         )
+        if result.partition_lines:
+            log(ctx, "Partitions for slurm.conf:\n" + result.partition_lines.rstrip())
+        if settings.filter_dir:
+            code = max(
+                code, _write_filters(ctx, Path(settings.filter_dir), result.filters, check, diff)
+            )
+        # Record state only after success: reached only when every write (and slurmctld's
+        # reconfigure, when asked) took; a failure above leaves the previous record alone.
+        operations.record_success(settings, env, result, run)
     ctx.exit(code)
+
+
+def _applied(
+    ctx: click.Context,
+    settings: Settings,
+    content: str,
+    run: operations.Run,
+    write: Callable[[], int],
+) -> int:
+    """*write* the topology; with --reconfigure, under one lock, make slurmctld run it (or put
+    the previous file back and fail: see :mod:`topograph_slurm.reconfigure`)."""
+    if not settings.reconfigure or settings.output is None:
+        return write()
+    from topograph_slurm import reconfigure
+
+    path = Path(settings.output)
+    with reconfigure.held(path, settings.lock_timeout) as previous:
+        code = write()
+        scontrol = reconfigure.Scontrol(
+            settings.scontrol, settings.scontrol_timeout, settings.slurmctld_log
+        )
+        run.reconfigured = reconfigure.apply(path, previous, content, scontrol)
+    log(ctx, f"{path}: {'slurmctld reconfigured' if run.reconfigured else 'no reconfigure'}")
+    return code
 
 
 def _write_filters(

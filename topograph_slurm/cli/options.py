@@ -116,8 +116,10 @@ _FABRIC_OPTIONS = [
     ),
     click.option(
         "--slurm-nodes",
-        metavar="HOSTLIST|scontrol",
-        help="Only these hosts become nodes; 'scontrol' asks Slurm.",
+        metavar="HOSTLIST|scontrol|auto|all",
+        help="Only these hosts become nodes; 'scontrol' asks Slurm (an error when it cannot "
+        "answer); 'all' takes every host; default auto: Slurm's nodes when scontrol answers, "
+        "else every host (the report says which).",
     ),
     click.option(
         "--snapshot",

@@ -217,6 +217,21 @@ def parse_topology(
     return NamedTopology(topology or "", tree, blocks)
 
 
+def topology_names(text: str, where: str = "topology") -> list[str]:
+    """The names of the tree and block topologies of a topology.yaml, in file order (none for
+    a topology.conf, whose one topology has no name, and for flat ones, which place nothing)."""
+    if _CONF_KEY.search(text):
+        return []
+    data = _yaml_document(text, where)
+    return [
+        str(item["topology"])
+        for item in (data if isinstance(data, list) else [])
+        if isinstance(item, dict)
+        and "topology" in item
+        and (isinstance(item.get("tree"), dict) or isinstance(item.get("block"), dict))
+    ]
+
+
 def load_topology(path: Path | str, topology: str | None = None) -> NamedTopology:
     """:func:`parse_topology` of a file; unlike a layout, a missing file is an error."""
     try:

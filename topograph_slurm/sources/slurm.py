@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -188,3 +189,76 @@ def scontrol_topology(
         names.check([name], "topology", "--topology-name", error=UsageError)
     text = _scontrol(["show", "topology", *([name] if name else [])], binary, timeout)
     return parse_show_topology(text, name)
+
+
+# --------------------------------------------------------------------------- version
+
+#: ``slurm-wlm 24.11.5`` (Debian's packages), ``slurm 26.05.5`` (upstream builds).
+_VERSION_LINE = re.compile(r"\Aslurm(?:-wlm)?\s+(\d+\.\d+(?:\.\d+)?)\b")
+#: The commands asked for the Slurm release, in order: both print the client's release, the
+#: one installed beside slurmctld on the host that writes its config, and need no daemon.
+VERSION_COMMANDS = ("scontrol", "sinfo")
+
+
+def parse_version(text: str, command: str = "scontrol --version") -> str:
+    """``24.11.5`` from ``scontrol --version`` / ``sinfo --version`` output (checked on
+    24.11.5 and 26.05.5: ``slurm-wlm 24.11.5``; upstream builds print ``slurm 24.11.5``)."""
+    match = _VERSION_LINE.match(text.strip())
+    if match is None:
+        first = text.strip().splitlines()[:1] or ["no output"]
+        raise InputError(f"unexpected `{command}` output: {first[0][:80]!r}")
+    return match.group(1)
+
+
+def installed_version(
+    binaries: Sequence[str] = VERSION_COMMANDS, timeout: float = 10.0
+) -> tuple[str, str]:
+    """The Slurm release and the command that told it; a collect error naming why each
+    command failed when none answers."""
+    reasons = []
+    for binary in binaries:
+        if shutil.which(binary) is None:
+            reasons.append(f"{binary} not found")
+            continue
+        try:
+            return parse_version(_scontrol(["--version"], binary, timeout)), binary
+        except (CollectError, InputError) as err:
+            reasons.append(str(err))
+    raise CollectError("; ".join(reasons))
+
+
+# --------------------------------------------------------------------------- reconfigure
+
+
+def run_scontrol(args: Sequence[str], binary: str = "scontrol", timeout: float = 60.0) -> str:
+    """stdout of ``scontrol <args>`` for the edge modules that act on Slurm (reconfigure);
+    a collect error (one line: the command, its exit code, its last stderr line) otherwise."""
+    return _scontrol(args, binary, timeout)
+
+
+#: A slurmctld log line: ``[2026-12-01T12:05:51.916] fatal: …`` (or ``error:``).
+_LOG_LINE = re.compile(r"^\[[^\]]*\]\s+(fatal|error):\s+(?:_?[a-z_]+:\s+)?(.*)$")
+#: The line a reconfigure attempt starts with (24.11 and 26.05).
+RECONFIGURE_START = "Attempting to reconfigure"
+
+
+def reconfigure_reason(log: str) -> str | None:
+    """Why slurmctld refused a reconfigure, from its log since the attempt: the ``fatal:`` line
+    and the ``error:`` just before it (``Parsing error at unrecognized key: FooBar; something
+    wrong with opening/reading /etc/slurm/topology.conf: Invalid argument``). Recorded on
+    24.11.5 and 26.05.5: ``scontrol reconfigure`` itself only says ``Unspecified error``."""
+    attempt = log.rfind(RECONFIGURE_START)
+    lines = log[attempt if attempt >= 0 else 0 :].splitlines()
+    found = [m for m in map(_LOG_LINE.match, lines) if m is not None]
+    fatal = next((i for i, m in enumerate(found) if m.group(1) == "fatal"), None)
+    if fatal is None:
+        return None
+    before = found[fatal - 1].group(2) if fatal and found[fatal - 1].group(1) == "error" else None
+    return "; ".join(text for text in (before, found[fatal].group(2)) if text)
+
+
+def parse_log_file(show_config: str) -> str | None:
+    """``SlurmctldLogFile`` from ``scontrol show config`` (None when slurmctld logs to syslog
+    or the journal: ``(null)``)."""
+    match = re.search(r"^SlurmctldLogFile\s*=\s*(\S+)", show_config, re.MULTILINE)
+    return match.group(1) if match and match.group(1) != "(null)" else None
