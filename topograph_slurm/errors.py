@@ -23,6 +23,7 @@ class Exit(IntEnum):
     LOCKED = 7  # another run holds the lock
     AUTH = 8  # credentials missing, refused by the server, or unsafely stored
     OUTPUT = 9  # an output file or directory could not be written
+    APPLY = 10  # Slurm refused a change health --apply made (scontrol update failed)
     BUG = 70  # an unexpected internal error (EX_SOFTWARE)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as a shell reports it)
 
@@ -89,3 +90,9 @@ class OutputError(TopographError):
     """An output file could not be written (missing directory, permissions, full disk)."""
 
     exit_code = Exit.OUTPUT
+
+
+class ApplyError(TopographError):
+    """Slurm refused a change (``scontrol update`` failed); the message is Slurm's."""
+
+    exit_code = Exit.APPLY
