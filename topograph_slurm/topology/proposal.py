@@ -13,7 +13,9 @@ compare with is always Slurm's own, read fresh each run, and nothing of ours is 
 - **Features**: ours start with the prefix and are replaced; every other feature (an admin's)
   stays, in its order. Active features follow the same rule.
 - **Drain**: ours carry :data:`REASON_PREFIX`; only those are resumed when the node is healthy
-  again, and a drain by anyone else is left alone.
+  again, and a drain by anyone else is left alone. Right after a slurmctld restart a node is
+  ``UNKNOWN`` until its slurmd registers, and Slurm refuses to resume it then ("Invalid node
+  state specified"), so that resume waits for a later run.
 
 A node gets a change only where Slurm's value differs, so a second run with nothing new
 proposes nothing (an unchanged ``scontrol update`` is never re-run). Pure functions, no I/O.
@@ -139,4 +141,6 @@ def _drain(node: SlurmNode, verdict: Verdict, policy: HealthPolicy) -> tuple[str
         if not ours:
             return None, False, f"drained by someone else ({node.reason!r}): left drained"
         return None, False, ""
+    if ours and "UNKNOWN" in node.state:  # slurmctld restarted, slurmd not registered yet
+        return None, False, "not registered since slurmctld started: resumed on a later run"
     return None, ours, ""
