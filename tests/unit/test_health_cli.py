@@ -188,3 +188,24 @@ def test_help_names_the_labels_and_exit_codes() -> None:
     assert result.exit_code == 0
     for text in ("--apply", "--constraint=topo_ok", "topo_degraded", "--no-drain", "10 when"):
         assert text in result.output
+
+
+def test_a_snapshot_drains_the_node_whose_nvlink_is_not_ready(slurm: Path, tmp_path: Path) -> None:
+    from tests.unit.test_generate_snapshot import make_snapshot
+
+    snap = make_snapshot(tmp_path / "snap", ib=True)
+    gpus = [f"gpu{i:04d}" for i in range(1, 17)]
+    (slurm / "nodes.json").write_text(json.dumps({"nodes": [slurm_node(n) for n in gpus]}))
+    env = {"PATH": f"{slurm}{os.pathsep}{os.environ['PATH']}"}
+    argv = ["--config", os.devnull, "health", "--snapshot", str(snap), "--slurm-version", "25.05"]
+    result = CliRunner().invoke(main, [*argv, "--json"], env=env)
+    assert result.exit_code == Exit.DIFFERS, result.output
+    rows = {row["node"]: row for row in json.loads(result.stdout)["nodes"]}
+    sick = rows["gpu0006"]
+    assert sick["verdict"] == "drain" and sick["drain_reason"] == "topograph: fabric-not-completed"
+    assert sick["features"]["new"] == ["topo_drain", "topo_leaf_leaf-su001-r0"]  # in no block
+    assert rows["gpu0005"]["features"]["new"] == [
+        "topo_ok",
+        "topo_leaf_leaf-su001-r0",
+        "topo_block_nvl-gpu0005",
+    ]
