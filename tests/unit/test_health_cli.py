@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 from pathlib import Path
 
@@ -84,9 +85,9 @@ def test_dry_run_prints_verdicts_and_commands_and_exits_1(slurm: Path) -> None:
     assert "node0001         degraded  1 -> 1001     -       degraded-link" in out
     assert "node0006         degraded  1 -> 1001     -       rail-disagreement" in out
     assert "login1           unknown" in out and "not in the fabric sweep" in out
-    assert "Commands (8):" in out
+    assert "Commands (3):" in out  # nodes with the same change share one
     assert (
-        "scontrol update NodeName=node0001 Weight=1001 AvailableFeatures=topo_degraded,"
+        "scontrol update NodeName='node[0001,0006]' Weight=1001 AvailableFeatures=topo_degraded,"
         "topo_leaf_leaf-su001-r0,topo_block_leaf-su001-r0 ActiveFeatures=topo_degraded,"
         "topo_leaf_leaf-su001-r0,topo_block_leaf-su001-r0"
     ) in out
@@ -98,8 +99,11 @@ def test_apply_runs_exactly_the_printed_commands_then_nothing_is_pending(slurm: 
     result = run(slurm, "--apply")
     assert result.exit_code == Exit.OK, result.output
     ran = updates(slurm)
-    assert [f"scontrol {line}" for line in ran] == dry["commands"]
-    assert result.stderr.count("applied: scontrol update") == 8
+    assert [["scontrol", *line.split()] for line in ran] == [
+        shlex.split(line) for line in dry["commands"]
+    ]
+    assert result.stderr.count("applied: scontrol update") == 3
+    assert "NodeName=node[0002-0004] AvailableFeatures=topo_ok," in ran[1]
     # Slurm now holds what was applied: the next dry run proposes nothing
     held = {
         row["node"]: slurm_node(
@@ -146,13 +150,13 @@ def test_an_admin_drain_and_features_are_kept(slurm: Path) -> None:
 def test_a_refused_update_is_one_line_in_slurms_words_and_the_rest_still_runs(
     slurm: Path,
 ) -> None:
-    (slurm / "refuse").write_text("node0002")
+    (slurm / "refuse").write_text("node[0002-0004]")
     result = run(slurm, "--apply")
     assert result.exit_code == Exit.APPLY, result.output
     error = [line for line in result.stderr.splitlines() if "error:" in line]
     assert len(error) == 1 and "Invalid node state specified" in error[0]
-    assert "(1 of 8 commands failed)" in error[0]
-    assert len(updates(slurm)) == 8
+    assert "(1 of 3 commands failed)" in error[0]
+    assert len(updates(slurm)) == 3
 
 
 def test_slurm_unreachable_is_a_collect_error(slurm: Path) -> None:

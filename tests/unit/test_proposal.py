@@ -157,11 +157,11 @@ def test_commands_are_exact_scontrol_lines_a_shell_splits_right(env) -> None:  #
     assert lines == [
         f"scontrol update NodeName=n1 Weight=1001 AvailableFeatures={features} "
         f"ActiveFeatures={features}",
-        "scontrol update NodeName=n1 State=DRAIN Reason='topograph: missing-rail'",
         f"scontrol update NodeName=n2 Weight=1 AvailableFeatures={ok} ActiveFeatures={ok}",
+        "scontrol update NodeName=n1 State=DRAIN Reason='topograph: missing-rail'",
         "scontrol update NodeName=n2 State=RESUME",
     ]
-    assert shlex.split(lines[1])[-1] == "Reason=topograph: missing-rail"
+    assert shlex.split(lines[2])[-1] == "Reason=topograph: missing-rail"
     text = render_plan(env, found, lines, "text")
     assert "Nodes in Slurm: 3: 2 healthy, 0 degraded, 1 drain-worthy, 0 not judged." in text
     assert "n3 " not in text  # healthy and unchanged: counted, not listed
@@ -169,6 +169,19 @@ def test_commands_are_exact_scontrol_lines_a_shell_splits_right(env) -> None:  #
     data = plan_data(found, lines)
     assert data["summary"]["changing"] == 2 and data["commands"] == lines
     assert data["nodes"][1]["action"] == "resume"
+
+
+def test_nodes_with_the_same_change_share_one_command(env) -> None:  # type: ignore[no-untyped-def]
+    names = ["n1", "n2", "n3", "n10"]
+    verdicts = {n: Verdict(n, DRAIN if n != "n2" else HEALTHY, (LOST,)) for n in names}
+    current = [SlurmNode(n, 1) for n in names]
+    lines = render_commands(env, plan(verdicts, {}, current, POLICY))
+    assert lines == [
+        "scontrol update NodeName='n[1,3,10]' Weight=1001 AvailableFeatures=topo_drain "
+        "ActiveFeatures=topo_drain",
+        "scontrol update NodeName=n2 AvailableFeatures=topo_ok ActiveFeatures=topo_ok",
+        "scontrol update NodeName='n[1,3,10]' State=DRAIN Reason='topograph: missing-rail'",
+    ]
 
 
 def test_a_name_with_shell_characters_stays_one_word(env) -> None:  # type: ignore[no-untyped-def]

@@ -15,9 +15,33 @@ from topograph_slurm.model.result import Finding
 from topograph_slurm.render.environment import render
 
 
+def _grouped(changes: list[NodeChange]) -> dict[str, list[dict[str, Any]]]:
+    """Nodes that get the very same change share one command (a hostlist), so a first run on
+    16,384 nodes is a command per leaf and class, not one per node: updates, then drains, then
+    resumes, each in the order of its first node."""
+    updates: dict[tuple[Any, ...], list[str]] = {}
+    drains: dict[str, list[str]] = {}
+    resumes: list[str] = []
+    for c in changes:
+        if c.updates:
+            updates.setdefault((c.weight, c.features, c.active_features), []).append(c.node)
+        if c.drain_reason is not None:
+            drains.setdefault(c.drain_reason, []).append(c.node)
+        if c.resume:
+            resumes.append(c.node)
+    return {
+        "updates": [
+            {"nodes": nodes, "weight": w, "features": f, "active_features": a}
+            for (w, f, a), nodes in updates.items()
+        ],
+        "drains": [{"nodes": nodes, "reason": reason} for reason, nodes in drains.items()],
+        "resumes": [{"nodes": resumes}] if resumes else [],
+    }
+
+
 def render_commands(env: jinja2.Environment, plan: HealthPlan) -> list[str]:
-    """The ``scontrol update`` command lines of every pending change, in node order."""
-    text = render(env, "health.commands.j2", changes=plan.pending)
+    """The ``scontrol update`` command lines of every pending change."""
+    text = render(env, "health.commands.j2", **_grouped(plan.pending))
     return [line for line in text.splitlines() if line.strip()]
 
 

@@ -67,7 +67,11 @@ class HealthPolicy:
 
     def marked(self, node: SlurmNode) -> bool:
         """Our weight offset is in effect: the node carries our degraded or drain class."""
-        return any(self.prefix + CLASS[level] in node.features for level in _PENALISED)
+        return not self._marks.isdisjoint(node.features)
+
+    @property
+    def _marks(self) -> frozenset[str]:
+        return frozenset(self.prefix + CLASS[level] for level in _PENALISED)
 
 
 def plan(
@@ -89,7 +93,7 @@ def plan(
         for node in slurm
     ]
     listed = {node.name for node in slurm}
-    missing = [verdict for name, verdict in verdicts.items() if name not in listed]
+    missing = [verdicts[name] for name in sorted(verdicts.keys() - listed, key=natural_key)]
     return HealthPlan(changes, missing, list(not_per_node or []))
 
 

@@ -41,7 +41,6 @@ from topograph_slurm.model.health import (
     NodeLabels,
     Verdict,
 )
-from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Analysis, BlockTopology, Finding
 from topograph_slurm.topology import block, gpus, health, leaf, nvlink, subnet
 from topograph_slurm.topology.clique import FindingKind
@@ -108,8 +107,8 @@ def _why_not(finding: Finding) -> str:
 def judge(
     findings: Iterable[Finding], nodes: Collection[str]
 ) -> tuple[dict[str, Verdict], list[tuple[Finding, str]]]:
-    """A verdict for each of *nodes* (healthy unless a finding says otherwise) and every
-    finding that made none, with the reason.
+    """A verdict for each of *nodes* (healthy unless a finding says otherwise; in the order
+    given, then nodes only findings name) and every finding that made none, with the reason.
 
     A finding counts for its ``nodes`` when it names them, else for its subject when that is
     one of *nodes*.
@@ -126,8 +125,7 @@ def judge(
             unused.append((finding, f"{finding.subject} is not a node this run judges"))
         for node in targets:
             held.setdefault(node, []).append((level, finding))
-    verdicts = {node: _verdict(node, found) for node, found in held.items()}
-    return dict(sorted(verdicts.items(), key=lambda kv: natural_key(kv[0]))), unused
+    return {node: _verdict(node, found) for node, found in held.items()}, unused
 
 
 def _verdict(node: str, found: Sequence[tuple[str, Finding]]) -> Verdict:
@@ -143,5 +141,5 @@ def node_labels(analysis: Analysis, blocks: BlockTopology | None) -> dict[str, N
     in_block: Mapping[str, str] = (
         {node: b.name for b in blocks.blocks for node in b.nodes} if blocks else {}
     )
-    placed = sorted(leaves.keys() | in_block.keys(), key=natural_key)
+    placed = leaves.keys() | in_block.keys()
     return {node: NodeLabels(leaves.get(node, ""), in_block.get(node, "")) for node in placed}
