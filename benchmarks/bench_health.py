@@ -22,7 +22,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import jinja2
+
+from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.health import HealthPlan
+from topograph_slurm.model.result import Analysis, BlockTopology
 from topograph_slurm.render.environment import environment
 from topograph_slurm.render.health import render_commands
 from topograph_slurm.slurm_version import SlurmVersion
@@ -33,6 +37,8 @@ from topograph_slurm.topology.analysis import analyse, ib_blocks
 from topograph_slurm.topology.naming import NamingPolicy
 from topograph_slurm.topology.proposal import HealthPolicy, plan
 from topograph_slurm.topology.verdict import judge, node_labels
+
+POLICY = HealthPolicy()
 
 
 def timed(call: Callable[[], Any]) -> tuple[float, Any]:
@@ -60,6 +66,30 @@ def states(found: HealthPlan | None, names: list[str]) -> str:
     return json.dumps({"nodes": nodes})
 
 
+def health(
+    analysis: Analysis, blocks: BlockTopology, text: str, env: jinja2.Environment
+) -> tuple[HealthPlan, list[str]]:
+    """What ``health`` does after the analysis: verdicts, labels, plan, command lines."""
+    names = analysis.hosts.nodes
+    verdicts, unused = judge([*analysis.findings, *blocks.findings], names)
+    found = plan(verdicts, node_labels(analysis, blocks), parse_node_states(text), POLICY, unused)
+    return found, render_commands(env, found)
+
+
+def one_round(fabric: Fabric, env: jinja2.Environment) -> str:
+    t_analyse, analysis = timed(lambda: analyse(fabric, NamingPolicy()))
+    blocks = ib_blocks(analysis, SlurmVersion.parse("24.11"))
+    names = analysis.hosts.nodes
+    t_fresh, (fresh, commands) = timed(lambda: health(analysis, blocks, states(None, names), env))
+    t_held, (held, _) = timed(lambda: health(analysis, blocks, states(fresh, names), env))
+    return (
+        f"{len(names)} nodes, {len(fresh.pending)} changing in {len(commands)} commands: "
+        f"analyse {t_analyse:.2f} s; health, all changing {t_fresh:.2f} s "
+        f"({t_fresh / t_analyse:.2f}x), all held {t_held:.2f} s ({t_held / t_analyse:.2f}x, "
+        f"{len(held.pending)} changing)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=16_384)
@@ -69,26 +99,8 @@ def main() -> None:
     spec = SimSpec(nodes=args.nodes, rails=8, su=32, tiers=3, degraded=args.degraded)
     fabric = parse_ibnetdiscover(generate_ibnetdiscover(spec), "sim")
     env = environment()
-    policy = HealthPolicy()
     for _ in range(args.rounds):
-        t_analyse, analysis = timed(lambda: analyse(fabric, NamingPolicy()))
-        blocks = ib_blocks(analysis, SlurmVersion.parse("24.11"))
-        names = analysis.hosts.nodes
-
-        def health(text: str) -> HealthPlan:
-            verdicts, unused = judge([*analysis.findings, *blocks.findings], names)
-            labels = node_labels(analysis, blocks)
-            found = plan(verdicts, labels, parse_node_states(text), policy, unused)
-            render_commands(env, found)
-            return found
-
-        t_fresh, fresh = timed(lambda: health(states(None, names)))
-        t_held, held = timed(lambda: health(states(fresh, names)))
-        print(
-            f"{args.nodes} nodes, {len(fresh.pending)} changing: analyse {t_analyse:.2f} s; "
-            f"health, all changing {t_fresh:.2f} s ({t_fresh / t_analyse:.2f}x), "
-            f"all held {t_held:.2f} s ({t_held / t_analyse:.2f}x, {len(held.pending)} changing)"
-        )
+        print(one_round(fabric, env))
 
 
 if __name__ == "__main__":
