@@ -192,6 +192,9 @@ def test_help_names_the_labels_and_exit_codes() -> None:
     assert result.exit_code == 0
     for text in ("--apply", "--constraint=topo_ok", "topo_degraded", "--no-drain", "10 when"):
         assert text in result.output
+    assert Exit.APPLY == 10
+    words = " ".join(CliRunner().invoke(main, ["--help"]).output.split())
+    assert "10 Slurm refused a change (health --apply)" in words
 
 
 def test_a_snapshot_drains_the_node_whose_nvlink_is_not_ready(slurm: Path, tmp_path: Path) -> None:

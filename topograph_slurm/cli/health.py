@@ -99,7 +99,8 @@ def health(
     (topo_block_<block>), so jobs can ask for --constraint=topo_ok. Dry run by default: prints
     the scontrol update commands; --apply runs them, only where Slurm's value differs, and
     undoes them when the node is healthy again. Exit 0 when Slurm holds every verdict (or
-    --apply set them), 1 when a dry run has commands pending, 10 when Slurm refused one.
+    --apply set them), 1 when a dry run has commands pending, 4 when Slurm cannot be asked,
+    10 when Slurm refused a command (the others still run).
 
     \b
     Examples:
