@@ -3,9 +3,13 @@ HCA cable, and the labels (leaf, block) a node carries."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import pytest
 
 from tests.support.fabric_builder import FabricBuilder
+from topograph_slurm import topology
 from topograph_slurm.model.fabric import Link, Links
 from topograph_slurm.model.health import DEGRADED, DRAIN, HEALTHY, UNKNOWN, NodeLabels
 from topograph_slurm.model.result import LEVEL_INFO, Block, BlockTopology, Finding
@@ -75,6 +79,21 @@ def test_the_table_covers_every_kind_the_analysis_defines() -> None:
         snapshot.KIND_MISSING,
         snapshot.KIND_PARSE,
     }
+
+
+def test_every_kind_constant_in_the_analysis_and_snapshot_has_a_severity() -> None:
+    modules = [
+        importlib.import_module(f"{topology.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(topology.__path__)
+    ]
+    kinds = {
+        value
+        for module in [*modules, snapshot]
+        for name, value in vars(module).items()
+        if name.startswith("KIND_") and isinstance(value, str)
+    }
+    assert len(kinds) >= 19
+    assert kinds - set(SEVERITY) - set(NOT_HEALTH) == set()
 
 
 def test_an_unknown_problem_kind_degrades_and_unknown_information_is_ignored() -> None:
