@@ -158,6 +158,17 @@ def _metrics_path(value: str) -> None:
         raise ValueError(f"must end in .prom (node_exporter reads only those), got {value!r}")
 
 
+_FEATURE_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}\Z")
+
+
+def _feature_prefix(value: str) -> None:
+    if not _FEATURE_PREFIX.match(value):
+        raise ValueError(
+            f"must be a letter, then up to 31 letters, digits or _ (a Slurm feature's start), "
+            f"got {value!r}"
+        )
+
+
 PATH = _rule(check=_path)
 TIMEOUT = _rule(low=0, above_low=True)
 
@@ -241,6 +252,17 @@ class Settings:
     slurmctld_log: str | None = field(default=None, metadata=PATH)
     #: Prometheus textfile-collector metrics of the run (node_exporter), written atomically.
     metrics: str | None = field(default=None, metadata=_rule(check=_metrics_path))
+    #: health: the prefix of every feature it sets (others are an admin's and stay as they are)
+    health_feature_prefix: str = field(
+        default="topo_", metadata=_rule(check=_feature_prefix, flag="--feature-prefix")
+    )
+    #: health: added to a degraded or drain-worthy node's own Weight (allocated last)
+    health_weight: int = field(
+        default=1000,
+        metadata=_rule(low=1, high=1_000_000_000, integer=True, flag="--degraded-weight"),
+    )
+    #: health: drain drain-worthy nodes (false: only weight and label them)
+    health_drain: bool = True
 
 
 def choices_metavar(key: str) -> str:

@@ -23,7 +23,7 @@ class Exit(IntEnum):
     LOCKED = 7  # another run holds the lock
     AUTH = 8  # credentials missing, refused by the server, or unsafely stored
     OUTPUT = 9  # an output file or directory could not be written
-    RECONFIGURE = 10  # slurmctld refused the new topology; the previous file is back in place
+    APPLY = 10  # Slurm refused a change: a new topology (restored) or a health --apply update
     BUG = 70  # an unexpected internal error (EX_SOFTWARE)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as a shell reports it)
 
@@ -92,9 +92,13 @@ class OutputError(TopographError):
     exit_code = Exit.OUTPUT
 
 
-class ReconfigureError(TopographError):
+class ApplyError(TopographError):
+    """Slurm refused a change (``scontrol update`` failed); the message is Slurm's."""
+
+    exit_code = Exit.APPLY
+
+
+class ReconfigureError(ApplyError):
     """slurmctld did not take the topology just written (``generate --reconfigure``): the
     previous file is restored and the candidate kept beside it; the message carries Slurm's
     reason."""
-
-    exit_code = Exit.RECONFIGURE

@@ -154,7 +154,7 @@ def test_reconfigure_applies_skips_and_rolls_back(
     tree = (builtin_templates() / "topology.conf.tree.j2").read_text()
     (templates / "topology.conf.tree.j2").write_text(tree + BROKEN)
     result, _ = generate(tmp_path, env, "--templates", str(templates))
-    assert result.exit_code == Exit.RECONFIGURE, result.output
+    assert result.exit_code == Exit.APPLY, result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("topograph-slurm:")]
     assert len(errors) == 1 and errors[0].startswith("topograph-slurm: error: slurmctld did not")
     assert "Switch (leaf-su001-r0) has already been defined" in errors[0]

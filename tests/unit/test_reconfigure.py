@@ -208,7 +208,7 @@ def test_refused_candidate_is_kept_and_the_old_file_restored(
     scontrol, path, previous = _replaced(tmp_path, {"reconfigure": appended})
     with pytest.raises(ReconfigureError) as raised:
         apply(path, previous, NEW, Scontrol(str(scontrol.path), log=str(logfile)))
-    assert reason in str(raised.value) and raised.value.exit_code == Exit.RECONFIGURE == 10
+    assert reason in str(raised.value) and raised.value.exit_code == Exit.APPLY == 10
     assert path.read_text() == OLD
     assert rejected_path(path).read_text() == NEW
     assert scontrol.calls == ["reconfigure"]
@@ -287,7 +287,7 @@ def test_cli_refusal_is_one_line_and_exit_10(tmp_path: Path) -> None:
         "--reconfigure",
     ]
     result = CliRunner().invoke(main, args)
-    assert result.exit_code == Exit.RECONFIGURE
+    assert result.exit_code == Exit.APPLY
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(
         f"topograph-slurm: error: slurmctld did not take {out}: {scontrol.path} reconfigure "
         "failed (exit 1): slurm_reconfigure error:Unspecified error (see the slurmctld log)"

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from topograph_slurm.errors import CollectError, InputError, UsageError
+from topograph_slurm.model.health import SlurmNode
 from topograph_slurm.model.job import TpRecord, parse_tp_record
 from topograph_slurm.sources.slurm import (
+    parse_node_states,
     parse_node_table,
     parse_scontrol_job,
     parse_scontrol_nodes,
@@ -245,3 +247,61 @@ def test_scontrol_topology_passes_the_name(tmp_path: Path) -> None:
     assert (tmp_path / "args").read_text().split() == ["show", "topology", "nvl"]
     with pytest.raises(UsageError, match="invalid topology name"):
         scontrol_topology("-x", binary)
+
+
+# --------------------------------------------------------------------------- node states
+
+# 24.11.5 and 26.05.5 (tests/integration/test_health_apply.py), trimmed: a node with an admin
+# feature from slurm.conf plus ours, after `scontrol update … Weight=1001 AvailableFeatures=…`,
+# and a node drained by `scontrol update … State=DRAIN Reason=…`.
+NODE_STATES = {
+    "nodes": [
+        {
+            "name": "node01",
+            "weight": 1001,
+            "features": ["admin_a", "topo_degraded", "topo_leaf_l1"],
+            "active_features": ["admin_a", "topo_degraded", "topo_leaf_l1"],
+            "state": ["IDLE"],
+            "reason": "",
+            "reason_set_by_user": "",
+        },
+        {
+            "name": "node03",
+            "weight": 1,
+            "features": [],
+            "active_features": [],
+            "state": ["IDLE", "DRAIN"],
+            "reason": "topograph: missing-rail",
+            "reason_set_by_user": "root",
+        },
+    ]
+}
+
+
+def test_node_states_read_weight_features_state_and_reason() -> None:
+    first, drained = parse_node_states(json.dumps(NODE_STATES))
+    assert first == SlurmNode(
+        "node01",
+        1001,
+        ("admin_a", "topo_degraded", "topo_leaf_l1"),
+        ("admin_a", "topo_degraded", "topo_leaf_l1"),
+        ("IDLE",),
+        "",
+    )
+    assert drained.drained and drained.reason == "topograph: missing-rail"
+    assert not first.drained
+
+
+def test_node_states_take_comma_separated_features_and_refuse_other_shapes() -> None:
+    entry = {"name": "n1", "weight": 1, "features": "a,b", "state": "IDLE"}
+    (node,) = parse_node_states(json.dumps({"nodes": [entry]}))
+    assert node.features == ("a", "b") and node.active_features == () and node.state == ("IDLE",)
+    for bad in (
+        {"name": "n1"},
+        {"name": "n1", "weight": "x"},
+        {"name": "n1", "weight": 1, "features": 3},
+    ):
+        with pytest.raises(InputError, match="scontrol show nodes --json"):
+            parse_node_states(json.dumps({"nodes": [bad]}))
+    with pytest.raises(InputError, match="scontrol show nodes --json"):
+        parse_node_states("not json")

@@ -8,6 +8,7 @@ same name in ``--templates DIR``; the built-in ones fill the gaps.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,7 @@ def environment(override: Path | None = None) -> jinja2.Environment:
     env.filters.update(lua_str=lua_str, lua_int=lua_int, lua_bool=lua_bool)
     env.filters["tojson"] = lambda value: json.dumps(value, sort_keys=True)
     env.filters["printable"] = printable
+    env.filters["sh"] = shlex.quote  # a word of a shell command line (health's scontrol lines)
     return env
 
 

@@ -1,4 +1,5 @@
-"""What the running Slurm says: its nodes (in its node table order), a job, its topology.
+"""What the running Slurm says: its nodes (in its node table order, and each node's weight,
+features and state), a job, its topology.
 
 Reads ``scontrol show nodes --json`` and ``scontrol show job --json`` (stable across
 23.02–26.05) rather than pyslurm, whose releases pair with a single Slurm major.minor, and
@@ -25,6 +26,7 @@ from typing import Any
 
 from topograph_slurm.errors import CollectError, InputError, UsageError
 from topograph_slurm.model import names
+from topograph_slurm.model.health import SlurmNode
 from topograph_slurm.model.job import SlurmJob, parse_tp_record
 from topograph_slurm.model.result import NamedTopology
 from topograph_slurm.sources.layout import parse_topology
@@ -86,6 +88,47 @@ def scontrol_node_table(binary: str = "scontrol", timeout: float = 60.0) -> list
 def scontrol_nodes(binary: str = "scontrol", timeout: float = 60.0) -> frozenset[str]:
     """Run ``scontrol show nodes --json`` and return the node names."""
     return frozenset(scontrol_node_table(binary, timeout))
+
+
+def parse_node_states(text: str) -> list[SlurmNode]:
+    """Each node's weight, features (available and active), state flags and reason from
+    ``scontrol show nodes --json``: what ``health`` compares its proposals with.
+
+    Field names checked on 24.11 and 26.05: ``weight`` (a number), ``features`` and
+    ``active_features`` (lists of names), ``state`` (a list: ``["IDLE", "DRAIN"]``),
+    ``reason`` (``""`` when unset).
+    """
+    command = "scontrol show nodes --json"
+    try:
+        return [
+            SlurmNode(
+                str(node["name"]),
+                int(node["weight"]),
+                _names(node.get("features")),
+                _names(node.get("active_features")),
+                _names(node.get("state")),
+                str(node.get("reason") or ""),
+            )
+            for node in _json(text, command)["nodes"]
+        ]
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"unexpected `{command}` output: {err!r}") from None
+
+
+def _names(value: object) -> tuple[str, ...]:
+    """A list of names, or a comma-separated string of them (older releases' features)."""
+    if isinstance(value, str):
+        return tuple(part for part in value.split(",") if part)
+    if isinstance(value, list):
+        return tuple(str(part) for part in value)
+    if value is None:
+        return ()
+    raise TypeError(f"expected a list of names, got {value!r}")
+
+
+def scontrol_node_states(binary: str = "scontrol", timeout: float = 60.0) -> list[SlurmNode]:
+    """Run ``scontrol show nodes --json``: every node's weight, features, state and reason."""
+    return parse_node_states(_scontrol(["show", "nodes", "--json"], binary, timeout))
 
 
 def slurm_rank_order(nodes: Iterable[str], node_table: Sequence[str]) -> list[str]:

@@ -7,6 +7,7 @@ carries every exclusion and finding so that the report can show what was left ou
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from itertools import chain
 
 from topograph_slurm.model.fabric import Fabric
@@ -77,7 +78,8 @@ def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) 
     tree = build_tree(links.neighbours, groups, switch_names, service, component, max_tiers)
     findings += health.islands(tree)
     findings += health.missing_rails(groups, hosts.rails)
-    findings += health.degraded_links(fabric, switch_names)
+    reach = partial(health.nodes_behind, tree, hosts.rails)
+    findings += health.degraded_links(fabric, switch_names, reach)
     missing = sorted(policy.slurm_nodes - hosts.rails.keys()) if policy.slurm_nodes else []
     unnamed = find_unnamed(fabric, hosts, missing, switch_names)
     return Analysis(fabric, switch_names, hosts, tree, findings, missing, unnamed)

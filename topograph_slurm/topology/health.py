@@ -8,11 +8,12 @@ node that lost a rail runs its all-reduce on fewer HCAs than its peers. Neither 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import compress
 from operator import itemgetter
 
 from topograph_slurm.model.fabric import Fabric, Link
+from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.rates import is_rated, lanes, speed_rank
 from topograph_slurm.model.result import Finding, LeafGroup, Tree
 
@@ -20,6 +21,9 @@ KIND_DEGRADED = "degraded-link"
 KIND_MISSING_RAIL = "missing-rail"
 KIND_ISLANDS = "islands"
 _HCA = itemgetter(0)  # of a rail (hca guid, leaf switch guid)
+#: A device's place for :func:`nodes_behind`: its level (an HCA -1, a leaf switch 0, an upper
+#: switch its tree level) and the Slurm nodes whose traffic crosses it.
+Reach = dict[str, tuple[int, tuple[str, ...]]]
 
 
 def _label(fabric: Fabric, names: Mapping[str, str], guid: str, port: int) -> str:
@@ -43,11 +47,33 @@ def is_below(rate: tuple[str, str], norm: tuple[str, str]) -> bool:
     )
 
 
-def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Finding]:
+def nodes_behind(tree: Tree, rails: Mapping[str, list[tuple[str, str]]]) -> Reach:
+    """Each HCA, leaf and upper switch GUID with its level and the nodes behind it: an HCA
+    its node, a leaf switch its logical leaf's nodes, an upper switch its children's nodes.
+
+    A slow cable slows the traffic of the nodes below its lower end: an HCA cable its node
+    only, a leaf uplink every node of that leaf, a spine-to-core link the spine's whole pod.
+    """
+    reach: Reach = {hca: (-1, (node,)) for node, held in rails.items() for hca, _ in held}
+    below: dict[str, tuple[str, ...]] = {}
+    for leaf in tree.leaves:
+        below[leaf.name] = tuple(sorted(leaf.nodes, key=natural_key))
+        reach.update((guid, (0, below[leaf.name])) for guid in leaf.switches)
+    for upper in sorted(tree.uppers, key=lambda switch: switch.level):
+        found = {node for child in upper.children for node in below.get(child, ())}
+        below[upper.name] = tuple(sorted(found, key=natural_key))
+        reach.update((guid, (upper.level, below[upper.name])) for guid in upper.switches)
+    return reach
+
+
+def degraded_links(
+    fabric: Fabric, switch_names: Mapping[str, str], reach: Callable[[], Reach] | None = None
+) -> list[Finding]:
     """Links narrower or slower than the fabric's most common width and speed.
 
     Rates are judged once per distinct (width, speed) pair, not per link: a 16k-node fabric has
-    400k links but a handful of rates.
+    400k links but a handful of rates. *reach* (called only when a link is slow, see
+    :func:`nodes_behind`) fills each finding's ``nodes``: the nodes below the link's lower end.
     """
     links = fabric.links
     if len(set(links.width)) <= 1 and len(set(links.speed)) <= 1:
@@ -62,19 +88,24 @@ def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Find
         return []
     is_slow = map(slow.__contains__, zip(links.width, links.speed, strict=True))
     slow_rows = compress(range(len(links)), is_slow)
+    behind = reach() if reach is not None else {}
     findings = [
-        _degraded(fabric, switch_names, links[row], norm_width + norm_speed) for row in slow_rows
+        _degraded(fabric, switch_names, links[row], norm_width + norm_speed, behind)
+        for row in slow_rows
     ]
     return sorted(findings, key=lambda finding: finding.subject)
 
 
-def _degraded(fabric: Fabric, names: Mapping[str, str], link: Link, norm: str) -> Finding:
+def _degraded(
+    fabric: Fabric, names: Mapping[str, str], link: Link, norm: str, behind: Reach
+) -> Finding:
     subject = f"{_label(fabric, names, link.a_guid, link.a_port)} <-> " + _label(
         fabric, names, link.b_guid, link.b_port
     )
-    return Finding(
-        KIND_DEGRADED, subject, f"runs at {link.width}{link.speed}, fabric norm is {norm}"
-    )
+    ends = [behind[guid] for guid in (link.a_guid, link.b_guid) if guid in behind]
+    nodes = min(ends)[1] if ends else ()
+    message = f"runs at {link.width}{link.speed}, fabric norm is {norm}"
+    return Finding(KIND_DEGRADED, subject, message, nodes=nodes)
 
 
 def missing_rails(

@@ -1,0 +1,219 @@
+"""`topograph-slurm health` end to end on a simulated fabric with planted faults, against a
+stand-in ``scontrol`` that prints the node JSON shape 24.11/26.05 print (see
+test_slurm_sources.NODE_STATES) and records every ``update`` it is asked for."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from topograph_slurm.cli.main import main
+from topograph_slurm.errors import Exit
+
+#: 8 nodes in 2 units; node0001's first cable at 1x (degraded); node0006's second rail moved.
+SIM = "nodes=8,gpus=4,rails=2,su=4,tiers=2,prefix=node,degraded=1,disagree=node0006"
+NODES = [f"node{i:04d}" for i in range(1, 9)]
+
+
+def slurm_node(name: str, **kw: object) -> dict[str, object]:
+    entry: dict[str, object] = {
+        "name": name,
+        "weight": 1,
+        "features": [],
+        "active_features": [],
+        "state": ["IDLE"],
+        "reason": "",
+    }
+    return entry | kw
+
+
+@pytest.fixture
+def slurm(tmp_path: Path) -> Path:
+    """A directory with ``scontrol`` (shows nodes.json, logs updates to updates.log, fails an
+    update of a node named in refuse) and nodes.json of 8 plain nodes plus a login node."""
+    (tmp_path / "nodes.json").write_text(
+        json.dumps({"nodes": [slurm_node(n) for n in [*NODES, "login1"]]})
+    )
+    script = tmp_path / "scontrol"
+    script.write_text(
+        f"""#!/bin/sh
+cd {tmp_path}
+if [ "$1" = --version ]; then echo 'slurm 24.11.5'; exit 0; fi
+if [ "$1" = show ]; then
+  if [ -e show-fails ]; then
+    echo 'slurm_load_node error: Unable to contact slurm controller' >&2; exit 1
+  fi
+  cat nodes.json; exit 0
+fi
+echo "$@" >> updates.log
+if [ -e refuse ] && [ "$2" = "NodeName=$(cat refuse)" ]; then
+  echo 'slurm_update error: Invalid node state specified' >&2; exit 1
+fi
+"""
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return tmp_path
+
+
+def run(slurm: Path, *args: str, config: str = os.devnull) -> Result:
+    env = {"PATH": f"{slurm}{os.pathsep}{os.environ['PATH']}"}
+    return CliRunner().invoke(main, ["--config", config, "health", "--sim", SIM, *args], env=env)
+
+
+def updates(slurm: Path) -> list[str]:
+    log = slurm / "updates.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def one_error(result: Result, code: int, fragment: str) -> None:
+    assert result.exit_code == code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("topograph-slurm: error: "), result.stderr
+    assert fragment in lines[0]
+
+
+def test_dry_run_prints_verdicts_and_commands_and_exits_1(slurm: Path) -> None:
+    result = run(slurm)
+    assert result.exit_code == Exit.DIFFERS, result.output
+    out = result.stdout
+    assert "Nodes in Slurm: 9: 6 healthy, 2 degraded, 0 drain-worthy, 1 not judged." in out
+    assert "node0001         degraded  1 -> 1001     -       degraded-link" in out
+    assert "node0006         degraded  1 -> 1001     -       rail-disagreement" in out
+    assert "login1           unknown" in out and "not in the fabric sweep" in out
+    assert "Commands (3):" in out  # nodes with the same change share one
+    assert (
+        "scontrol update NodeName='node[0001,0006]' Weight=1001 AvailableFeatures=topo_degraded,"
+        "topo_leaf_leaf-su001-r0,topo_block_leaf-su001-r0 ActiveFeatures=topo_degraded,"
+        "topo_leaf_leaf-su001-r0,topo_block_leaf-su001-r0"
+    ) in out
+    assert updates(slurm) == []
+
+
+def test_apply_runs_exactly_the_printed_commands_then_nothing_is_pending(slurm: Path) -> None:
+    dry = json.loads(run(slurm, "--json").stdout)
+    result = run(slurm, "--apply")
+    assert result.exit_code == Exit.OK, result.output
+    ran = updates(slurm)
+    assert [["scontrol", *line.split()] for line in ran] == [
+        shlex.split(line) for line in dry["commands"]
+    ]
+    assert result.stderr.count("applied: scontrol update") == 3
+    assert "NodeName=node[0002-0004] AvailableFeatures=topo_ok," in ran[1]
+    # Slurm now holds what was applied: the next dry run proposes nothing
+    held = {
+        row["node"]: slurm_node(
+            row["node"],
+            weight=row["weight"]["new"] or row["weight"]["now"],
+            features=row["features"]["new"] or [],
+            active_features=row["active_features"]["new"] or [],
+        )
+        for row in dry["nodes"]
+    }
+    (slurm / "nodes.json").write_text(json.dumps({"nodes": list(held.values())}))
+    again = run(slurm)
+    assert again.exit_code == Exit.OK, again.output
+    assert "Commands: none (Slurm already holds every verdict)." in again.stdout
+
+
+def test_json_lists_every_node_with_its_verdict_and_causes(slurm: Path) -> None:
+    data = json.loads(run(slurm, "--json").stdout)
+    assert data["summary"] == {
+        "healthy": 6,
+        "unknown": 1,
+        "degraded": 2,
+        "drain": 0,
+        "nodes": 9,
+        "changing": 8,
+    }
+    first = next(row for row in data["nodes"] if row["node"] == "node0001")
+    assert first["verdict"] == "degraded" and first["weight"] == {"now": 1, "new": 1001}
+    assert [f["kind"] for f in first["findings"]] == ["degraded-link"]
+    assert [f["kind"] for f in data["not_per_node"]] == ["block-base-below-unit"]
+
+
+def test_an_admin_drain_and_features_are_kept(slurm: Path) -> None:
+    nodes = [slurm_node(n) for n in NODES]
+    nodes[1] = slurm_node("node0002", features=["bigmem"], active_features=["bigmem"])
+    nodes[2] = slurm_node("node0003", state=["IDLE", "DRAIN"], reason="bad DIMM")
+    (slurm / "nodes.json").write_text(json.dumps({"nodes": nodes}))
+    assert run(slurm, "--apply").exit_code == Exit.OK
+    ran = updates(slurm)
+    assert any("NodeName=node0002 AvailableFeatures=bigmem,topo_ok," in line for line in ran), ran
+    assert not any("State=RESUME" in line for line in ran)
+
+
+def test_a_refused_update_is_one_line_in_slurms_words_and_the_rest_still_runs(
+    slurm: Path,
+) -> None:
+    (slurm / "refuse").write_text("node[0002-0004]")
+    result = run(slurm, "--apply")
+    assert result.exit_code == Exit.APPLY, result.output
+    error = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(error) == 1 and "Invalid node state specified" in error[0]
+    assert "(1 of 3 commands failed)" in error[0]
+    assert len(updates(slurm)) == 3
+
+
+def test_slurm_unreachable_is_a_collect_error(slurm: Path) -> None:
+    (slurm / "show-fails").touch()
+    one_error(run(slurm), Exit.COLLECT, "Unable to contact slurm controller")
+    (slurm / "scontrol").unlink()
+    one_error(run(slurm), Exit.COLLECT, "scontrol not found")
+
+
+def test_bad_values_are_refused_before_anything_runs(slurm: Path, tmp_path: Path) -> None:
+    one_error(run(slurm, "--feature-prefix", "1x"), Exit.USAGE, "--feature-prefix")
+    one_error(run(slurm, "--degraded-weight", "0"), Exit.USAGE, "--degraded-weight")
+    config = tmp_path / "config.yaml"
+    config.write_text("health_weight: -3\n")
+    one_error(run(slurm, config=str(config)), Exit.CONFIG, "health_weight")
+    config.write_text("health_feature_prefix: 'a b'\n")
+    one_error(run(slurm, config=str(config)), Exit.CONFIG, "health_feature_prefix")
+    result = CliRunner().invoke(
+        main, ["--config", os.devnull, "health", "--ibnetdiscover", str(tmp_path / "absent")]
+    )
+    one_error(result, Exit.INPUT, "cannot read")
+    assert updates(slurm) == []
+
+
+def test_a_custom_prefix_and_weight_from_flags(slurm: Path) -> None:
+    result = run(slurm, "--feature-prefix", "fab_", "--degraded-weight", "50", "--json")
+    first = next(r for r in json.loads(result.stdout)["nodes"] if r["node"] == "node0001")
+    assert first["weight"]["new"] == 51 and first["features"]["new"][0] == "fab_degraded"
+
+
+def test_help_names_the_labels_and_exit_codes() -> None:
+    result = CliRunner().invoke(main, ["health", "--help"])
+    assert result.exit_code == 0
+    for text in ("--apply", "--constraint=topo_ok", "topo_degraded", "--no-drain", "10 when"):
+        assert text in result.output
+    assert Exit.APPLY == 10
+    words = " ".join(CliRunner().invoke(main, ["--help"]).output.split())
+    assert "10 Slurm refused a change" in words and "health --apply" in words
+
+
+def test_a_snapshot_drains_the_node_whose_nvlink_is_not_ready(slurm: Path, tmp_path: Path) -> None:
+    from tests.unit.test_generate_snapshot import make_snapshot
+
+    snap = make_snapshot(tmp_path / "snap", ib=True)
+    gpus = [f"gpu{i:04d}" for i in range(1, 17)]
+    (slurm / "nodes.json").write_text(json.dumps({"nodes": [slurm_node(n) for n in gpus]}))
+    env = {"PATH": f"{slurm}{os.pathsep}{os.environ['PATH']}"}
+    argv = ["--config", os.devnull, "health", "--snapshot", str(snap), "--slurm-version", "25.05"]
+    result = CliRunner().invoke(main, [*argv, "--json"], env=env)
+    assert result.exit_code == Exit.DIFFERS, result.output
+    rows = {row["node"]: row for row in json.loads(result.stdout)["nodes"]}
+    sick = rows["gpu0006"]
+    assert sick["verdict"] == "drain" and sick["drain_reason"] == "topograph: fabric-not-completed"
+    assert sick["features"]["new"] == ["topo_drain", "topo_leaf_leaf-su001-r0"]  # in no block
+    assert rows["gpu0005"]["features"]["new"] == [
+        "topo_ok",
+        "topo_leaf_leaf-su001-r0",
+        "topo_block_nvl-gpu0005",
+    ]

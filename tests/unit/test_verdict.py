@@ -1,0 +1,189 @@
+"""Per-node health verdicts: every finding kind's severity, the nodes behind a slow uplink or
+HCA cable, and the labels (leaf, block) a node carries."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+from tests.support.fabric_builder import FabricBuilder
+from topograph_slurm import topology
+from topograph_slurm.model.fabric import Link, Links
+from topograph_slurm.model.health import DEGRADED, DRAIN, HEALTHY, UNKNOWN, NodeLabels
+from topograph_slurm.model.result import LEVEL_INFO, TOPOLOGY_KINDS, Block, BlockTopology, Finding
+from topograph_slurm.sources import snapshot
+from topograph_slurm.topology import block, gpus, health, leaf, nvlink, subnet
+from topograph_slurm.topology.analysis import analyse
+from topograph_slurm.topology.clique import FindingKind
+from topograph_slurm.topology.naming import NamingPolicy
+from topograph_slurm.topology.verdict import (
+    COLLECT_KINDS,
+    NOT_HEALTH,
+    SEVERITY,
+    judge,
+    node_labels,
+    severity,
+)
+
+EVERY_KIND = {
+    health.KIND_DEGRADED: DEGRADED,
+    health.KIND_MISSING_RAIL: DRAIN,
+    health.KIND_ISLANDS: None,
+    leaf.KIND_RAIL_DISAGREE: DEGRADED,
+    subnet.KIND_SPLIT: None,
+    block.KIND_UNDERSIZED: None,
+    block.KIND_SHORT_BASE: None,
+    gpus.KIND_GPUS_DISAGREE: None,
+    nvlink.KIND_RACK_MISSING: None,
+    nvlink.KIND_RACK_NEW: None,
+    nvlink.KIND_RACK_SPLIT: None,
+    nvlink.KIND_INCLUDED: None,
+    FindingKind.NO_GPUS: DRAIN,
+    FindingKind.FABRIC_NA: None,
+    FindingKind.FABRIC_PARTIAL: DRAIN,
+    FindingKind.NOT_COMPLETED: DRAIN,
+    FindingKind.STATUS: DRAIN,
+    FindingKind.UNHEALTHY: DEGRADED,
+    FindingKind.MISSING_ID: DRAIN,
+    FindingKind.DISAGREE: DRAIN,
+    FindingKind.GPU_COUNT: DRAIN,
+    FindingKind.SINGLE_NODE: None,
+    FindingKind.NOT_COLLECTED: None,
+    snapshot.KIND_FAILED: UNKNOWN,
+    snapshot.KIND_TIMEOUT: UNKNOWN,
+    snapshot.KIND_MISSING: UNKNOWN,
+    snapshot.KIND_PARSE: UNKNOWN,
+    "slow-node": DEGRADED,
+    "slow-link": DEGRADED,
+    "bench-drift": DEGRADED,
+}
+
+
+@pytest.mark.parametrize(("kind", "expected"), sorted(EVERY_KIND.items()))
+def test_every_kind_has_its_severity(kind: str, expected: str | None) -> None:
+    verdicts, unused = judge([Finding(kind, "n1", "m")], ["n1", "n2"])
+    assert severity(Finding(kind, "n1", "m")) == expected
+    assert verdicts["n1"].severity == (expected or HEALTHY)
+    assert verdicts["n2"].severity == HEALTHY
+    assert len(unused) == (expected is None)
+
+
+def test_the_table_covers_every_kind_the_analysis_defines() -> None:
+    assert set(SEVERITY) | set(NOT_HEALTH) == set(EVERY_KIND)
+    assert set(FindingKind) <= set(SEVERITY) | set(NOT_HEALTH)
+    assert set(COLLECT_KINDS) == {
+        snapshot.KIND_FAILED,
+        snapshot.KIND_TIMEOUT,
+        snapshot.KIND_MISSING,
+        snapshot.KIND_PARSE,
+    }
+
+
+def test_every_kind_constant_in_the_analysis_and_snapshot_has_a_severity() -> None:
+    modules = [
+        importlib.import_module(f"{topology.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(topology.__path__)
+    ]
+    kinds = {
+        value
+        for module in [*modules, snapshot]
+        for name, value in vars(module).items()
+        if name.startswith("KIND_") and isinstance(value, str)
+    } - set(TOPOLOGY_KINDS)  # tree/block/flat name topologies, not findings
+    assert len(kinds) >= 19
+    assert kinds - set(SEVERITY) - set(NOT_HEALTH) == set()
+
+
+def test_an_unknown_problem_kind_degrades_and_unknown_information_is_ignored() -> None:
+    verdicts, unused = judge(
+        [Finding("new-kind", "n1", "m"), Finding("new-note", "n2", "m", LEVEL_INFO)], ["n1", "n2"]
+    )
+    assert verdicts["n1"].severity == DEGRADED
+    assert verdicts["n2"].severity == HEALTHY
+    assert [(f.kind, why) for f, why in unused] == [("new-note", "information, not a problem")]
+
+
+def test_worst_finding_wins_and_every_cause_is_kept() -> None:
+    found = [
+        Finding(health.KIND_DEGRADED, "n1 mlx5_0/1 <-> leaf/1", "slow", nodes=("n1",)),
+        Finding(health.KIND_MISSING_RAIL, "n1", "lost one"),
+        Finding(snapshot.KIND_FAILED, "n2", "unreachable"),
+        Finding(leaf.KIND_RAIL_DISAGREE, "n2", "moved"),
+    ]
+    verdicts, _ = judge(found, ["n1", "n2", "n3"])
+    assert verdicts["n1"].severity == DRAIN
+    assert verdicts["n1"].kinds == ["degraded-link", "missing-rail"]
+    assert verdicts["n2"].severity == DEGRADED  # known to be slow beats not read
+    assert verdicts["n3"].findings == ()
+
+
+def test_a_finding_naming_no_judged_node_is_listed_with_the_reason() -> None:
+    verdicts, unused = judge([Finding(health.KIND_DEGRADED, "spine/1 <-> core/1", "slow")], ["n1"])
+    assert verdicts["n1"].severity == HEALTHY
+    ((finding, why),) = unused
+    assert finding.subject == "spine/1 <-> core/1" and "not a node" in why
+
+
+def test_nodes_named_by_a_finding_are_judged_even_outside_the_sweep() -> None:
+    verdicts, _ = judge([Finding("slow-link", "leaf1", "slow", nodes=("n9",))], ["n1"])
+    assert verdicts["n9"].severity == DEGRADED
+
+
+def _two_leaves(spines: int = 1) -> FabricBuilder:
+    fb = FabricBuilder()
+    for s in range(spines):
+        fb.switch(f"spine{s}")
+    for name in ("leafA", "leafB"):
+        fb.switch(name)
+        for s in range(spines):
+            fb.cable(name, f"spine{s}")
+    for n in range(3):
+        fb.host(f"a{n}", ["leafA"])
+        fb.host(f"b{n}", ["leafB"])
+    return fb
+
+
+def _slow(fb: FabricBuilder, a: str, b: str) -> None:
+    """Retrain the cable between devices *a* and *b* to 1x."""
+    ga, gb = fb.guids[a], fb.guids[b]
+    fb.fabric.links = Links.of(
+        Link.between(x.a_guid, x.a_port, x.b_guid, x.b_port, "1x", x.speed)
+        if {x.a_guid, x.b_guid} == {ga, gb}
+        else x
+        for x in fb.fabric.links
+    )
+
+
+def test_a_slow_leaf_uplink_degrades_every_node_under_that_leaf() -> None:
+    fb = _two_leaves(spines=1)
+    fb.cable("leafA", "spine0")  # a second uplink, so the slow one is not the norm
+    fb.cable("leafB", "spine0")
+    _slow(fb, "leafA", "spine0")
+    analysis = analyse(fb.fabric, NamingPolicy())
+    slow = [f for f in analysis.findings if f.kind == health.KIND_DEGRADED]
+    assert slow and all(f.nodes == ("a0", "a1", "a2") for f in slow)
+    verdicts, _ = judge(analysis.findings, analysis.hosts.nodes)
+    assert [v.node for v in verdicts.values() if v.severity == DEGRADED] == ["a0", "a1", "a2"]
+
+
+def test_a_slow_hca_cable_degrades_only_its_node() -> None:
+    fb = _two_leaves()
+    _slow(fb, "b1/0", "leafB")
+    analysis = analyse(fb.fabric, NamingPolicy())
+    (slow,) = [f for f in analysis.findings if f.kind == health.KIND_DEGRADED]
+    assert slow.nodes == ("b1",)
+    verdicts, _ = judge(analysis.findings, analysis.hosts.nodes)
+    assert {n: v.severity for n, v in verdicts.items() if v.severity != HEALTHY} == {"b1": DEGRADED}
+
+
+def test_labels_name_each_nodes_leaf_and_block() -> None:
+    analysis = analyse(_two_leaves().fabric, NamingPolicy())
+    blocks = BlockTopology([Block("nvl-a0", ["a0", "a1"]), Block("nvl-b0", ["b0"])], [1])
+    labels = node_labels(analysis, blocks)
+    assert labels["a0"] == NodeLabels("leafA", "nvl-a0")
+    assert labels["a2"] == NodeLabels("leafA", "")
+    assert labels["b0"] == NodeLabels("leafB", "nvl-b0")
+    assert sorted(labels) == ["a0", "a1", "a2", "b0", "b1", "b2"]
+    assert node_labels(analysis, None)["b2"] == NodeLabels("leafB", "")

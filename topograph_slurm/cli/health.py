@@ -1,0 +1,126 @@
+"""``topograph-slurm health``: fabric → findings → per-node verdicts → the ``scontrol update``
+commands that put them into Slurm (printed; run with ``--apply``) → exit code."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from topograph_slurm import pipeline, slurm_auto
+from topograph_slurm.cli.options import fabric_options, log, parse_rewrites, warn
+from topograph_slurm.config import Settings, load_settings, override
+from topograph_slurm.errors import Exit
+from topograph_slurm.model.health import HealthPlan
+from topograph_slurm.model.result import Finding
+from topograph_slurm.render.environment import environment
+from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.topology.analysis import analyse
+from topograph_slurm.topology.proposal import HealthPolicy, plan
+from topograph_slurm.topology.verdict import judge, node_labels
+
+
+def health_plan(settings: Settings) -> HealthPlan:
+    """Read the fabric as ``generate`` does, judge every node, and compare with what Slurm
+    holds now (``scontrol show nodes --json``)."""
+    from topograph_slurm.sources.slurm import scontrol_node_states
+
+    inputs = pipeline.load_inputs(settings, warn)
+    analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
+    version = SlurmVersion.parse(slurm_auto.resolve_version(settings, []).slurm_version)
+    blocks = pipeline.choose_blocks(settings, inputs, analysis, version)
+    findings: list[Finding] = [*analysis.findings, *(blocks.findings if blocks else [])]
+    judged = set(analysis.hosts.rails)
+    if inputs.snapshot is not None:
+        judged |= inputs.snapshot.nodes.keys()
+        if not pipeline.wants_nvlink(settings, inputs.snapshot):  # else blocks carry them
+            findings += inputs.snapshot.findings
+    verdicts, unused = judge(findings, judged)
+    policy = HealthPolicy(
+        settings.health_feature_prefix, settings.health_weight, settings.health_drain
+    )
+    labels = node_labels(analysis, blocks)
+    return plan(verdicts, labels, scontrol_node_states(), policy, unused)
+
+
+@click.command()
+@fabric_options
+@click.option(
+    "--slurm-version",
+    metavar="X.Y",
+    help="Target Slurm release (default 24.11): decides which blocks a node's label names.",
+)
+@click.option(
+    "--feature-prefix",
+    "health_feature_prefix",
+    metavar="PREFIX",
+    help="Prefix of the features health sets (default topo_); features without it are an "
+    "admin's and are never changed.",
+)
+@click.option(
+    "--degraded-weight",
+    "health_weight",
+    type=int,
+    metavar="N",
+    help="Added to a degraded node's Weight, so Slurm allocates it last (default 1000).",
+)
+@click.option(
+    "--drain/--no-drain",
+    "health_drain",
+    default=None,
+    help="Drain drain-worthy nodes with a 'topograph:' reason (default), or only weight "
+    "and label them.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
+@click.option(
+    "--apply",
+    is_flag=True,
+    help="Run the scontrol update commands (only for nodes whose values change).",
+)
+@click.option(
+    "--templates", metavar="DIR", help="Directory whose templates override the built-in ones."
+)
+@click.pass_context
+def health(
+    ctx: click.Context,
+    /,
+    as_json: bool,
+    apply: bool,
+    rewrites: Sequence[str],
+    **flags: Any,
+) -> None:
+    """Turn fabric findings into per-node verdicts, Weights, features and drains in Slurm.
+
+    Each node is healthy, degraded (Weight raised: allocated last) or drain-worthy (drained
+    with a 'topograph: <kinds>' reason). Every node gets features: its health class
+    (topo_ok, topo_degraded, topo_drain), leaf (topo_leaf_<leaf>) and block
+    (topo_block_<block>), so jobs can ask for --constraint=topo_ok. Dry run by default: prints
+    the scontrol update commands; --apply runs them, only where Slurm's value differs, and
+    undoes them when the node is healthy again. Exit 0 when Slurm holds every verdict (or
+    --apply set them), 1 when a dry run has commands pending, 4 when Slurm cannot be asked,
+    10 when Slurm refused a command (the others still run).
+
+    \b
+    Examples:
+      topograph-slurm health --ibnetdiscover fabric.txt
+      topograph-slurm health --snapshot /var/lib/topograph/snap --json
+      topograph-slurm health --ufm https://ufm --ufm-credentials ufm.cred --apply
+    """
+    from topograph_slurm.render.health import render_commands, render_plan
+
+    settings = override(
+        load_settings(ctx.obj["config_file"]), rewrites=parse_rewrites(rewrites), **flags
+    )
+    env = environment(Path(settings.templates) if settings.templates else None)
+    found = health_plan(settings)
+    commands = render_commands(env, found)
+    click.echo(render_plan(env, found, commands, "json" if as_json else "text"), nl=False)
+    if not apply:
+        ctx.exit(Exit.DIFFERS if commands else Exit.OK)
+    from topograph_slurm.slurm_apply import apply_commands
+
+    apply_commands(commands, done=lambda line: log(ctx, f"applied: {line}"))
+    log(ctx, f"health: {len(commands)} command(s) applied")
+    ctx.exit(Exit.OK)

@@ -1,0 +1,104 @@
+"""What ``health`` prints: the per-node verdict table (text or JSON) and the ``scontrol``
+command lines; their syntax lives in ``templates/health.txt.j2`` and
+``templates/health.commands.j2``."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import jinja2
+
+from topograph_slurm.model.health import SEVERITIES, HealthPlan, NodeChange
+from topograph_slurm.model.result import Finding
+from topograph_slurm.render.environment import render
+
+
+def _grouped(changes: list[NodeChange]) -> dict[str, list[dict[str, Any]]]:
+    """Nodes that get the very same change share one command (a hostlist), so a first run on
+    16,384 nodes is a command per leaf and class, not one per node: updates, then drains, then
+    resumes, each in the order of its first node."""
+    updates: dict[tuple[Any, ...], list[str]] = {}
+    drains: dict[str, list[str]] = {}
+    resumes: list[str] = []
+    for c in changes:
+        if c.updates:
+            updates.setdefault((c.weight, c.features, c.active_features), []).append(c.node)
+        if c.drain_reason is not None:
+            drains.setdefault(c.drain_reason, []).append(c.node)
+        if c.resume:
+            resumes.append(c.node)
+    return {
+        "updates": [
+            {"nodes": nodes, "weight": w, "features": f, "active_features": a}
+            for (w, f, a), nodes in updates.items()
+        ],
+        "drains": [{"nodes": nodes, "reason": reason} for reason, nodes in drains.items()],
+        "resumes": [{"nodes": resumes}] if resumes else [],
+    }
+
+
+def render_commands(env: jinja2.Environment, plan: HealthPlan) -> list[str]:
+    """The ``scontrol update`` command lines of every pending change."""
+    text = render(env, "health.commands.j2", **_grouped(plan.pending))
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _finding(finding: Finding) -> dict[str, Any]:
+    return {"kind": finding.kind, "subject": finding.subject, "message": finding.message}
+
+
+def _action(change: NodeChange) -> str:
+    if change.drain_reason is not None:
+        return "drain"
+    return "resume" if change.resume else "-"
+
+
+def _node(change: NodeChange) -> dict[str, Any]:
+    was = change.was
+    return {
+        "node": change.node,
+        "verdict": change.verdict.severity,
+        "findings": [_finding(f) for f in change.verdict.findings],
+        "weight": {"now": was.weight, "new": change.weight},
+        "features": {"now": list(was.features), "new": _listed(change.features)},
+        "active_features": {
+            "now": list(was.active_features),
+            "new": _listed(change.active_features),
+        },
+        "state": {"now": list(was.state), "reason": was.reason},
+        "action": _action(change),
+        "drain_reason": change.drain_reason,
+        "changes": change.changes,
+        "note": change.note,
+    }
+
+
+def _listed(value: tuple[str, ...] | None) -> list[str] | None:
+    return None if value is None else list(value)
+
+
+def plan_data(plan: HealthPlan, commands: list[str]) -> dict[str, Any]:
+    """The plan as plain data: the JSON output, and the text template's context."""
+    counts = Counter(change.verdict.severity for change in plan.changes)
+    return {
+        "summary": {severity: counts[severity] for severity in SEVERITIES}
+        | {"nodes": len(plan.changes), "changing": len(plan.pending)},
+        "nodes": [_node(change) for change in plan.changes],
+        "not_in_slurm": [
+            {"node": v.node, "verdict": v.severity, "findings": [_finding(f) for f in v.findings]}
+            for v in plan.not_in_slurm
+        ],
+        "not_per_node": [_finding(f) | {"why": why} for f, why in plan.not_per_node],
+        "commands": commands,
+    }
+
+
+def render_plan(env: jinja2.Environment, plan: HealthPlan, commands: list[str], fmt: str) -> str:
+    """The verdict table and the commands as text, or everything as JSON."""
+    data = plan_data(plan, commands)
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    shown = [row for row in data["nodes"] if row["verdict"] != "healthy" or row["changes"]]
+    return render(env, "health.txt.j2", shown=shown, **data)
