@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from topograph_slurm.errors import UsageError
 from topograph_slurm.model.bench import BenchLevel, BenchPlan, BenchRun
 from topograph_slurm.model.names import natural_key
-from topograph_slurm.model.placement import LEVEL_FABRIC, LEVEL_NODE, FabricMap
+from topograph_slurm.model.placement import LEVEL_NODE, FabricMap
 from topograph_slurm.topology.placement import unit_of
 
 
@@ -74,7 +74,7 @@ def _pair_level(
         if len(children) < 2:
             continue
         pairs += cross_pairs(list(children.values()))
-        if len(children) == 2 and level != LEVEL_FABRIC:
+        if len(children) == 2 and child != LEVEL_NODE:
             bench.notes.append(
                 f"{_shown(unit)} has 2 {child} units: a slow uplink of one looks like the "
                 "other's at this level"
@@ -133,17 +133,20 @@ def _uplinks(fmap: FabricMap, pair: tuple[str, str], index: int) -> tuple[tuple[
 
 def _schedule(bench: BenchPlan) -> BenchPlan:
     """Rounds: level after level (so a round's numbers compare), and inside a level each run
-    in the first round after the last one that used any of its nodes or uplinks."""
+    in the first round where none of its nodes and uplinks is busy (first fit)."""
     start = 0
     for level in bench.levels:
-        free: dict[object, int] = {}
+        busy: dict[object, set[int]] = {}
         scheduled = []
         for run in level.runs:
-            resources = [*run.nodes, *run.uplinks]
-            slot = max((free.get(r, start) for r in resources), default=start)
-            for resource in resources:
-                free[resource] = slot + 1
+            resources = [busy.setdefault(r, set()) for r in (*run.nodes, *run.uplinks)]
+            slot = start
+            while any(slot in used for used in resources):
+                slot += 1
+            for used in resources:
+                used.add(slot)
             scheduled.append(BenchRun(run.level, run.nodes, slot, run.uplinks))
+        scheduled.sort(key=lambda r: (r.round, [natural_key(n) for n in r.nodes]))
         level.runs = scheduled
         start = max((run.round for run in scheduled), default=start - 1) + 1
     return bench
