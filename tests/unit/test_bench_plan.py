@@ -107,7 +107,9 @@ def test_levels_filter_max_pairs_and_exclusions() -> None:
 def test_two_children_are_noted_as_not_attributable() -> None:
     fmap = tree_map([[3, 3]])
     notes = next(lvl for lvl in plan(fmap, nodes_of(fmap), 8).levels if lvl.level == "spine-1")
-    assert notes.notes == ["spine1 has 2 leaf units: a slow uplink of one looks like the other's at this level"]
+    assert notes.notes == [
+        "spine1 has 2 leaf units: a slow uplink of one looks like the other's at this level"
+    ]
 
 
 def results_for(
@@ -135,7 +137,9 @@ shapes = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(shape=shapes, data=st.data())
-def test_one_planted_slow_node_is_the_one_finding(shape: list[list[int]], data: st.DataObject) -> None:
+def test_one_planted_slow_node_is_the_one_finding(
+    shape: list[list[int]], data: st.DataObject
+) -> None:
     fmap = tree_map(shape)
     bench = plan(fmap, nodes_of(fmap), 8)
     node = data.draw(st.sampled_from(nodes_of(fmap)))
@@ -145,7 +149,9 @@ def test_one_planted_slow_node_is_the_one_finding(shape: list[list[int]], data: 
 
 @settings(max_examples=60, deadline=None)
 @given(shape=shapes, data=st.data())
-def test_one_planted_slow_uplink_is_the_one_finding(shape: list[list[int]], data: st.DataObject) -> None:
+def test_one_planted_slow_uplink_is_the_one_finding(
+    shape: list[list[int]], data: st.DataObject
+) -> None:
     fmap = tree_map(shape)
     bench = plan(fmap, nodes_of(fmap), 8)
     uplinks = sorted({u for run in bench.runs for u in run.uplinks})

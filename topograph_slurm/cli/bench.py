@@ -187,7 +187,9 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
     ctx.exit(Exit.DIFFERS if problems else Exit.OK)
 
 
-def _nodes(hostlist: str | None, plan_only: bool, fabric: list[str]) -> tuple[list[str], dict]:
+def _nodes(
+    hostlist: str | None, plan_only: bool, fabric: list[str]
+) -> tuple[list[str], dict[str, str]]:
     """The nodes to plan for, and those left out with a reason (outside the allocation)."""
     allocation = os.environ.get("SLURM_JOB_NODELIST", "")
     if not plan_only and not os.environ.get("SLURM_JOB_ID"):
@@ -253,16 +255,24 @@ def _run(
     from pathlib import Path
 
     from topograph_slurm import __version__
-    from topograph_slurm.collect.bench import check_launcher, run_plan, slurm_version, write_record
+    from topograph_slurm.collect.bench import (
+        check_launcher,
+        check_record,
+        run_plan,
+        slurm_version,
+        write_record,
+    )
     from topograph_slurm.collect.plan import now_iso
     from topograph_slurm.render.bench import record_data, render_report
     from topograph_slurm.render.environment import environment
     from topograph_slurm.sources.snapshot import BENCH_FORMAT, BENCH_VERSION
     from topograph_slurm.topology.bench_judge import JudgeSettings, expected_rates, judge
 
-    check_launcher(command)
     thresholds = JudgeSettings(opts["slow_fraction"], opts["expected_fraction"], opts["drift"])
     baseline = _baseline(opts["baseline"], opts["record"])
+    if opts["record"]:
+        check_record(Path(opts["record"]))
+    check_launcher(command)
     created, start = now_iso(), time.monotonic()
     log(ctx, f"bench: {len(plan.runs)} runs in {plan.rounds} rounds on {len(plan.nodes)} nodes")
     with ProgressBar(len(plan.runs), progress_wanted(ctx.obj["quiet"]), "benchmarking") as bar:
@@ -304,9 +314,9 @@ def _run(
             },
         },
     )
+    click.echo(render_report(environment(None), record, fmt), nl=False)
     if opts["record"]:
         write_record(Path(opts["record"]), record)
-    click.echo(render_report(environment(None), record, fmt), nl=False)
     return any(f.is_problem for f in judgement.findings)
 
 

@@ -1,5 +1,5 @@
-"""The progress bar of ``topograph-slurm collect`` and ``bench``: a terminal concern, so it lives with the
-CLI; collection itself only calls a callback per finished node."""
+"""The progress bar of ``topograph-slurm collect`` and ``bench``: a terminal concern, so it
+lives with the CLI; collection itself only calls a callback per finished node."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from topograph_slurm.collect import STDERR_TAIL, write_snapshot
+from topograph_slurm.collect import STDERR_TAIL, is_snapshot_or_empty, write_snapshot
 from topograph_slurm.collect.plan import TERM_GRACE, now_iso
 from topograph_slurm.collect.transport import (
     NodeRun,
@@ -26,7 +26,7 @@ from topograph_slurm.collect.transport import (
     run_bounded,
     terminate_live,
 )
-from topograph_slurm.errors import CollectError, ParseError
+from topograph_slurm.errors import CollectError, OutputError, ParseError
 from topograph_slurm.model.bench import BenchPlan, BenchRun, RunResult
 from topograph_slurm.output import write_file
 from topograph_slurm.sources.nccl_tests import parse_nccl_tests
@@ -146,6 +146,13 @@ def result_of(run: BenchRun, argv: list[str], done: NodeRun, timeout: float) -> 
     if peak is not None and peak.busbw is not None and not result.error:
         result.busbw = peak.busbw
     return result
+
+
+def check_record(dest: Path) -> None:
+    """Refuse a --record target that is neither a snapshot nor empty before the sweep runs,
+    so hours of results are never lost to a destination that was wrong from the start."""
+    if not is_snapshot_or_empty(dest):
+        raise OutputError(f"{dest} exists and is not a topograph-slurm snapshot; not recording")
 
 
 def write_record(dest: Path, record: dict[str, Any]) -> Path:
