@@ -34,11 +34,13 @@ class BenchRun:
 
 @dataclass(slots=True)
 class BenchLevel:
-    """One level of the plan: its runs, and the notes that limit what its results can say
-    (pairs dropped by ``--max-pairs``, units too small to tell a node from its uplink)."""
+    """One level of the plan: its runs, the level its pairs cross inside one unit of it
+    (``leaf`` for ``spine-1``), and the notes that limit what its results can say (pairs
+    dropped by ``--max-pairs``, units too small to tell one uplink from another)."""
 
     level: str
     runs: list[BenchRun] = field(default_factory=list)
+    across: str = ""
     notes: list[str] = field(default_factory=list)
 
 

@@ -25,9 +25,10 @@ LEVEL_WORDS = {
 }
 
 
-def level_words(level: str) -> str:
+def level_words(level: str, across: str = "") -> str:
+    """What a level's runs measure; *across* is the level its pairs cross (``leaf``)."""
     if level.startswith("spine-"):
-        return f"pairs across units under one level-{level[6:]} spine"
+        return f"pairs across {across or 'child'} units under one level-{level[6:]} spine"
     return LEVEL_WORDS.get(level, level)
 
 
@@ -43,7 +44,8 @@ def plan_data(plan: BenchPlan, argv: Sequence[str] = ()) -> dict[str, Any]:
         "levels": [
             {
                 "level": level.level,
-                "what": level_words(level.level),
+                "what": level_words(level.level, level.across),
+                "across": level.across,
                 "notes": level.notes,
                 "runs": [
                     {
@@ -109,5 +111,4 @@ def render_plan(env: jinja2.Environment, plan: BenchPlan, argv: Sequence[str], f
 def render_report(env: jinja2.Environment, record: Mapping[str, Any], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(record, indent=2, sort_keys=True) + "\n"
-    words = {level["level"]: level_words(level["level"]) for level in record["levels"]}
-    return render(env.overlay(finalize=printable), "bench.report.txt.j2", words=words, **record)
+    return render(env.overlay(finalize=printable), "bench.report.txt.j2", **record)

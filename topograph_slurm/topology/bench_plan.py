@@ -65,7 +65,7 @@ def _pair_level(
     units: dict[str, list[str]] = {}
     for node in nodes:
         units.setdefault(unit_of(fmap, node, level), []).append(node)
-    bench = BenchLevel(level)
+    bench = BenchLevel(level, across=child)
     pairs: list[tuple[str, str]] = []
     for unit, members in units.items():
         children: dict[str, list[str]] = {}
@@ -79,7 +79,8 @@ def _pair_level(
                 f"{_shown(unit)} has 2 {child} units: a slow uplink of one looks like the "
                 "other's at this level"
             )
-    pairs = sorted(set(pairs), key=lambda p: (natural_key(p[0]), natural_key(p[1])))
+    order = {node: natural_key(node) for node in nodes}
+    pairs = sorted(set(pairs), key=lambda p: (order[p[0]], order[p[1]]))
     if max_pairs is not None and len(pairs) > max_pairs:
         bench.notes.append(f"{len(pairs) - max_pairs} of {len(pairs)} pairs dropped by --max-pairs")
         pairs = _spread(pairs, max_pairs)
@@ -107,11 +108,8 @@ def cross_pairs(children: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
     else:
         rest = order[m:]
         pairs = [(order[i], rest[(i + k) % len(rest)]) for i in range(m) for k in (0, 1)]
-    return [_ordered(a, b) for a, b in pairs if a != b]
-
-
-def _ordered(a: str, b: str) -> tuple[str, str]:
-    return (a, b) if natural_key(a) <= natural_key(b) else (b, a)
+    rank = {node: natural_key(node) for node in order}
+    return [(a, b) if rank[a] <= rank[b] else (b, a) for a, b in pairs if a != b]
 
 
 def _spread(pairs: Sequence[tuple[str, str]], keep: int) -> list[tuple[str, str]]:
@@ -133,20 +131,23 @@ def _uplinks(fmap: FabricMap, pair: tuple[str, str], index: int) -> tuple[tuple[
 
 def _schedule(bench: BenchPlan) -> BenchPlan:
     """Rounds: level after level (so a round's numbers compare), and inside a level each run
-    in the first round where none of its nodes and uplinks is busy (first fit)."""
+    in the first round where none of its nodes and uplinks is busy (first fit; each resource's
+    busy rounds are the bits of one int, so finding the round is a few big-int operations)."""
     start = 0
     for level in bench.levels:
-        busy: dict[object, set[int]] = {}
+        busy: dict[object, int] = {}
         scheduled = []
         for run in level.runs:
-            resources = [busy.setdefault(r, set()) for r in (*run.nodes, *run.uplinks)]
-            slot = start
-            while any(slot in used for used in resources):
-                slot += 1
-            for used in resources:
-                used.add(slot)
-            scheduled.append(BenchRun(run.level, run.nodes, slot, run.uplinks))
-        scheduled.sort(key=lambda r: (r.round, [natural_key(n) for n in r.nodes]))
+            resources = (*run.nodes, *run.uplinks)
+            taken = 0
+            for resource in resources:
+                taken |= busy.get(resource, 0)
+            slot = (~taken & (taken + 1)).bit_length() - 1
+            for resource in resources:
+                busy[resource] = busy.get(resource, 0) | (1 << slot)
+            scheduled.append(BenchRun(run.level, run.nodes, start + slot, run.uplinks))
+        order = {node: natural_key(node) for run in scheduled for node in run.nodes}
+        scheduled.sort(key=lambda r: (r.round, [order[n] for n in r.nodes]))
         level.runs = scheduled
         start = max((run.round for run in scheduled), default=start - 1) + 1
     return bench
