@@ -153,3 +153,39 @@ def test_record_refuses_a_directory_that_is_not_a_snapshot(fake: Path, tmp_path:
     args = ["bench", "--sim", SIM, "--launcher", str(fake), "--levels", "node"]
     one_error(cli(*args, "--record", str(other), env=allocation()), 9, "is not a topograph-slurm")
     assert sorted(p.name for p in other.iterdir()) == ["keep.txt"]
+
+
+def test_plan_on_a_real_dump() -> None:
+    dump = real_fixture("ibnetdiscover/dgx-superpod-ndr-quantum2-mqm9701.txt")
+    done = cli("bench", "--plan", "--ibnetdiscover", str(dump), "--gpus-per-node", "8", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert (data["nodes"], data["runs"]) == (120, 360)
+    assert [lvl["level"] for lvl in data["levels"]] == ["node", "leaf", "spine-1"]
+
+
+def test_a_snapshot_gives_the_nvlink_rate_a_node_should_carry(fake: Path, tmp_path: Path) -> None:
+    from tests.support.snapshots import write_node_outputs
+    from topograph_slurm.sources.sim import generate_ibnetdiscover, parse_sim_spec
+
+    topo = real_fixture("nvidia-smi-topo/h100-8gpu-sxm-ht-nonic-stas00.txt").read_text()
+    nodes = [f"bn{i:04d}" for i in range(1, 10)]
+    snap = write_node_outputs(
+        tmp_path / "snap",
+        {node: {"nvidia-smi-topo": topo} for node in nodes},
+        {"fabric/ibnetdiscover.txt": generate_ibnetdiscover(parse_sim_spec(SIM))},
+        fabric={"exit_code": 0, "file": "fabric/ibnetdiscover.txt"},
+    )
+    args = ["bench", "--snapshot", str(snap), "--launcher", str(fake), "--levels", "node"]
+    done = cli(*args, "--nodes", "bn[0001-0003]", "--json", "--record", str(snap), env=allocation())
+    assert done.returncode == 0, done.stderr
+    level = json.loads(done.stdout)["levels"][0]
+    assert (level["level"], level["expected"], level["median"], level["slow"]) == (
+        "node",
+        18 * 25.0,
+        338.82,
+        0,
+    )
+    snapshot = load_snapshot(snap)
+    assert snapshot.bench is not None and sorted(snapshot.nodes) == nodes
+    assert "gpus_per_node" in snapshot.bench.data["plan"]
