@@ -189,3 +189,47 @@ def test_a_snapshot_gives_the_nvlink_rate_a_node_should_carry(fake: Path, tmp_pa
     snapshot = load_snapshot(snap)
     assert snapshot.bench is not None and sorted(snapshot.nodes) == nodes
     assert "gpus_per_node" in snapshot.bench.data["plan"]
+
+
+def test_a_sweep_where_every_run_failed_is_recorded_then_exit_4(tmp_path: Path) -> None:
+    broken = tmp_path / "broken-srun"
+    broken.write_text("#!/bin/sh\necho 'srun: error: Unable to create step' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    args = ["bench", "--sim", SIM, "--launcher", str(broken), "--levels", "node"]
+    done = cli(*args, "--nodes", "bn[0001-0002]", "--record", str(tmp_path / "r"), env=allocation())
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "topograph-slurm: error: every run failed (first: exit code 1); see the report"
+    )
+    assert "  node bn0001 (round 1): exit code 1" in done.stdout
+    results = load_bench(tmp_path / "r").data["results"]
+    assert [r["stderr_tail"] for r in results] == ["srun: error: Unable to create step\n"] * 2
+
+
+def test_a_run_that_printed_wrong_results_or_no_table_failed() -> None:
+    from topograph_slurm.collect.bench import BenchCommand, result_of
+    from topograph_slurm.collect.transport import NodeRun
+    from topograph_slurm.model.bench import BenchRun
+
+    run = BenchRun("leaf", ("n1", "n2"))
+    argv = BenchCommand(gpus_per_node=4).argv(run)
+    assert argv[:7] == [
+        "srun",
+        "--mpi=pmix",
+        "--nodes=2",
+        "--ntasks=8",
+        "--ntasks-per-node=4",
+        "--nodelist=n1,n2",
+        "--kill-on-bad-exit=1",
+    ]
+    corrupt = real_fixture(
+        "nccl-tests/gh200-4node-16gpu-allreduce-v2.17.9-header-wrong-nonzero-nris-olivia.txt"
+    ).read_text(encoding="utf-8")
+    wrong = result_of(run, argv, NodeRun("", corrupt, "", 0, False, 2.0, "t"), 60)
+    assert (wrong.error, wrong.busbw, wrong.ok) == (
+        "3935945 wrong elements (data corruption)",
+        None,
+        False,
+    )
+    garbage = result_of(run, argv, NodeRun("", "garbage\n", "", 0, False, 1.0, "t"), 60)
+    assert garbage.error == "unreadable output: leaf:n1,n2 output: no nccl-tests result table"

@@ -6,15 +6,21 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from topograph_slurm.cli.options import fabric_options, log, parse_rewrites, warn
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
-from topograph_slurm.errors import Exit, InputError, UsageError
+from topograph_slurm.errors import CollectError, Exit, InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.bench import TESTS, BenchPlan, RunResult
+
+if TYPE_CHECKING:
+    from topograph_slurm.collect.bench import BenchCommand
+    from topograph_slurm.fabric_view import FabricView
+    from topograph_slurm.topology.bench_judge import JudgeSettings
 
 _DEFAULT_ARGS = "-b 512M -e 8G -f 2 -g 1"
 _BENCH_KEYS = (
@@ -223,7 +229,7 @@ def _check_plan(plan: BenchPlan, nodes: list[str]) -> None:
     raise UsageError("nothing to benchmark: no node, or no run at the chosen --levels")
 
 
-def _command(opts: dict[str, Any], gpus: int) -> Any:
+def _command(opts: dict[str, Any], gpus: int) -> BenchCommand:
     from topograph_slurm.collect.bench import BenchCommand
 
     try:
@@ -246,26 +252,17 @@ def _command(opts: dict[str, Any], gpus: int) -> Any:
 def _run(
     ctx: click.Context,
     plan: BenchPlan,
-    command: Any,
-    view: Any,
+    command: BenchCommand,
+    view: FabricView,
     opts: dict[str, Any],
     fmt: str,
 ) -> bool:
-    """Run, judge, record, print; whether anything a site should act on was found."""
-    from pathlib import Path
-
-    from topograph_slurm import __version__
-    from topograph_slurm.collect.bench import (
-        check_launcher,
-        check_record,
-        run_plan,
-        slurm_version,
-        write_record,
-    )
-    from topograph_slurm.collect.plan import now_iso
+    """Run, judge, print, record; whether anything a site should act on was found. Every
+    input is checked before the first step starts; a sweep where every run failed is
+    recorded and reported, then exits 4."""
+    from topograph_slurm.collect.bench import check_launcher, check_record, write_record
     from topograph_slurm.render.bench import record_data, render_report
     from topograph_slurm.render.environment import environment
-    from topograph_slurm.sources.snapshot import BENCH_FORMAT, BENCH_VERSION
     from topograph_slurm.topology.bench_judge import JudgeSettings, expected_rates, judge
 
     thresholds = JudgeSettings(opts["slow_fraction"], opts["expected_fraction"], opts["drift"])
@@ -273,57 +270,72 @@ def _run(
     if opts["record"]:
         check_record(Path(opts["record"]))
     check_launcher(command)
-    created, start = now_iso(), time.monotonic()
+    facts = _facts(command, opts["test"], view.fmap.source, thresholds)
+    start = time.monotonic()
+    results = _sweep(ctx, plan, command)
+    facts["duration"] = round(time.monotonic() - start, 3)
+    paths = view.facts
+    expected = expected_rates(
+        plan, paths.rails if paths else {}, view.topologies, bool(paths and paths.nvlink_domains)
+    )
+    judgement = judge(plan, view.fmap, results, expected, thresholds, baseline)
+    versions = [r.output.version for r in results if r.output and r.output.version]
+    facts["nccl_tests"] = versions[0] if versions else ""
+    record = record_data(plan, results, judgement, facts)
+    click.echo(render_report(environment(None), record, fmt), nl=False)
+    if opts["record"]:
+        write_record(Path(opts["record"]), record)
+    if not any(r.ok for r in results):
+        raise CollectError(f"every run failed (first: {results[0].error}); see the report")
+    return any(f.is_problem for f in judgement.findings)
+
+
+def _sweep(ctx: click.Context, plan: BenchPlan, command: BenchCommand) -> list[RunResult]:
+    """Every run, with a progress bar on a terminal."""
+    from topograph_slurm.collect.bench import run_plan
+
     log(ctx, f"bench: {len(plan.runs)} runs in {plan.rounds} rounds on {len(plan.nodes)} nodes")
     with ProgressBar(len(plan.runs), progress_wanted(ctx.obj["quiet"]), "benchmarking") as bar:
 
         def done(result: RunResult) -> None:
             bar.advance(result.run.key)
 
-        results = run_plan(plan, command, done)
-    facts = view.facts
-    expected = expected_rates(
-        plan, facts.rails if facts else {}, view.topologies, bool(facts and facts.nvlink_domains)
-    )
-    judgement = judge(plan, view.fmap, results, expected, thresholds, baseline)
-    versions = [r.output.version for r in results if r.output and r.output.version]
-    record = record_data(
-        plan,
-        results,
-        judgement,
-        {
-            "format": BENCH_FORMAT,
-            "version": BENCH_VERSION,
-            "created": created,
-            "duration": round(time.monotonic() - start, 3),
-            "topograph_slurm": __version__,
-            "slurm": slurm_version(command),
-            "nccl_tests": versions[0] if versions else "",
-            "fabric": view.fmap.source,
-            "test": opts["test"],
-            "command": {
-                "launcher": list(command.launcher),
-                "binary": command.binary,
-                "args": list(command.args),
-            },
-            "timeout": command.timeout,
-            "settings": {
-                "slow_fraction": thresholds.slow_fraction,
-                "expected_fraction": thresholds.expected_fraction,
-                "drift": thresholds.drift,
-            },
+        return run_plan(plan, command, done)
+
+
+def _facts(
+    command: BenchCommand, test: str, fabric: str, thresholds: JudgeSettings
+) -> dict[str, Any]:
+    """The record's header: format, when, versions, the command and the thresholds."""
+    from topograph_slurm import __version__
+    from topograph_slurm.collect.bench import slurm_version
+    from topograph_slurm.collect.plan import now_iso
+    from topograph_slurm.sources.snapshot import BENCH_FORMAT, BENCH_VERSION
+
+    return {
+        "format": BENCH_FORMAT,
+        "version": BENCH_VERSION,
+        "created": now_iso(),
+        "topograph_slurm": __version__,
+        "slurm": slurm_version(command),
+        "fabric": fabric,
+        "test": test,
+        "command": {
+            "launcher": list(command.launcher),
+            "binary": command.binary,
+            "args": list(command.args),
         },
-    )
-    click.echo(render_report(environment(None), record, fmt), nl=False)
-    if opts["record"]:
-        write_record(Path(opts["record"]), record)
-    return any(f.is_problem for f in judgement.findings)
+        "timeout": command.timeout,
+        "settings": {
+            "slow_fraction": thresholds.slow_fraction,
+            "expected_fraction": thresholds.expected_fraction,
+            "drift": thresholds.drift,
+        },
+    }
 
 
 def _baseline(baseline: str | None, record: str | None) -> dict[str, float]:
     """Level medians of the previous run: --baseline, else the record --record replaces."""
-    from pathlib import Path
-
     from topograph_slurm.sources.snapshot import BENCH_FILE, load_bench
 
     if baseline:

@@ -135,13 +135,16 @@ def result_of(run: BenchRun, argv: list[str], done: NodeRun, timeout: float) -> 
     try:
         result.output = parse_nccl_tests(done.stdout, f"{run.key} output")
     except ParseError as err:
-        result.error = result.error or f"unreadable output: {err}"
+        unreadable = f"unreadable output: {err}"
+    else:
+        unreadable = ""
+    wrong = result.output.wrong if result.output else 0
     if done.timed_out:
         result.error = f"timed out after {timeout:g} s (killed)"
-    elif done.exit_code not in (0, None) and not result.error:
+    elif not result.error and done.exit_code != 0:
         result.error = f"exit code {done.exit_code}"
-    elif result.output is not None and result.output.wrong and not result.error:
-        result.error = f"{result.output.wrong} wrong elements (data corruption)"
+    elif not result.error:
+        result.error = unreadable or (f"{wrong} wrong elements (data corruption)" if wrong else "")
     peak = result.output.peak if result.output else None
     if peak is not None and peak.busbw is not None and not result.error:
         result.busbw = peak.busbw
