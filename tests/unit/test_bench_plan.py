@@ -205,3 +205,24 @@ def test_drift_against_the_baseline() -> None:
     assert drift == [("leaf", "problem"), ("spine-1", "info")]
     assert "-33%" in judgement.findings[0].message
     assert judgement.levels[1].baseline == FINE * 1.5
+
+
+def test_nvlink_domains_are_a_level_and_their_uplinks_count() -> None:
+    from topograph_slurm.model.gpu import GpuTopology
+    from topograph_slurm.model.result import Block, BlockTopology
+    from topograph_slurm.topology.bench_judge import expected_rates
+
+    nodes = [f"n{i:03d}" for i in range(1, 13)]
+    tree = Tree([LeafGroup("leaf1", [], nodes)], [], ["leaf1"])
+    racks = BlockTopology([Block(f"rack{r}", nodes[r * 4 : r * 4 + 4]) for r in range(3)], [4])
+    fmap = fabric_map(tree, racks)
+    bench = plan(fmap, nodes, 4)
+    assert [lvl.level for lvl in bench.levels] == ["node", "domain", "leaf"]
+    leaf = next(lvl for lvl in bench.levels if lvl.level == "leaf")
+    assert leaf.across == "domain"
+    assert all(run.uplinks and run.uplinks[0][0] == "domain" for run in leaf.runs)
+    nv18 = GpuTopology((0, 1), (), {(0, 1): "NV18"}, {})
+    rails = {n: [("4x", "NDR")] * 4 for n in nodes}
+    expected = expected_rates(bench, rails, {n: nv18 for n in nodes}, nvlink_domains=True)
+    by_level = {run.level: expected[run.key] for run in bench.runs}
+    assert by_level == {"node": 450.0, "domain": 450.0, "leaf": 200.0}
