@@ -155,7 +155,7 @@ def _node_findings(results: Sequence[RunResult], slow: Mapping[str, str]) -> lis
         run = result.run
         if run.level == LEVEL_NODE and run.key in slow:
             node = run.nodes[0]
-            message = f"intra-node run ({result.run.level}) slow: {slow[run.key]}"
+            message = f"intra-node run with all its GPUs slow: {slow[run.key]}"
             findings.append(Finding(KIND_SLOW_NODE, node, message))
         elif run.level != LEVEL_NODE:
             for node in run.nodes:
