@@ -30,7 +30,9 @@ FINE, SLOW = 400.0, 150.0
 def tree_map(shape: list[list[int]]) -> FabricMap:
     """A tree: spines (one per outer list), each with leaves of the given node counts; a
     second level (one top switch) over several spines."""
-    leaves, uppers, number = [], [], 0
+    leaves: list[LeafGroup] = []
+    uppers: list[TreeSwitch] = []
+    number = 0
     for s, spine in enumerate(shape):
         children = []
         for size in spine:
@@ -135,30 +137,28 @@ shapes = st.lists(
 ).filter(lambda s: len(s) != 2)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(shape=shapes, data=st.data())
-def test_one_planted_slow_node_is_the_one_finding(
+def test_one_planted_slow_node_or_uplink_is_the_one_finding(
     shape: list[list[int]], data: st.DataObject
 ) -> None:
-    fmap = tree_map(shape)
-    bench = plan(fmap, nodes_of(fmap), 8)
-    node = data.draw(st.sampled_from(nodes_of(fmap)))
-    found = judge(bench, fmap, results_for(bench, slow_node=node), expected(bench)).findings
-    assert [(f.kind, f.subject) for f in found] == [(KIND_SLOW_NODE, node)]
-
-
-@settings(max_examples=60, deadline=None)
-@given(shape=shapes, data=st.data())
-def test_one_planted_slow_uplink_is_the_one_finding(
-    shape: list[list[int]], data: st.DataObject
-) -> None:
+    """A slow node (its NIC or cable: slow with every partner) or a slow leaf or spine uplink,
+    planted anywhere, is the judge's only finding, with the nodes behind it."""
     fmap = tree_map(shape)
     bench = plan(fmap, nodes_of(fmap), 8)
     uplinks = sorted({u for run in bench.runs for u in run.uplinks})
-    uplink = data.draw(st.sampled_from(uplinks))
-    found = judge(bench, fmap, results_for(bench, slow_uplink=uplink), expected(bench)).findings
-    assert [(f.kind, f.subject) for f in found] == [(KIND_SLOW_LINK, uplink[1])]
-    behind = {n for n in fmap.places if fmap.places[n].unit(uplink[0]) == uplink[1]}
+    faults = [("node", n) for n in nodes_of(fmap)] + uplinks
+    level, unit = data.draw(st.sampled_from(faults))
+    behind: set[str] = set()
+    if level == "node":
+        results = results_for(bench, slow_node=unit)
+        wanted = (KIND_SLOW_NODE, unit)
+    else:
+        results = results_for(bench, slow_uplink=(level, unit))
+        wanted = (KIND_SLOW_LINK, unit)
+        behind = {n for n in fmap.places if fmap.places[n].unit(level) == unit}
+    found = judge(bench, fmap, results, expected(bench)).findings
+    assert [(f.kind, f.subject) for f in found] == [wanted]
     assert set(found[0].nodes) == behind
 
 
