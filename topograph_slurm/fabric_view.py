@@ -11,12 +11,13 @@ the default for a job id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from topograph_slurm import pipeline, slurm_auto
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import UsageError
+from topograph_slurm.model.gpu import GpuTopology
 from topograph_slurm.model.placement import FabricMap
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology.analysis import analyse
@@ -30,11 +31,13 @@ FABRIC_SOURCES = ("sim", "ibnetdiscover", "snapshot", "ufm")
 
 @dataclass(slots=True)
 class FabricView:
-    """Places, the path facts when a fabric was read, and GPUs per node when it says."""
+    """Places, the path facts when a fabric was read, GPUs per node when it says, and each
+    node's ``nvidia-smi topo -m`` when a snapshot has it (the NVLink a benchmark expects)."""
 
     fmap: FabricMap
     facts: PathFacts | None = None
     gpus_per_node: int = 0
+    topologies: dict[str, GpuTopology] = field(default_factory=dict)
 
 
 def from_settings(
@@ -66,15 +69,17 @@ def from_fabric(settings: Settings, warn: pipeline.Warn) -> FabricView:
     blocks = pipeline.choose_blocks(settings, inputs, analysis, version) if nvlink else None
     snapshot = inputs.snapshot
     findings = [*snapshot.findings, *(blocks.findings if blocks else [])] if snapshot else []
-    node_gpus = (
-        {name: node.topology.gpu_count for name, node in snapshot.nodes.items() if node.topology}
+    topologies = (
+        {name: node.topology for name, node in snapshot.nodes.items() if node.topology}
         if snapshot
         else {}
     )
+    node_gpus = {name: topology.gpu_count for name, topology in topologies.items()}
     return FabricView(
         fabric_map(analysis.tree if analysis.node_count else None, blocks, inputs.fabric.source),
         path_facts(analysis, findings, nvlink_domains=nvlink),
         typical_gpus(node_gpus) or _sim_gpus(settings),
+        topologies,
     )
 
 

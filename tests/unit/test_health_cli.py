@@ -217,3 +217,28 @@ def test_a_snapshot_drains_the_node_whose_nvlink_is_not_ready(slurm: Path, tmp_p
         "topo_leaf_leaf-su001-r0",
         "topo_block_nvl-gpu0005",
     ]
+
+
+def test_a_bench_record_slow_node_is_degraded_by_health(slurm: Path, tmp_path: Path) -> None:
+    from tests.conftest import real_fixture
+    from tests.support.nccl_fake import CAPTURE, fake_nccl_tests, scale_table
+
+    launcher = tmp_path / "fake-srun"
+    table = scale_table({"node0003": 0.4})
+    launcher.write_text(fake_nccl_tests(real_fixture(CAPTURE).read_text(), table))
+    launcher.chmod(0o755)
+    record = tmp_path / "bench"
+    allocation = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "node[0001-0008]"}
+    bench = ["bench", "--sim", SIM, "--launcher", str(launcher), "--record", str(record)]
+    ran = CliRunner().invoke(main, ["--config", os.devnull, *bench], env=allocation)
+    assert ran.exit_code == Exit.DIFFERS, ran.output
+
+    def node3(*args: str) -> dict[str, object]:
+        rows = json.loads(run(slurm, "--json", *args).stdout)["nodes"]
+        return next(row for row in rows if row["node"] == "node0003")
+
+    assert node3()["verdict"] == "healthy"
+    slow = node3("--bench", str(record))
+    assert slow["verdict"] == "degraded", slow
+    assert [f["kind"] for f in slow["findings"]] == ["slow-node"]  # type: ignore[attr-defined]
+    one_error(run(slurm, "--bench", str(tmp_path / "none")), Exit.INPUT, "no bench record")

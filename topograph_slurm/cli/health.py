@@ -22,10 +22,12 @@ from topograph_slurm.topology.proposal import HealthPolicy, plan
 from topograph_slurm.topology.verdict import judge, node_labels
 
 
-def health_plan(settings: Settings) -> HealthPlan:
-    """Read the fabric as ``generate`` does, judge every node, and compare with what Slurm
-    holds now (``scontrol show nodes --json``)."""
+def health_plan(settings: Settings, bench: str | None = None) -> HealthPlan:
+    """Read the fabric as ``generate`` does, judge every node (with the findings of a
+    ``bench`` record: *bench*, else the snapshot's own), and compare with what Slurm holds
+    now (``scontrol show nodes --json``)."""
     from topograph_slurm.sources.slurm import scontrol_node_states
+    from topograph_slurm.sources.snapshot import load_bench
 
     inputs = pipeline.load_inputs(settings, warn)
     analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
@@ -37,6 +39,9 @@ def health_plan(settings: Settings) -> HealthPlan:
         judged |= inputs.snapshot.nodes.keys()
         if not pipeline.wants_nvlink(settings, inputs.snapshot):  # else blocks carry them
             findings += inputs.snapshot.findings
+    record = load_bench(bench) if bench else inputs.snapshot and inputs.snapshot.bench
+    if record:  # `bench --record`: slow nodes, slow links, drifted levels
+        findings += record.findings
     verdicts, unused = judge(findings, judged)
     policy = HealthPolicy(
         settings.health_feature_prefix, settings.health_weight, settings.health_drain
@@ -73,6 +78,12 @@ def health_plan(settings: Settings) -> HealthPlan:
     help="Drain drain-worthy nodes with a 'topograph:' reason (default), or only weight "
     "and label them.",
 )
+@click.option(
+    "--bench",
+    metavar="PATH",
+    help="A `bench --record` record (bench.json or its snapshot directory) whose slow-node, "
+    "slow-link and bench-drift findings count too (default: the --snapshot's own record).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @click.option(
     "--apply",
@@ -88,6 +99,7 @@ def health(
     /,
     as_json: bool,
     apply: bool,
+    bench: str | None,
     rewrites: Sequence[str],
     **flags: Any,
 ) -> None:
@@ -114,7 +126,7 @@ def health(
         load_settings(ctx.obj["config_file"]), rewrites=parse_rewrites(rewrites), **flags
     )
     env = environment(Path(settings.templates) if settings.templates else None)
-    found = health_plan(settings)
+    found = health_plan(settings, bench)
     commands = render_commands(env, found)
     click.echo(render_plan(env, found, commands, "json" if as_json else "text"), nl=False)
     if not apply:

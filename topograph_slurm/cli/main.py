@@ -26,6 +26,7 @@ _LAZY_COMMANDS = {
     "order": ("topograph_slurm.cli.placement", "order"),
     "units": ("topograph_slurm.cli.units", "units"),
     "health": ("topograph_slurm.cli.health", "health"),
+    "bench": ("topograph_slurm.cli.bench", "bench"),
 }
 
 

@@ -1,5 +1,5 @@
-"""The progress bar of ``topograph-slurm collect``: a terminal concern, so it lives with the
-CLI; collection itself only calls a callback per finished node."""
+"""The progress bar of ``topograph-slurm collect`` and ``bench``: a terminal concern, so it
+lives with the CLI; collection itself only calls a callback per finished node."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ class ProgressBar:
     :meth:`advance` is thread-safe: transports report nodes from their worker threads.
     """
 
-    def __init__(self, total: int, enabled: bool) -> None:
+    def __init__(self, total: int, enabled: bool, description: str = "collecting") -> None:
         self._lock = threading.Lock()
         self._bar: Any = None
         self._task: Any = None
@@ -30,7 +30,7 @@ class ProgressBar:
                 console=Console(stderr=True),
                 transient=True,
             )
-            self._task = self._bar.add_task("collecting", total=total)
+            self._task = self._bar.add_task(description, total=total)
 
     def __enter__(self) -> ProgressBar:
         if self._bar is not None:

@@ -117,7 +117,8 @@ def _node_file(node: str, key: str) -> str:
     return f"{NODES_DIR}/{check_node_name(node)}/{check_key(key)}.txt"
 
 
-def _is_snapshot_or_empty(path: Path) -> bool:
+def is_snapshot_or_empty(path: Path) -> bool:
+    """Whether *path* may be replaced by a snapshot: absent, empty, or a snapshot."""
     if not path.exists():
         return True
     if not path.is_dir():
@@ -130,7 +131,7 @@ def write_snapshot(dest: Path, manifest: dict[str, Any], files: Mapping[str, str
     (``output.write_directory``). *dest* must be a snapshot or empty — ``--snapshot /etc``
     must never move /etc aside."""
     tree = {**files, MANIFEST: json.dumps(manifest, indent=2, sort_keys=True) + "\n"}
-    return write_directory(dest, tree, replaceable=_is_snapshot_or_empty, what="snapshot")
+    return write_directory(dest, tree, replaceable=is_snapshot_or_empty, what="snapshot")
 
 
 # --------------------------------------------------------------------------- collect

@@ -187,6 +187,13 @@ def _run(argv: list[str], timeout: float, grace: float) -> NodeRun:
     )
 
 
+def run_bounded(argv: list[str], timeout: float, grace: float) -> NodeRun:
+    """Run one command (an srun) with the hard local timeout every srun here gets: SIGTERM
+    after *timeout* + *grace* (srun cancels its step), SIGKILL *grace* later; tracked, so
+    :func:`terminate_live` stops it on Ctrl-C. Other edges (``bench``) launch through this."""
+    return _run(argv, timeout, grace)
+
+
 def run_srun_node(plan: CollectPlan, node: str, script: str, timeout: float) -> NodeRun:
     """One node through its own srun, with a hard local timeout."""
     run = _run(srun_argv(plan, node, script, timeout), timeout, plan.grace)

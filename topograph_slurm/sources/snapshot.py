@@ -12,6 +12,14 @@ Layout of a snapshot directory::
     DIR/nodes/<node>/<command-key>.txt   raw stdout of each command that succeeded
     DIR/fabric/ibnetdiscover.txt         with --ibnetdiscover-on NODE
     DIR/ufm/*.json                       with --ufm URL (sources/ufm.py reads them)
+    DIR/bench.json                       with `bench --record DIR`: the benchmark plan, command
+                                         lines, timings, versions, results per run, per-level
+                                         medians and findings (its own format and version)
+
+The version rule: ``SNAPSHOT_VERSION`` changes only when a file that exists changes meaning, so
+an older reader would misread it. A new optional file beside the manifest (``bench.json``) does
+not bump it: readers ignore files they do not know, and a file that has a format of its own
+(``BENCH_FORMAT``/``BENCH_VERSION``) is checked by its reader here.
 
 A node that failed (non-zero exit, timeout, unreachable, garbage) is in the manifest with its
 exit code, error and stderr tail; reading turns it into a finding, so a node that could not be
@@ -46,6 +54,10 @@ IBNETDISCOVER_FILE = "ibnetdiscover.txt"
 KEY_QUERY = "nvidia-smi-query"
 KEY_Q = "nvidia-smi-q"
 KEY_TOPO = "nvidia-smi-topo"
+
+BENCH_FILE = "bench.json"
+BENCH_FORMAT = "topograph-slurm-bench"
+BENCH_VERSION = 1
 
 KIND_FAILED = "collect-failed"
 KIND_TIMEOUT = "collect-timeout"
@@ -84,6 +96,7 @@ class Snapshot:
     manifest: dict[str, Any]
     ibnetdiscover: str | None = None
     findings: list[Finding] = field(default_factory=list)
+    bench: BenchRecord | None = None
 
     @property
     def gpus(self) -> dict[str, list[GpuFabric]]:
@@ -96,17 +109,64 @@ class Snapshot:
         return [name for name, node in self.nodes.items() if node.gpus is None]
 
 
-def _read_manifest(path: Path) -> dict[str, Any]:
+@dataclass(slots=True)
+class BenchRecord:
+    """A recorded ``bench`` run: its findings (what ``health`` and ``diff`` read), each
+    level's median busbw (the baseline of the next run's drift check), and the whole record."""
+
+    path: Path
+    created: str
+    findings: list[Finding]
+    medians: dict[str, float]
+    data: dict[str, Any]
+
+
+def _read_json(path: Path, missing: str) -> Any:
     try:
-        data = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"{path} is not a snapshot: {MANIFEST} missing") from None
+        raise InputError(missing) from None
     except OSError as err:
-        raise InputError(f"cannot read {path / MANIFEST}: {err.strerror}") from None
+        raise InputError(f"cannot read {path}: {err.strerror}") from None
     except ValueError as err:  # not JSON, or not UTF-8
-        raise InputError(f"{path / MANIFEST}: invalid JSON ({err})") from None
+        raise InputError(f"{path}: invalid JSON ({err})") from None
     except RecursionError:  # nested deeper than the parser's stack
-        raise InputError(f"{path / MANIFEST}: invalid JSON (nested too deeply)") from None
+        raise InputError(f"{path}: invalid JSON (nested too deeply)") from None
+
+
+def load_bench(path: Path | str) -> BenchRecord:
+    """Read a ``bench.json`` (or the one in a snapshot directory *path*). InputError when it
+    is missing, not JSON, not a bench record, or of another version."""
+    file = Path(path)
+    file = file / BENCH_FILE if file.is_dir() else file
+    data = _read_json(file, f"{file}: no bench record there")
+    if not isinstance(data, dict) or data.get("format") != BENCH_FORMAT:
+        raise InputError(f"{file}: not a {BENCH_FORMAT} record")
+    if data.get("version") != BENCH_VERSION:
+        raise InputError(f"{file}: unsupported bench record version {data.get('version')}")
+    try:
+        findings = [
+            Finding(
+                str(f["kind"]),
+                str(f["subject"]),
+                str(f["message"]),
+                str(f["level"]),
+                tuple(str(n) for n in f["nodes"]),
+            )
+            for f in data["findings"]
+        ]
+        medians = {
+            str(lvl["level"]): float(lvl["median"])
+            for lvl in data["levels"]
+            if lvl.get("median") is not None
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise InputError(f"{file}: malformed bench record ({type(err).__name__}: {err})") from None
+    return BenchRecord(file, str(data.get("created", "")), findings, medians, data)
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    data = _read_json(path / MANIFEST, f"{path} is not a snapshot: {MANIFEST} missing")
     if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
         raise InputError(f"{path / MANIFEST}: not a {SNAPSHOT_FORMAT} manifest")
     if data.get("version") != SNAPSHOT_VERSION:
@@ -214,6 +274,7 @@ def load_snapshot(path: Path | str) -> Snapshot:
         if fabric_text is None:
             findings += _failure_findings([fabric])
     findings.sort(key=lambda f: (natural_key(f.subject), f.kind))
+    bench = load_bench(root / BENCH_FILE) if (root / BENCH_FILE).is_file() else None
     ordered = {name: nodes[name] for name in sorted(nodes, key=natural_key)}
     return Snapshot(
         root,
@@ -223,4 +284,5 @@ def load_snapshot(path: Path | str) -> Snapshot:
         data,
         fabric_text,
         findings,
+        bench,
     )

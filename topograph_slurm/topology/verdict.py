@@ -43,10 +43,9 @@ from topograph_slurm.model.health import (
 )
 from topograph_slurm.model.result import Analysis, BlockTopology, Finding
 from topograph_slurm.topology import block, gpus, health, leaf, nvlink, subnet
+from topograph_slurm.topology.bench_judge import KIND_BENCH_DRIFT, KIND_SLOW_LINK, KIND_SLOW_NODE
 from topograph_slurm.topology.clique import FindingKind
 
-#: Benchmark finding kinds (``topograph-slurm bench``'s judge uses the same values).
-KIND_SLOW_NODE, KIND_SLOW_LINK, KIND_BENCH_DRIFT = "slow-node", "slow-link", "bench-drift"
 #: Collection finding kinds (``sources/snapshot.py`` owns them; topology may not import it,
 #: tests/unit/test_verdict.py pins that the values agree).
 COLLECT_KINDS = ("collect-failed", "collect-timeout", "collect-missing", "collect-parse-error")
