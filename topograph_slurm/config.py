@@ -142,6 +142,12 @@ def _block_sizes(sizes: list[int]) -> None:
         raise ValueError(f"must be positive integers, got {sizes}")
 
 
+def _duration(value: str) -> None:
+    from topograph_slurm.topology.keep_missing import parse_duration
+
+    parse_duration(value)
+
+
 PATH = _rule(check=_path)
 TIMEOUT = _rule(low=0, above_low=True)
 
@@ -217,6 +223,9 @@ class Settings:
     #: Facts for the --tp-size filters (partitions, switch wait, SPANK plugin); block and leaf
     #: sizes a partition leaves out are taken from the fabric. See README "Job filters".
     filter: dict[str, Any] | None = None
+    #: How long a node Slurm still lists but the sweep missed keeps its last place (``7d``,
+    #: ``36h``, ``0`` = off); see topology.keep_missing and README "Nodes that are off".
+    keep_missing: str = field(default="7d", metadata=_rule(check=_duration, number_as_text=True))
 
 
 def choices_metavar(key: str) -> str:

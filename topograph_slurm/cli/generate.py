@@ -167,6 +167,13 @@ def _write(
     "positions stay stable; default: the -o file.",
 )
 @click.option(
+    "--keep-missing",
+    metavar="DURATION",
+    help="A node Slurm still lists (--slurm-nodes) but the sweep missed keeps its last leaf "
+    "and block for this long since it was last seen, e.g. 7d (default), 36h; 0 = off. Needs "
+    "-o FILE (the last place comes from the summary kept beside it).",
+)
+@click.option(
     "--yaml-default",
     metavar="NAME",
     help="--format yaml: the topology that is cluster_default (default: the first).",
@@ -216,7 +223,20 @@ def generate(
         code = max(
             code, _write_filters(ctx, Path(settings.filter_dir), result.filters, check, diff)
         )
+    if not check:
+        record_state(settings, result)
     ctx.exit(code)
+
+
+def record_state(settings: Settings, result: pipeline.Generated) -> None:
+    """The last step of a run that wrote its outputs: keep the fabric summary beside ``-o``
+    for the next run's "Changes since the last run" and ``--keep-missing``. Only after
+    success: a refused or failed write raised before this, leaving the last good state."""
+    if settings.output is None or result.tracked is None:
+        return
+    from topograph_slurm.output import write_summary
+
+    write_summary(Path(settings.output), result.tracked.summary, lock_timeout=settings.lock_timeout)
 
 
 def _write_filters(
