@@ -24,6 +24,7 @@ _LAZY_COMMANDS = {
     "spank": ("topograph_slurm.cli.spank", "spank"),
     "explain": ("topograph_slurm.cli.placement", "explain"),
     "order": ("topograph_slurm.cli.placement", "order"),
+    "diff": ("topograph_slurm.cli.diff", "diff"),
 }
 
 

@@ -217,7 +217,7 @@ def parse_topology(
     return NamedTopology(topology or "", tree, blocks)
 
 
-_YAML_TOPOLOGY = re.compile(r"\A(?:\s*(?:#[^\n]*)?\n)*-\s+topology\s*:")
+_YAML_TOPOLOGY = re.compile(r"\A(?:\s*(?:#[^\n]*|---)?\n)*-\s+topology\s*:")
 
 
 def looks_like_topology(text: str) -> bool:
