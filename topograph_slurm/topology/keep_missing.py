@@ -173,7 +173,7 @@ def _time(text: str) -> datetime | None:
 
 def _text(limit: timedelta) -> str:
     seconds = int(limit.total_seconds())
-    for unit in ("w", "d", "h", "m"):
+    for unit in ("d", "h", "m"):
         if seconds % _UNITS[unit] == 0:
             return f"{seconds // _UNITS[unit]}{unit}"
     return f"{seconds}s"
