@@ -73,8 +73,9 @@ def track(settings: Settings, inputs: Inputs, analysis: Analysis, now: datetime)
     analysis.findings += findings
     seen = now.strftime(TIME_FORMAT)
     current = summarize(analysis, blocks, seen, _domains(settings, inputs))
-    current.nodes.update(kept)
-    current.nodes = dict(sorted(current.nodes.items(), key=lambda item: natural_key(item[0])))
+    if kept:
+        merged = {**current.nodes, **kept}
+        current.nodes = {name: merged[name] for name in sorted(merged, key=natural_key)}
     if previous is None:
         first = f"everything: no earlier run kept a summary or wrote {output}"
         return Tracked(blocks, current, Drift("", current.source, [], [first]), findings)

@@ -104,7 +104,7 @@ def test_the_kept_file_round_trips_byte_for_byte() -> None:
     ],
 )
 def test_a_bad_kept_file_is_one_input_error(data: bytes, message: str) -> None:
-    with pytest.raises(InputError, match="^kept: ") as caught:
+    with pytest.raises(InputError, match=r"^kept: ") as caught:
         summary_file.decode(data, "kept")
     assert message in str(caught.value)
 

@@ -55,7 +55,7 @@ def summarize(
             leaf=leaf_of.get(node, ""),
             block=block_of.get(node, ""),
             domain=(domains or {}).get(node, ""),
-            rails=sorted(rails, key=lambda rail: natural_key(rail.hca)),
+            rails=rails,  # in HCA order, as naming attached them
             rails_disagree=node in disagree,
             last_seen=seen_at,
         )
@@ -103,7 +103,7 @@ def _block_of(blocks: BlockTopology | None) -> dict[str, str]:
 def _block_summaries(blocks: BlockTopology | None) -> list[BlockSummary]:
     if blocks is None:
         return []
-    return [BlockSummary(b.name, sorted(b.nodes, key=natural_key)) for b in blocks.blocks]
+    return [BlockSummary(b.name, list(b.nodes)) for b in blocks.blocks]
 
 
 def _hca_name(fabric: Fabric, guid: str) -> str:
