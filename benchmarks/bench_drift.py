@@ -49,7 +49,7 @@ def _cli(args: list[str]) -> None:
 
 def _child(stage: str, today: str, state: str, nodes: str) -> None:
     """Inside the child: time one stage (imports happen before the clock starts)."""
-    import topograph_slurm.cli.diff  # noqa: F401
+    import topograph_slurm.cli.diff
     import topograph_slurm.cli.generate  # noqa: F401
 
     out = str(Path(state) / "topology.conf")

@@ -13,9 +13,9 @@ from tests.conftest import real_fixture
 from tests.support.snapshots import write_node_outputs
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
+from topograph_slurm.model.result import Block
 from topograph_slurm.model.summary import (
     ALL_FACTS,
-    BlockSummary,
     FabricSummary,
     NodeSummary,
     RailSummary,
@@ -40,7 +40,7 @@ def _summary(source: str = "old", **kwargs: object) -> FabricSummary:
         "known": list(ALL_FACTS),
         "nodes": {"n1": _node(), "n2": _node()},
         "switches": ["leaf1", "leaf1-r1", "spine1"],
-        "blocks": [BlockSummary("b1", ["n1", "n2"])],
+        "blocks": [Block("b1", ["n1", "n2"])],
         "block_sizes": [2],
         "link_norm": "4xNDR",
     }
@@ -124,11 +124,11 @@ def test_switches_added_and_removed() -> None:
 
 def test_blocks_added_removed_changed_reordered_and_sizes() -> None:
     old = _summary(
-        blocks=[BlockSummary("b1", ["n1", "n2"]), BlockSummary("b2", []), BlockSummary("b3")],
+        blocks=[Block("b1", ["n1", "n2"]), Block("b2", []), Block("b3")],
     )
     new = _summary(
         "new",
-        blocks=[BlockSummary("b3"), BlockSummary("b1", ["n1"]), BlockSummary("b4", ["n2"])],
+        blocks=[Block("b3"), Block("b1", ["n1"]), Block("b4", ["n2"])],
         block_sizes=[1, 2],
     )
     assert _kinds(old, new) == [

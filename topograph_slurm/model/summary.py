@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from topograph_slurm.model.result import Block
+
 #: The facts a summary may hold; ``FabricSummary.known`` lists those its input could show.
 FACT_NODES, FACT_LEAVES, FACT_BLOCKS = "nodes", "leaves", "blocks"
 FACT_RAILS, FACT_SWITCHES, FACT_DOMAINS = "rails", "switches", "domains"
@@ -54,14 +56,6 @@ class NodeSummary:
 
 
 @dataclass(slots=True)
-class BlockSummary:
-    """One block in file order and its nodes."""
-
-    name: str
-    nodes: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
 class FabricSummary:
     """A fabric (or a topology file) as ``diff`` compares it. ``slow_links`` maps each
     switch-to-switch cable running below ``link_norm`` to its rate; node cables are in the
@@ -71,7 +65,7 @@ class FabricSummary:
     known: list[str] = field(default_factory=list)
     nodes: dict[str, NodeSummary] = field(default_factory=dict)
     switches: list[str] = field(default_factory=list)
-    blocks: list[BlockSummary] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
     block_sizes: list[int] = field(default_factory=list)
     slow_links: dict[str, str] = field(default_factory=dict)
     link_norm: str = ""

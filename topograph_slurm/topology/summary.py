@@ -15,14 +15,13 @@ from itertools import compress
 
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.names import natural_key
-from topograph_slurm.model.result import Analysis, BlockTopology, NamedTopology
+from topograph_slurm.model.result import Analysis, Block, BlockTopology, NamedTopology
 from topograph_slurm.model.summary import (
     ALL_FACTS,
     FACT_BLOCKS,
     FACT_DOMAINS,
     FACT_LEAVES,
     FACT_NODES,
-    BlockSummary,
     FabricSummary,
     NodeSummary,
     RailSummary,
@@ -100,10 +99,10 @@ def _block_of(blocks: BlockTopology | None) -> dict[str, str]:
     return {node: block.name for block in blocks.blocks for node in block.nodes} if blocks else {}
 
 
-def _block_summaries(blocks: BlockTopology | None) -> list[BlockSummary]:
+def _block_summaries(blocks: BlockTopology | None) -> list[Block]:
     if blocks is None:
         return []
-    return [BlockSummary(b.name, list(b.nodes)) for b in blocks.blocks]
+    return [Block(b.name, list(b.nodes)) for b in blocks.blocks]
 
 
 def _hca_name(fabric: Fabric, guid: str) -> str:
