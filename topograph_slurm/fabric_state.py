@@ -56,7 +56,9 @@ class Tracked:
     findings: list[Finding] = field(default_factory=list)
 
 
-def track(settings: Settings, inputs: Inputs, analysis: Analysis, now: datetime) -> Tracked | None:
+def track(
+    settings: Settings, inputs: Inputs, analysis: Analysis, now: datetime, needs_blocks: bool
+) -> Tracked | None:
     """Put the missing nodes that may keep their place back (into ``analysis.tree``, then
     into the blocks), build today's summary and compare it with the last run's. None when
     the output is no file (``-o /dev/null``: there is nothing to keep a summary beside)."""
@@ -67,7 +69,7 @@ def track(settings: Settings, inputs: Inputs, analysis: Analysis, now: datetime)
     policy = KeepPolicy(parse_duration(settings.keep_missing), _slurm_nodes(settings), now)
     keep, refused = candidates(previous, analysis.hosts.rails, policy)
     analysis.tree, leaves = place_in_tree(analysis.tree, keep)
-    blocks, in_blocks = place_in_blocks(_blocks(settings, inputs, analysis), keep)
+    blocks, in_blocks = place_in_blocks(_blocks(settings, inputs, analysis, needs_blocks), keep)
     kept, placed = kept_nodes(keep, leaves, in_blocks, policy)
     findings += refused + placed
     analysis.findings += findings
@@ -82,13 +84,23 @@ def track(settings: Settings, inputs: Inputs, analysis: Analysis, now: datetime)
     return Tracked(blocks, current, drift(previous, current), findings)
 
 
-def _blocks(settings: Settings, inputs: Inputs, analysis: Analysis) -> BlockTopology | None:
-    """The blocks ``generate`` would write for this fabric (NVLink or IB units)."""
+def _blocks(
+    settings: Settings, inputs: Inputs, analysis: Analysis, needed: bool = True
+) -> BlockTopology | None:
+    """The blocks ``generate`` would write for this fabric (NVLink or IB units). A run that
+    writes none (tree) forms them only for its summary: what cannot form them there (say
+    ``--block-source nvlink`` without GPU data) leaves the summary without blocks, as before
+    the summary existed, rather than failing the run."""
     from topograph_slurm import pipeline
     from topograph_slurm.slurm_version import SlurmVersion
 
     version = SlurmVersion.parse(settings.slurm_version)
-    return pipeline.choose_blocks(settings, inputs, analysis, version)
+    if needed:
+        return pipeline.choose_blocks(settings, inputs, analysis, version)
+    try:
+        return pipeline.choose_blocks(settings, inputs, analysis, version)
+    except InputError:
+        return None
 
 
 def _slurm_nodes(settings: Settings) -> frozenset[str] | None:

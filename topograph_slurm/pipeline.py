@@ -277,7 +277,9 @@ def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
     return {KIND_TREE: in_tree, KIND_BLOCK: in_blocks}.get(fmt, max(in_tree, in_blocks))
 
 
-def _track(settings: Settings, inputs: Inputs, analysis: Analysis) -> Tracked | None:
+def _track(
+    settings: Settings, inputs: Inputs, analysis: Analysis, needs_blocks: bool
+) -> Tracked | None:
     """With ``-o FILE``: nodes that are off keep their place, and what changed since the last
     run (see :mod:`topograph_slurm.fabric_state`); the summary is recorded by the CLI last."""
     if not settings.output:
@@ -286,7 +288,8 @@ def _track(settings: Settings, inputs: Inputs, analysis: Analysis) -> Tracked | 
 
     from topograph_slurm.fabric_state import track
 
-    return track(settings, inputs, analysis, datetime.now(UTC).replace(microsecond=0))
+    now = datetime.now(UTC).replace(microsecond=0)
+    return track(settings, inputs, analysis, now, needs_blocks)
 
 
 def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generated:
@@ -299,7 +302,8 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     inputs = load_inputs(settings, warn)
     analysis = analyse(inputs.fabric, naming_policy(settings), settings.max_tiers)
     wants_blocks = settings.format != KIND_TREE or settings.filter_dir
-    tracked = _track(settings, inputs, analysis)  # before the blocks: kept nodes are in them
+    # before the blocks: kept nodes are in them
+    tracked = _track(settings, inputs, analysis, bool(wants_blocks))
     if tracked is not None:
         blocks = tracked.blocks if wants_blocks else None
     else:

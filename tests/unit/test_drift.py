@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import real_fixture
+from tests.support.sim_gpu import nvl_node_gpus, render_query_q
 from tests.support.snapshots import write_node_outputs
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
@@ -289,3 +290,39 @@ def test_unreadable_input_is_one_line_and_exit_3(
 def test_bad_sim_spec_is_a_usage_or_config_error() -> None:
     code, _, err = _diff("sim:nodes=x", "sim:demo")
     assert code != Exit.BUG and err.startswith("topograph-slurm: error: sim spec")
+
+
+def _nvl_snapshot(root: Path, rack_of: dict[str, int]) -> Path:
+    """A snapshot of 8 nodes on a two-unit IB fabric, each node's GPUs in NVLink domain
+    ``rack_of[node]``."""
+    uuid = "{:08x}-7b3d-4e9f-a1c6-0d2e4b6a8c10"
+    outputs = {
+        node: {"nvidia-smi-q": render_query_q(nvl_node_gpus(uuid.format(rack), 1))}
+        for node, rack in rack_of.items()
+    }
+    fabric = {
+        "fabric/ibnetdiscover.txt": _dump(
+            root.parent / f"{root.name}.txt", "nodes=8,rails=2,su=4"
+        ).read_text()
+    }
+    entry = {"node": "gpu0001", "command": "ibnetdiscover", "exit_code": 0}
+    entry["file"] = "fabric/ibnetdiscover.txt"
+    return write_node_outputs(root, outputs, fabric, fabric=entry)
+
+
+def test_a_node_in_another_nvlink_domain_is_a_move(tmp_path: Path) -> None:
+    racks = {f"gpu{i:04d}": 1 + (i - 1) // 4 for i in range(1, 9)}
+    before = _nvl_snapshot(tmp_path / "before", racks)
+    after = _nvl_snapshot(tmp_path / "after", {**racks, "gpu0004": 2})
+    code, out, _ = _diff(str(before), str(after), "--slurm-version", "25.05", "--json")
+    data = json.loads(out)
+    moved = [c for c in data["changes"] if c["kind"] == "node-moved"]
+    assert code == Exit.DIFFERS and moved[0]["subject"] == "gpu0004"
+    assert moved[0]["message"] == (
+        "block nvl-gpu0001 -> nvl-gpu0004, domain 00000001-7b3d-4e9f-a1c6-0d2e4b6a8c10.1 -> "
+        "00000002-7b3d-4e9f-a1c6-0d2e4b6a8c10.1"
+    )
+    # its new rack's block is named after its first node now (diff keeps no layout): the
+    # rack-mates moved by name only, in the same domain
+    assert {c["message"] for c in moved[1:]} == {"block nvl-gpu0005 -> nvl-gpu0004"}
+    assert not any(line.startswith("NVLink domains") for line in data["not_compared"])

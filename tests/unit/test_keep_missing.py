@@ -243,3 +243,10 @@ def test_keep_missing_error_is_one_line(tmp_path: Path) -> None:
         "topograph-slurm: error: --keep-missing: must be a duration like 7d, 36h, 90m or 0 "
         "(off), got 'week'\n"
     )
+
+
+def test_a_tree_run_needs_no_blocks_for_its_summary(tmp_path: Path) -> None:
+    out = tmp_path / "topology.conf"
+    code, _ = _generate(out, "nodes=8,su=4", "--block-source", "nvlink")  # no GPU data
+    assert code == Exit.OK
+    assert "blocks" not in decode(summary_path(out).read_bytes(), "kept").known
