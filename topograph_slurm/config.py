@@ -169,6 +169,12 @@ def _feature_prefix(value: str) -> None:
         )
 
 
+def _duration(value: str) -> None:
+    from topograph_slurm.topology.keep_missing import parse_duration
+
+    parse_duration(value)
+
+
 PATH = _rule(check=_path)
 TIMEOUT = _rule(low=0, above_low=True)
 
@@ -263,6 +269,10 @@ class Settings:
     )
     #: health: drain drain-worthy nodes (false: only weight and label them)
     health_drain: bool = True
+
+    #: How long a node Slurm still lists but the sweep missed keeps its last place (``7d``,
+    #: ``36h``, ``0`` = off); see topology.keep_missing and README "Nodes that are off".
+    keep_missing: str = field(default="7d", metadata=_rule(check=_duration, number_as_text=True))
 
 
 def choices_metavar(key: str) -> str:

@@ -19,7 +19,6 @@ from topograph_slurm.config import Settings
 from topograph_slurm.errors import UsageError
 from topograph_slurm.model.gpu import GpuTopology
 from topograph_slurm.model.placement import FabricMap
-from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.explain import PathFacts, path_facts
 from topograph_slurm.topology.gpus import typical_gpus
@@ -65,7 +64,7 @@ def from_fabric(settings: Settings, warn: pipeline.Warn) -> FabricView:
     inputs = pipeline.load_inputs(settings, warn)
     analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
     nvlink = pipeline.wants_nvlink(settings, inputs.snapshot)
-    version = SlurmVersion.parse(slurm_auto.resolve_version(settings, []).slurm_version)
+    version = slurm_auto.release(settings)
     blocks = pipeline.choose_blocks(settings, inputs, analysis, version) if nvlink else None
     snapshot = inputs.snapshot
     findings = [*snapshot.findings, *(blocks.findings if blocks else [])] if snapshot else []

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import OutputError, TopographError, UsageError
+from topograph_slurm.topology.keep_missing import KIND_KEPT
 
 if TYPE_CHECKING:
     import jinja2
@@ -91,5 +92,14 @@ def record_success(
         return
     from topograph_slurm.render.metrics import outcome_of
 
-    outcome = outcome_of(result.analysis, result.node_count, run.written, run.reconfigured)
+    tracked = result.tracked
+    outcome = outcome_of(
+        result.analysis,
+        result.node_count,
+        run.written,
+        run.reconfigured,
+        kept_missing=sum(f.kind == KIND_KEPT for f in tracked.findings) if tracked else 0,
+        # the first run (no summary kept yet) has nothing to compare with: not measured
+        changes=len(tracked.changes.changes) if tracked and tracked.changes.old else None,
+    )
     _write_metrics(settings, env, run, outcome)

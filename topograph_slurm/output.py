@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from topograph_slurm.errors import LockedError, OutputError, RefusedError
+from topograph_slurm.model.summary import FabricSummary
 from topograph_slurm.sources.layout import count_nodes
 
 NEW_FILE_MODE = 0o644
@@ -225,6 +226,19 @@ def write_tree(
                 plan = replace(plan, written=True)
             outcomes.append(plan)
         return outcomes
+
+
+def write_summary(topology: Path, summary: FabricSummary, *, lock_timeout: float = 30.0) -> Path:
+    """Keep the fabric summary beside *topology* (``.<name>.fabric.json``), atomically and
+    under the topology's lock. Call it only after the topology was written (or found
+    unchanged): a run that was refused or failed must leave the last good state, so the next
+    run still compares with, and keeps missing nodes from, the fabric Slurm was given."""
+    from topograph_slurm.sources.summary import encode, summary_path
+
+    path = summary_path(topology)
+    with output_lock(trusted_target(topology), lock_timeout):
+        write_file(path, encode(summary))
+    return path
 
 
 def _is_device(path: Path) -> bool:

@@ -45,6 +45,7 @@ from topograph_slurm.topology.naming import (
 if TYPE_CHECKING:
     import jinja2
 
+    from topograph_slurm.fabric_state import Tracked
     from topograph_slurm.model.result import NamedTopology
     from topograph_slurm.render.filters import FilterFacts
     from topograph_slurm.sources import ufm
@@ -78,6 +79,8 @@ class Generated:
     node_count: int = 0
     #: the analysis behind it, for the run's metrics (findings by kind, exclusions)
     analysis: Analysis | None = None
+    #: with ``-o FILE``: the fabric summary to keep beside it and the changes since the last run
+    tracked: Tracked | None = None
 
 
 def _read_text(path: str) -> str:
@@ -268,9 +271,23 @@ def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
         in_blocks = blocks_node_count(blocks)
     else:
         in_blocks = 0
-    return {KIND_TREE: analysis.node_count, KIND_BLOCK: in_blocks}.get(
-        fmt, max(analysis.node_count, in_blocks)
-    )
+    in_tree = sum(len(leaf.nodes) for leaf in analysis.tree.leaves)  # kept nodes too
+    return {KIND_TREE: in_tree, KIND_BLOCK: in_blocks}.get(fmt, max(in_tree, in_blocks))
+
+
+def _track(
+    settings: Settings, inputs: Inputs, analysis: Analysis, needs_blocks: bool
+) -> Tracked | None:
+    """With ``-o FILE``: nodes that are off keep their place, and what changed since the last
+    run (see :mod:`topograph_slurm.fabric_state`); the summary is recorded by the CLI last."""
+    if not settings.output:
+        return None
+    from datetime import UTC, datetime
+
+    from topograph_slurm.fabric_state import track
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    return track(settings, inputs, analysis, now, needs_blocks)
 
 
 def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generated:
@@ -286,7 +303,12 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     analysis = analyse(inputs.fabric, naming_policy(settings, notes), settings.max_tiers)
     analysis.findings += notes
     wants_blocks = settings.format != KIND_TREE or settings.filter_dir
-    blocks = choose_blocks(settings, inputs, analysis, version) if wants_blocks else None
+    # before the blocks: kept nodes are in them
+    tracked = _track(settings, inputs, analysis, bool(wants_blocks))
+    if tracked is not None:
+        blocks = tracked.blocks if wants_blocks else None
+    else:
+        blocks = choose_blocks(settings, inputs, analysis, version) if wants_blocks else None
     shown = blocks if settings.format != KIND_TREE else None
     facts = None
     if settings.filter_dir:
@@ -299,8 +321,9 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     if settings.report:
         from topograph_slurm.render.report import render_report
 
-        report = render_report(env, analysis, shown, settings.report_format)
-    out = Generated(None, report, analysis=analysis)
+        changes = tracked.changes if tracked else None
+        report = render_report(env, analysis, shown, settings.report_format, changes)
+    out = Generated(None, report, analysis=analysis, tracked=tracked)
     out.node_count = _placed(settings.format, analysis, blocks)
     if out.node_count == 0:
         return out

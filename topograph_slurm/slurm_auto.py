@@ -19,6 +19,7 @@ from topograph_slurm.config import ALL, AUTO, Settings
 from topograph_slurm.errors import CollectError, InputError
 from topograph_slurm.model import names
 from topograph_slurm.model.result import LEVEL_INFO, LEVEL_PROBLEM, Finding
+from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources.slurm import installed_version, scontrol_nodes
 
 KIND_SLURM_NODES = "slurm-nodes"
@@ -62,6 +63,12 @@ def resolve_version(settings: Settings, notes: list[Finding]) -> Settings:
         Finding(KIND_SLURM_VERSION, command, f"Slurm {version} (`{command} --version`)", LEVEL_INFO)
     )
     return replace(settings, slurm_version=version)
+
+
+def release(settings: Settings) -> SlurmVersion:
+    """The target release of *settings*, ``auto`` resolved (its note dropped: for commands
+    whose output has no report to say where the release came from)."""
+    return SlurmVersion.parse(resolve_version(settings, []).slurm_version)
 
 
 def _sibling(scontrol: str, command: str) -> str:

@@ -126,10 +126,25 @@ def test_cli_success_then_failure(tmp_path: Path) -> None:
     assert failed[("topograph_slurm_success", ())] == 0
     assert failed[("topograph_slurm_last_success_timestamp_seconds", ())] == success
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".topology.conf.fabric.json",
         ".topology.conf.lock",
         "topograph.prom",
         "topology.conf",
     ]
+
+
+def test_kept_missing_nodes_and_changes_come_from_the_kept_summary(tmp_path: Path) -> None:
+    prom, out = tmp_path / "topograph.prom", tmp_path / "topology.conf"
+    code, _ = run("--sim", "nodes=16,su=8", "-o", str(out), "--metrics", str(prom), *PINNED)
+    assert code == Exit.OK
+    first = samples(prom.read_text())
+    assert ("topograph_slurm_changes", ()) not in first  # nothing to compare with yet
+    listed = ("--slurm-nodes", "gpu[0001-0016]", "--slurm-version", "24.11")
+    code, _ = run("--sim", "nodes=14,su=8", "-o", str(out), "--metrics", str(prom), *listed)
+    assert code == Exit.OK
+    second = samples(prom.read_text())
+    assert second[("topograph_slurm_nodes", (("state", "kept_missing"),))] == 2
+    assert second[("topograph_slurm_changes", ())] == 2  # gpu0015 and gpu0016 vanished
 
 
 def test_metrics_must_be_a_prom_file_and_not_with_check(tmp_path: Path) -> None:

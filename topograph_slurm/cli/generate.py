@@ -189,6 +189,13 @@ def _write(
     "(atomically; a failed run sets topograph_slurm_success 0).",
 )
 @click.option(
+    "--keep-missing",
+    metavar="DURATION",
+    help="A node Slurm still lists (--slurm-nodes) but the sweep missed keeps its last leaf "
+    "and block for this long since it was last seen, e.g. 7d (default), 36h; 0 = off. Needs "
+    "-o FILE (the last place comes from the summary kept beside it).",
+)
+@click.option(
     "--yaml-default",
     metavar="NAME",
     help="--format yaml: the topology that is cluster_default (default: the first).",
@@ -250,6 +257,8 @@ def generate(
             )
         # Record state only after success: reached only when every write (and slurmctld's
         # reconfigure, when asked) took; a failure above leaves the previous record alone.
+        if not check:
+            record_state(settings, result)
         operations.record_success(settings, env, result, run)
     ctx.exit(code)
 
@@ -276,6 +285,17 @@ def _applied(
         run.reconfigured = reconfigure.apply(path, previous, content, scontrol)
     log(ctx, f"{path}: {'slurmctld reconfigured' if run.reconfigured else 'no reconfigure'}")
     return code
+
+
+def record_state(settings: Settings, result: pipeline.Generated) -> None:
+    """The last step of a run that wrote its outputs: keep the fabric summary beside ``-o``
+    for the next run's "Changes since the last run" and ``--keep-missing``. Only after
+    success: a refused or failed write raised before this, leaving the last good state."""
+    if settings.output is None or result.tracked is None:
+        return
+    from topograph_slurm.output import write_summary
+
+    write_summary(Path(settings.output), result.tracked.summary, lock_timeout=settings.lock_timeout)
 
 
 def _write_filters(

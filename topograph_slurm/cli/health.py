@@ -16,7 +16,6 @@ from topograph_slurm.errors import Exit
 from topograph_slurm.model.health import HealthPlan
 from topograph_slurm.model.result import Finding
 from topograph_slurm.render.environment import environment
-from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.proposal import HealthPolicy, plan
 from topograph_slurm.topology.verdict import judge, node_labels
@@ -31,7 +30,7 @@ def health_plan(settings: Settings, bench: str | None = None) -> HealthPlan:
 
     inputs = pipeline.load_inputs(settings, warn)
     analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
-    version = SlurmVersion.parse(slurm_auto.resolve_version(settings, []).slurm_version)
+    version = slurm_auto.release(settings)
     blocks = pipeline.choose_blocks(settings, inputs, analysis, version)
     findings: list[Finding] = [*analysis.findings, *(blocks.findings if blocks else [])]
     judged = set(analysis.hosts.rails)

@@ -27,6 +27,7 @@ _LAZY_COMMANDS = {
     "units": ("topograph_slurm.cli.units", "units"),
     "health": ("topograph_slurm.cli.health", "health"),
     "bench": ("topograph_slurm.cli.bench", "bench"),
+    "diff": ("topograph_slurm.cli.diff", "diff"),
 }
 
 
@@ -130,10 +131,11 @@ def main(ctx: click.Context, verbose: int, quiet: bool, config_file: str | None)
     Collects the fabric (InfiniBand, NVLink), generates Slurm topology config, and builds job
     filters that keep tensor-parallel groups inside one switch block.
 
-    Exit codes: 0 ok, 1 --check found a difference, 2 usage, 3 bad input, 4 collect failure,
-    5 config error, 6 write refused by a guard, 7 locked by another run, 8 authentication,
-    9 output not writable, 10 Slurm refused a change (generate --reconfigure: the previous
-    topology is restored; health --apply), 70 internal error, 130 interrupted.
+    Exit codes: 0 ok, 1 --check or diff found a difference, 2 usage, 3 bad input, 4 collect
+    failure, 5 config error, 6 write refused by a guard, 7 locked by another run,
+    8 authentication, 9 output not writable, 10 Slurm refused a change (generate
+    --reconfigure: the previous topology is restored; health --apply), 70 internal error,
+    130 interrupted.
     """
     ctx.ensure_object(dict)
     ctx.obj.update(verbose=0 if quiet else verbose, quiet=quiet, config_file=config_file)

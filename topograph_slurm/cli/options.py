@@ -130,6 +130,14 @@ _FABRIC_OPTIONS = [
 ]
 
 
+def naming_options(func: F) -> F:
+    """How HCAs become nodes (node-name map, rewrites, HCA selection, Slurm's node list), for
+    commands that take their fabric sources as arguments rather than flags."""
+    for option in reversed(_FABRIC_OPTIONS[2:6]):
+        func = option(func)
+    return func
+
+
 def fabric_options(func: F) -> F:
     """The fabric source flags every command that reads a fabric shares: a saved or live
     ibnetdiscover, a simulation, UFM, a snapshot, and how HCAs become nodes."""

@@ -202,3 +202,29 @@ class Analysis:
     @property
     def node_count(self) -> int:
         return len(self.hosts.rails)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One difference between two fabric summaries: ``kind`` is a stable key (``node-moved``,
+    ``link-degraded``, …; see :mod:`topograph_slurm.topology.drift`), ``subject`` the node,
+    cable, switch or block it is about, ``message`` what it was and what it is."""
+
+    kind: str
+    subject: str
+    message: str
+
+
+@dataclass(slots=True)
+class Drift:
+    """What changed from ``old`` to ``new`` (input names), in a stable order, and each
+    comparison the inputs could not support with the reason (``links: … holds no rates``)."""
+
+    old: str
+    new: str
+    changes: list[Change] = field(default_factory=list)
+    not_compared: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)

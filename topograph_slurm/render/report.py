@@ -19,13 +19,18 @@ from typing import Any
 import jinja2
 
 from topograph_slurm.model import names
-from topograph_slurm.model.result import LEVEL_INFO, Analysis, BlockTopology
+from topograph_slurm.model.result import LEVEL_INFO, Analysis, BlockTopology, Drift
 from topograph_slurm.render.environment import printable, render
 from topograph_slurm.topology.analysis import EXPECTED_REASONS
 
 
-def report_data(analysis: Analysis, blocks: BlockTopology | None = None) -> dict[str, Any]:
-    """Plain data for the report (JSON-ready)."""
+def report_data(
+    analysis: Analysis, blocks: BlockTopology | None = None, changes: Drift | None = None
+) -> dict[str, Any]:
+    """Plain data for the report (JSON-ready); ``since_last_run`` is the drift from the last
+    run's kept summary (None when the run keeps none: no ``-o FILE``)."""
+    from topograph_slurm.render.drift import drift_data
+
     fabric = analysis.fabric
     findings = list(analysis.findings) + (blocks.findings if blocks else [])
     return {
@@ -48,6 +53,7 @@ def report_data(analysis: Analysis, blocks: BlockTopology | None = None) -> dict
         "unnamed": [dataclasses.asdict(node) for node in analysis.unnamed],
         "findings": [dataclasses.asdict(finding) for finding in findings],
         "notes": [dataclasses.asdict(note) for note in fabric.notes],
+        "since_last_run": drift_data(changes) if changes is not None else None,
     }
 
 
@@ -111,12 +117,16 @@ def text_view(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render_report(
-    env: jinja2.Environment, analysis: Analysis, blocks: BlockTopology | None, fmt: str
+    env: jinja2.Environment,
+    analysis: Analysis,
+    blocks: BlockTopology | None,
+    fmt: str,
+    changes: Drift | None = None,
 ) -> str:
     """The report as ``text`` or ``json``. The text goes through an environment whose
     ``finalize`` escapes every printed value, so no template (built-in or a site's) can
     forget to."""
-    data = report_data(analysis, blocks)
+    data = report_data(analysis, blocks, changes)
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
     return render(env.overlay(finalize=printable), "report.txt.j2", **text_view(data))

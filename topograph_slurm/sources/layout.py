@@ -232,6 +232,16 @@ def topology_names(text: str, where: str = "topology") -> list[str]:
     ]
 
 
+_YAML_TOPOLOGY = re.compile(r"\A(?:\s*(?:#[^\n]*|---)?\n)*-\s+topology\s*:")
+
+
+def looks_like_topology(text: str) -> bool:
+    """Whether *text* is one of our topology files (a topology.conf by its keys, a
+    topology.yaml by its first entry) rather than, say, a fabric dump: judged on the first
+    lines, without parsing a large dump as YAML."""
+    return _CONF_KEY.search(text) is not None or _YAML_TOPOLOGY.match(text) is not None
+
+
 def load_topology(path: Path | str, topology: str | None = None) -> NamedTopology:
     """:func:`parse_topology` of a file; unlike a layout, a missing file is an error."""
     try:

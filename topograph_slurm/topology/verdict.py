@@ -42,7 +42,7 @@ from topograph_slurm.model.health import (
     Verdict,
 )
 from topograph_slurm.model.result import Analysis, BlockTopology, Finding
-from topograph_slurm.topology import block, gpus, health, leaf, nvlink, subnet
+from topograph_slurm.topology import block, gpus, health, keep_missing, leaf, nvlink, subnet
 from topograph_slurm.topology.bench_judge import KIND_BENCH_DRIFT, KIND_SLOW_LINK, KIND_SLOW_NODE
 from topograph_slurm.topology.clique import FindingKind
 
@@ -86,6 +86,10 @@ NOT_HEALTH: dict[str, str] = {
     FindingKind.NOT_COLLECTED: _CONFIG,
     FindingKind.FABRIC_NA: _CONFIG + " (no multi-node NVLink domain)",
     nvlink.KIND_INCLUDED: "its cause is a finding of its own",
+    **dict.fromkeys(
+        (keep_missing.KIND_KEPT, keep_missing.KIND_EXPIRED, keep_missing.KIND_NOT_KEPT),
+        "the node is off the fabric: it is judged when it is back",
+    ),
 }
 _RANK = {severity: rank for rank, severity in enumerate(SEVERITIES)}
 

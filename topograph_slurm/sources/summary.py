@@ -1,0 +1,86 @@
+"""The kept fabric summary file: its name beside the topology, its format, reading it back.
+
+``generate -o /etc/slurm/topology.conf`` keeps ``/etc/slurm/.topology.conf.fabric.json``: one
+JSON object ``{"format": "topograph-slurm-fabric-summary", "version": 1, "summary": {…}}`` with
+the :class:`~topograph_slurm.model.summary.FabricSummary` of the fabric that run used. The
+reader owns the format (the writer imports :func:`encode` from here): a file of another format,
+of a newer version or of the wrong shape is one :class:`InputError` naming the file and why,
+decoded by msgspec straight into the model's dataclasses (a 16,384-node summary is ~10 MB).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from topograph_slurm.errors import InputError
+from topograph_slurm.model.summary import FabricSummary
+
+SUMMARY_FORMAT = "topograph-slurm-fabric-summary"
+SUMMARY_VERSION = 1
+
+
+class _Header(msgspec.Struct):
+    format: str = ""
+    version: int = 0
+
+
+class _File(msgspec.Struct):
+    format: str
+    version: int
+    summary: FabricSummary
+
+
+def summary_path(output: Path | str) -> Path:
+    """Where ``generate -o OUTPUT`` keeps its fabric summary: ``.<name>.fabric.json`` beside."""
+    path = Path(output)
+    return path.parent / f".{path.name}.fabric.json"
+
+
+def encode(summary: FabricSummary) -> bytes:
+    """The file's bytes: the same summary always gives the same bytes."""
+    document = _File(SUMMARY_FORMAT, SUMMARY_VERSION, summary)
+    return msgspec.json.format(msgspec.json.encode(document), indent=1) + b"\n"
+
+
+def looks_like_summary(data: bytes) -> bool:
+    """Whether *data* claims to be a summary (then :func:`decode` judges the rest)."""
+    if not data.lstrip().startswith(b"{"):
+        return False
+    try:
+        header = msgspec.json.decode(data, type=_Header)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return header.format == SUMMARY_FORMAT
+
+
+def decode(data: bytes, where: str) -> FabricSummary:
+    """A summary file's content; InputError naming *where* when it is not one this release
+    reads (another format, a newer version, a wrong shape)."""
+    try:
+        header = msgspec.json.decode(data, type=_Header)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise InputError(f"{where}: not a fabric summary ({err})") from None
+    if header.format != SUMMARY_FORMAT:
+        raise InputError(f"{where}: not a fabric summary (format {header.format!r})")
+    if header.version != SUMMARY_VERSION:
+        raise InputError(
+            f"{where}: fabric summary version {header.version}; this release reads version "
+            f"{SUMMARY_VERSION}"
+        )
+    try:
+        return msgspec.json.decode(data, type=_File).summary
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise InputError(f"{where}: invalid fabric summary: {err}") from None
+
+
+def load_summary(path: Path) -> FabricSummary | None:
+    """The summary kept at *path*; None when there is none (the first run)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err.strerror}") from None
+    return decode(data, str(path))
