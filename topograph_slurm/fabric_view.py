@@ -11,13 +11,14 @@ the default for a job id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from topograph_slurm import pipeline
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import UsageError
 from topograph_slurm.model.placement import FabricMap
+from topograph_slurm.model.result import Analysis, BlockTopology, Finding, Tree
 from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.explain import PathFacts, path_facts
@@ -30,11 +31,16 @@ FABRIC_SOURCES = ("sim", "ibnetdiscover", "snapshot", "ufm")
 
 @dataclass(slots=True)
 class FabricView:
-    """Places, the path facts when a fabric was read, and GPUs per node when it says."""
+    """Places, the path facts when a fabric was read, and GPUs per node when it says; the
+    tree, blocks and analysis they came from (for ``draw``)."""
 
     fmap: FabricMap
     facts: PathFacts | None = None
     gpus_per_node: int = 0
+    tree: Tree | None = None
+    blocks: BlockTopology | None = None
+    analysis: Analysis | None = None
+    findings: list[Finding] = field(default_factory=list)
 
 
 def from_settings(
@@ -71,10 +77,15 @@ def from_fabric(settings: Settings, warn: pipeline.Warn) -> FabricView:
         if snapshot
         else {}
     )
+    tree = analysis.tree if analysis.node_count else None
     return FabricView(
-        fabric_map(analysis.tree if analysis.node_count else None, blocks, inputs.fabric.source),
+        fabric_map(tree, blocks, inputs.fabric.source),
         path_facts(analysis, findings, nvlink_domains=nvlink),
         typical_gpus(node_gpus) or _sim_gpus(settings),
+        tree,
+        blocks,
+        analysis,
+        findings,
     )
 
 
@@ -92,7 +103,11 @@ def from_topology_file(path: Path) -> FabricView:
     from topograph_slurm.sources.layout import load_topology
 
     topology = load_topology(path)
-    return FabricView(fabric_map(topology.tree, topology.blocks, str(path)))
+    return FabricView(
+        fabric_map(topology.tree, topology.blocks, str(path)),
+        tree=topology.tree,
+        blocks=topology.blocks,
+    )
 
 
 def from_running_slurm() -> FabricView:
@@ -100,4 +115,8 @@ def from_running_slurm() -> FabricView:
     from topograph_slurm.sources.slurm import scontrol_topology
 
     topology = scontrol_topology()
-    return FabricView(fabric_map(topology.tree, topology.blocks, "scontrol show topology"))
+    return FabricView(
+        fabric_map(topology.tree, topology.blocks, "scontrol show topology"),
+        tree=topology.tree,
+        blocks=topology.blocks,
+    )

@@ -78,7 +78,7 @@ class Generated:
     node_count: int = 0
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str) -> str:
     """A dump file, or stdin for ``-``, decoded leniently (dumps carry stray bytes)."""
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
@@ -139,7 +139,7 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
         return Inputs(ibnetdiscover.parse_ibnetdiscover(text, f"sim:{spec}"))
     if settings.ibnetdiscover:
         source = "<stdin>" if settings.ibnetdiscover == "-" else settings.ibnetdiscover
-        text = _read_text(settings.ibnetdiscover)
+        text = read_text(settings.ibnetdiscover)
         return Inputs(ibnetdiscover.parse_ibnetdiscover(text, source))
     command = settings.ibnetdiscover_command
     text = ibnetdiscover.run_ibnetdiscover(command.binary, command.args, command.timeout)

@@ -24,6 +24,7 @@ _LAZY_COMMANDS = {
     "spank": ("topograph_slurm.cli.spank", "spank"),
     "explain": ("topograph_slurm.cli.placement", "explain"),
     "order": ("topograph_slurm.cli.placement", "order"),
+    "draw": ("topograph_slurm.cli.draw", "draw"),
 }
 
 

@@ -44,28 +44,30 @@ def is_below(rate: tuple[str, str], norm: tuple[str, str]) -> bool:
 
 
 def degraded_links(fabric: Fabric, switch_names: Mapping[str, str]) -> list[Finding]:
-    """Links narrower or slower than the fabric's most common width and speed.
+    """Links narrower or slower than the fabric's most common width and speed."""
+    norm, slow = below_norm(fabric)
+    findings = [_degraded(fabric, switch_names, link, "".join(norm)) for link in slow]
+    return sorted(findings, key=lambda finding: finding.subject)
+
+
+def below_norm(fabric: Fabric) -> tuple[tuple[str, str], list[Link]]:
+    """The fabric's norm rate and every link below it (none when the fabric has one rate).
 
     Rates are judged once per distinct (width, speed) pair, not per link: a 16k-node fabric has
     400k links but a handful of rates.
     """
     links = fabric.links
     if len(set(links.width)) <= 1 and len(set(links.speed)) <= 1:
-        return []  # one rate throughout, the usual fabric: two set passes, no pairs counted
+        return ("", ""), []  # one rate throughout, the usual fabric: two set passes, no pairs
     rates = Counter(zip(links.width, links.speed, strict=True))
     norm = rate_norm(rates)
     if norm is None:
-        return []
-    norm_width, norm_speed = norm
+        return ("", ""), []
     slow = {rate for rate in rates if is_below(rate, norm)}
     if not slow:
-        return []
+        return norm, []
     is_slow = map(slow.__contains__, zip(links.width, links.speed, strict=True))
-    slow_rows = compress(range(len(links)), is_slow)
-    findings = [
-        _degraded(fabric, switch_names, links[row], norm_width + norm_speed) for row in slow_rows
-    ]
-    return sorted(findings, key=lambda finding: finding.subject)
+    return norm, [links[row] for row in compress(range(len(links)), is_slow)]
 
 
 def _degraded(fabric: Fabric, names: Mapping[str, str], link: Link, norm: str) -> Finding:
