@@ -416,7 +416,11 @@ def _job_edges(canvas: _Canvas, job: JobGroups, node_at: Mapping[str, tuple[int,
         (x1, y1), (x2, y2) = node_at[edge.a], node_at[edge.b]
         bend = min(80, 8 + abs(x2 - x1) // 4 + abs(y2 - y1) // 4)
         classes = f"edge-{edge.kind}" + (" slow" if edge.slow else "")
-        tip = f"{edge.kind.upper()} group {edge.group}: {edge.a} → {edge.b} ({edge.level})"
+        shared = f" and {edge.groups - 1} more" if edge.groups > 1 else ""
+        where = f"shares one {edge.level}" if edge.level != "fabric" else "shares no unit"
+        tip = f"{edge.kind.upper()} group {edge.group}{shared}: {edge.a} → {edge.b} ({where})"
+        if edge.slow:
+            tip += "; its group fits in a finer unit"
         canvas.lines.append(Line(x1, y1, x2, y2, classes, tip, "", bend))
 
 

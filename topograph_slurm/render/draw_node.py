@@ -89,12 +89,13 @@ def node_picture(name: str, topology: GpuTopology, gpus: Sequence[GpuFabric] = (
             at[nic] = (x + GAP + i * (NIC_W + GAP), nic_y)
             shapes.append(_nic(topology, nic, at[nic]))
         x += width + GAP * 2
+    numa_right = x - GAP * 2
     loose = [n for n in topology.nics if n not in at]
     for i, nic in enumerate(loose):  # NICs whose NUMA node the matrix does not tell
         at[nic] = (x + i * (NIC_W + GAP), nic_y)
         shapes.append(_nic(topology, nic, at[nic]))
     right = x + len(loose) * (NIC_W + GAP)
-    _nvlink(topology, at, shapes, lines, right)
+    _nvlink(topology, at, shapes, lines, numa_right)
     _rails(topology, at, lines)
     bottom = _matrix(topology, shapes, nic_y + NIC_H + GAP * 4)
     items = legend(shapes, lines, _MEANING)

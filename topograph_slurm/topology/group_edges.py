@@ -18,10 +18,11 @@ from topograph_slurm.topology.placement import group_nodes, home_level, span
 DRAWN_KINDS: tuple[str, ...] = (TP, PP)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GroupEdge:
-    """Two consecutive nodes of one group: the finest level holding both, and whether that is
-    coarser than the group's home."""
+    """Two consecutive nodes of a group: the finest level holding both, whether that is
+    coarser than the group's home, the first group with this edge and how many groups share
+    it (the 8 pipelines of two 8-GPU nodes ride one node pair)."""
 
     kind: str
     group: int
@@ -29,6 +30,7 @@ class GroupEdge:
     b: str
     level: str
     slow: bool
+    groups: int = 1
 
 
 @dataclass(slots=True)
@@ -47,7 +49,7 @@ def job_groups(
     of them whose groups span more than one node (TP across nodes, else pipelines)."""
     rank = {level: i for i, level in enumerate(fmap.levels)}
     node_groups: dict[str, dict[str, int]] = {node: {} for node in order}
-    edges: list[GroupEdge] = []
+    edges: dict[tuple[str, str, str], GroupEdge] = {}
     colour_kind = None
     for kind in DRAWN_KINDS:
         if layout.size(kind) < 2:
@@ -61,6 +63,10 @@ def job_groups(
             colour_kind = colour_kind or kind
             home = rank[home_level(fmap, len(nodes))]
             for a, b in pairwise(nodes):
+                key = (kind, a, b)
+                if key in edges:
+                    edges[key].groups += 1
+                    continue
                 level = span(fmap, (a, b))
-                edges.append(GroupEdge(kind, index, a, b, level, rank[level] > home))
-    return JobGroups(node_groups, edges, colour_kind)
+                edges[key] = GroupEdge(kind, index, a, b, level, rank[level] > home)
+    return JobGroups(node_groups, list(edges.values()), colour_kind)
