@@ -275,6 +275,21 @@ def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
     )
 
 
+def _report_page(
+    env: jinja2.Environment, report: str, analysis: Analysis, blocks: BlockTopology | None
+) -> str:
+    """The report as an HTML page with the fabric pictures above it (``--report FILE.html``):
+    the blocks drawn are the ones the topology file gets."""
+    from topograph_slurm.render.draw import render_page
+    from topograph_slurm.render.draw_fabric import fabric_pictures, scene
+
+    tree = analysis.tree if analysis.node_count else None
+    findings = blocks.findings if blocks else []
+    source = analysis.fabric.source
+    pictures = fabric_pictures(scene(tree, blocks, analysis, findings, source))
+    return render_page(env, f"topograph-slurm report — {source}", pictures, report)
+
+
 def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generated:
     """Read the source, analyse, and render everything *settings* asks for."""
     if settings.format not in FORMATS:
@@ -299,6 +314,8 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
         from topograph_slurm.render.report import render_report
 
         report = render_report(env, analysis, shown, settings.report_format)
+        if settings.report.lower().endswith((".html", ".htm")):
+            report = _report_page(env, report, analysis, shown)
     out = Generated(None, report)
     out.node_count = _placed(settings.format, analysis, blocks)
     if out.node_count == 0:

@@ -92,6 +92,7 @@ class _Index:
     """Lookups the layout needs: block of each node, upper switches by name, parents."""
 
     block_of: dict[str, tuple[int, str]]
+    file_rank: dict[str, int]  # a node's position in the Slurm file's block order
     uppers: dict[str, TreeSwitch]
     parent: dict[str, str]
 
@@ -101,7 +102,8 @@ def _index(scene: FabricScene) -> _Index:
     block_of = {node: (i + 1, b.name) for i, b in enumerate(blocks) for node in b.nodes}
     uppers = {upper.name: upper for upper in scene.tree.uppers} if scene.tree else {}
     parent = {child: upper.name for upper in uppers.values() for child in upper.children}
-    return _Index(block_of, uppers, parent)
+    file_rank = {node: i for i, node in enumerate(n for block in blocks for n in block.nodes)}
+    return _Index(block_of, file_rank, uppers, parent)
 
 
 def _groups(scene: FabricScene, index: _Index) -> list[_Group]:
@@ -110,10 +112,7 @@ def _groups(scene: FabricScene, index: _Index) -> list[_Group]:
         return [
             _Group(
                 leaf.name,
-                sorted(
-                    leaf.nodes,
-                    key=lambda n: (index.block_of.get(n, (1 << 30, ""))[0], names.natural_key(n)),
-                ),
+                sorted(leaf.nodes, key=lambda n: index.file_rank.get(n, len(index.file_rank))),
                 sorted(
                     leaf.switches, key=lambda g: names.natural_key(scene.switch_names.get(g) or g)
                 ),
@@ -252,7 +251,8 @@ def _group_box(
     cls = " ".join([kind, *(f"fault-{c}" for c in faults.classes(group.name))])
     lines = (
         group.name,
-        f"{len(group.nodes)} nodes" + (f" · {len(group.switches)} rail sw." if group.switches else ""),
+        f"{len(group.nodes)} nodes"
+        + (f" · {len(group.switches)} rail sw." if group.switches else ""),
     )
     canvas.shapes.append(Shape(x, y, GROUP_W, height + PAD, cls, lines, "\n".join(tip), group.name))
     canvas.place(group.name, x + GROUP_W // 2, y, y + height + PAD)

@@ -84,7 +84,10 @@ class FaultMap:
 
     def classes(self, element: str) -> list[str]:
         """The distinct fault classes on *element*, in legend order."""
-        found = {fault.cls for fault in self.on.get(element, ())}
+        faults = self.on.get(element)
+        if not faults:
+            return []
+        found = {fault.cls for fault in faults}
         return [cls for cls in FAULT_CLASSES if cls in found]
 
 
