@@ -39,11 +39,19 @@ def browser() -> Iterator[Any]:
     binary = next((path for name in CHROMIUM if (path := shutil.which(name))), None)
     driver_path = shutil.which("chromedriver")
     if binary is None or driver_path is None:
-        _unavailable("chromium or chromedriver not found (apt-get install chromium chromium-driver)")
+        _unavailable(
+            "chromium or chromedriver not found (apt-get install chromium chromium-driver)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = str(binary)
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     f"--window-size={WINDOW[0]},{WINDOW[1]}", "--force-device-scale-factor=1"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        "--force-device-scale-factor=1",
+    ):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     service = webdriver.ChromeService(executable_path=str(driver_path))

@@ -15,7 +15,9 @@ from click.testing import CliRunner
 
 from topograph_slurm.cli.main import main
 
-PIL = pytest.importorskip("PIL.Image", reason="Pillow decodes the screenshots (pip install -e '.[test]')")
+PIL = pytest.importorskip(
+    "PIL.Image", reason="Pillow decodes the screenshots (pip install -e '.[test]')"
+)
 
 FAULTY = "nodes=64,su=16,rails=4,degraded=3,disagree=5"
 ORANGE_DEGRADED = (255, 127, 14)  # .fault-degraded in templates/draw.css.j2
@@ -74,7 +76,9 @@ def test_fabric_page_hover_zoom_pan_and_colours(browser: Any, tmp_path: Path) ->
     ActionChains(browser).scroll_from_origin(ScrollOrigin.from_element(node), 0, -300).perform()
     zoomed = svg.get_dom_attribute("viewBox")
     assert float(zoomed.split()[2]) < float(home.split()[2]), (home, zoomed)
-    ActionChains(browser).move_to_element(node).click_and_hold().move_by_offset(120, 40).release().perform()
+    ActionChains(browser).move_to_element(node).click_and_hold().move_by_offset(
+        120, 40
+    ).release().perform()
     panned = svg.get_dom_attribute("viewBox")
     assert panned.split()[2:] == zoomed.split()[2:] and panned.split()[:2] != zoomed.split()[:2]
     _by_css(browser, "#reset").click()
@@ -83,7 +87,9 @@ def test_fabric_page_hover_zoom_pan_and_colours(browser: Any, tmp_path: Path) ->
 
 
 def test_a_click_on_a_unit_opens_its_detail(browser: Any, tmp_path: Path) -> None:
-    _open(browser, _page(tmp_path, "big.html", "--sim", "nodes=2048,su=32,rails=2,tiers=3,degraded=4"))
+    _open(
+        browser, _page(tmp_path, "big.html", "--sim", "nodes=2048,su=32,rails=2,tiers=3,degraded=4")
+    )
     assert _by_css(browser, ".pic:not([hidden])").get_dom_attribute("data-id") == "overview"
     _by_css(browser, 'rect.unit[data-opens="unit-2"]').click()
     shown = _by_css(browser, ".pic:not([hidden])")
@@ -94,7 +100,18 @@ def test_a_click_on_a_unit_opens_its_detail(browser: Any, tmp_path: Path) -> Non
 
 
 def test_job_page_draws_slow_group_edges_red(browser: Any, tmp_path: Path) -> None:
-    page = _page(tmp_path, "job.html", "--sim", FAULTY, "--nodes", "gpu[0001-0032]", "--tp", "16", "--pp", "2")
+    page = _page(
+        tmp_path,
+        "job.html",
+        "--sim",
+        FAULTY,
+        "--nodes",
+        "gpu[0001-0032]",
+        "--tp",
+        "16",
+        "--pp",
+        "2",
+    )
     _open(browser, page)
     colours = _colours(browser)
     assert colours[RED_SLOW] > 30, "pipeline edges between the two leaves are red"

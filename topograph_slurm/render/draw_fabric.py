@@ -291,7 +291,7 @@ def _rails(canvas: _Canvas, group: _Group, x: int, y: int, scene: FabricScene) -
         name = scene.switch_names.get(guid, guid)
         classes = " ".join(["rail", *(f"fault-{c}" for c in scene.faults.classes(guid))])
         tip = "\n".join([f"rail switch {name}", f"GUID {guid}", *_fault_lines(scene.faults, guid)])
-        canvas.shapes.append(Shape(x + PAD + i * width, y, width - 1, 6, classes, (), tip, name))
+        canvas.shapes.append(Shape(x + PAD + i * width, y, width - 1, 6, classes, (), tip, guid))
 
 
 def _block_part(
@@ -308,7 +308,9 @@ def _block_part(
     height = BLOCK_HEAD + _rows(len(nodes)) * (NODE + GAP)
     if block is not None:
         number, name = block
-        classes = " ".join(["block", *(f"fault-{c}" for c in scene.faults.classes(name))])
+        # a block named after its leaf (IB unit blocks) shares its faults: the leaf shows them
+        own = scene.faults.classes(name) if name != leaf else []
+        classes = " ".join(["block", *(f"fault-{c}" for c in own)])
         tip = "\n".join(
             [
                 f"block #{number} {name}",
@@ -318,7 +320,16 @@ def _block_part(
         )
         canvas.shapes.append(
             Shape(
-                x + 3, y, GROUP_W - 6, height - 1, classes, (f"#{number} {name}",), tip, name, "", 9
+                x + 3,
+                y,
+                GROUP_W - 6,
+                height - 1,
+                classes,
+                (f"#{number} {name}",),
+                tip,
+                f"block #{number}",
+                "",
+                9,
             )
         )
     for i, node in enumerate(nodes):

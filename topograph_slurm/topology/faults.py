@@ -190,13 +190,19 @@ def _excluded(faults: FaultMap, analysis: Analysis, owners: _Owners) -> None:
     (SHARP aggregation nodes, storage HCAs, HCAs left out with --hcas) and HCAs on no drawn
     switch are counted per reason in the notes."""
     counted: Counter[str] = Counter()
+    switch_of = {name: guid for guid, name in analysis.switch_names.items()}
     for exclusion in analysis.exclusions:
-        group = owners.group_of_switch.get(exclusion.leaf)
+        switch = switch_of.get(exclusion.leaf, exclusion.leaf)  # a name, or a GUID unnamed
+        group = owners.group_of_switch.get(switch)
         if group is None or exclusion.reason in EXPECTED_REASONS:
             counted[exclusion.reason] += 1
         else:
-            what = f"{exclusion.description or exclusion.guid}: {exclusion.reason}"
-            faults.add(group, Fault(FAULT_EXCLUDED, what))
+            what = (
+                f"{exclusion.description or exclusion.guid} ({exclusion.guid}): {exclusion.reason}"
+            )
+            fault = Fault(FAULT_EXCLUDED, what)
+            faults.add(group, fault)
+            faults.add(switch, fault)
     for reason, count in sorted(counted.items()):
         faults.notes.append(f"{count} HCAs excluded (not drawn as faults): {reason}")
 
