@@ -135,7 +135,7 @@ def test_big_fabric_is_an_overview_of_units_with_a_detail_each(tmp_path: Path) -
     assert page.count('<div class="pic"') == 1 + 4  # the overview and four pods of 16 leaves
     overview = run("draw", "--sim", spec)
     assert "4 unit details are in --format html" in overview.stderr
-    by_key, classes, legend = drawn(overview.stdout)
+    by_key, _, legend = drawn(overview.stdout)
     assert {"unit-1", "unit-2", "unit-3", "unit-4"} <= set(by_key)
     assert "fault-degraded" in by_key["unit-1"] and "fault-degraded" in legend
     assert not any("node" in c for c in by_key.values())
