@@ -41,7 +41,8 @@ class Shape:
 
 @dataclass(slots=True)
 class Line:
-    """A straight edge, or a curve bowing by ``bend`` pixels; ``label`` sits at its middle."""
+    """A straight edge, or a curve bowing by ``bend`` pixels; ``label`` sits at its middle.
+    Edges are drawn behind the boxes, ``front`` ones (a job's group edges) over them."""
 
     x1: int
     y1: int
@@ -51,6 +52,7 @@ class Line:
     tip: str = ""
     label: str = ""
     bend: int = 0
+    front: bool = False
 
     @property
     def mid(self) -> tuple[int, int]:

@@ -34,6 +34,8 @@ GROUP_W = PAD * 2 + COLS * (NODE + GAP) - GAP + 4
 GROUP_GAP, HEAD_H, BLOCK_HEAD = 14, 34, 12
 SWITCH_W, SWITCH_H, TIER_H = 120, 30, 70
 UNIT_W, UNIT_H = 150, 74
+#: Units per row of the overview (more wrap, so a 16k-node overview fits a screen's shape).
+UNITS_PER_ROW = 16
 LEFT, TOP, NOTE_H, MAX_NOTES = 300, 40, 13, 200
 LEGEND_ROW = 16
 
@@ -432,7 +434,7 @@ def _job_edges(canvas: _Canvas, job: JobGroups, node_at: Mapping[str, tuple[int,
         tip = f"{edge.kind.upper()} group {edge.group}{shared}: {edge.a} → {edge.b} ({where})"
         if edge.slow:
             tip += "; its group fits in a finer unit"
-        canvas.lines.append(Line(x1, y1, x2, y2, classes, tip, "", bend))
+        canvas.lines.append(Line(x1, y1, x2, y2, classes, tip, "", bend, front=True))
 
 
 def _finish(
@@ -457,21 +459,23 @@ def _overview(scene: FabricScene, units: Sequence[_Unit], index: _Index) -> Pict
     canvas = _Canvas()
     anchors = [[u.parent] if u.whole and u.parent else [g.name for g in u.groups] for u in units]
     levels = _ancestor_levels([name for names_ in anchors for name in names_], index)
-    y = TOP + len(levels) * TIER_H
-    x = LEFT
-    for unit, names_ in zip(units, anchors, strict=True):
-        _unit_box(canvas, unit, x, y, scene, index)
+    top = TOP + len(levels) * TIER_H
+    per_row = UNITS_PER_ROW if len(units) > UNITS_PER_ROW * 3 // 2 else len(units)
+    for i, (unit, names_) in enumerate(zip(units, anchors, strict=True)):
+        x = LEFT + (i % per_row) * (UNIT_W + GROUP_GAP)
+        _unit_box(canvas, unit, x, top + (i // per_row) * (UNIT_H + GROUP_GAP * 2), scene, index)
         for name in names_:
             canvas.anchor_x[name] = x + UNIT_W // 2
         if unit.whole and unit.parent:
             canvas.centres[unit.parent] = canvas.centres[unit.id]
-        x += UNIT_W + GROUP_GAP
+    right = LEFT + per_row * (UNIT_W + GROUP_GAP)
+    bottom = top + -(-len(units) // per_row) * (UNIT_H + GROUP_GAP * 2)
     _tiers(canvas, levels, scene, index)
     for unit in units:
         if not unit.whole and unit.parent in canvas.centres:
             _unit_edge(canvas, unit, scene)
     return _finish(
-        "overview", _title(scene, "fabric overview"), canvas, x, y + UNIT_H, scene.faults.notes
+        "overview", _title(scene, "fabric overview"), canvas, right, bottom, scene.faults.notes
     )
 
 
