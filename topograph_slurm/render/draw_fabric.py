@@ -33,7 +33,7 @@ NODE, GAP, COLS, PAD = 10, 2, 8, 6
 GROUP_W = PAD * 2 + COLS * (NODE + GAP) - GAP + 4
 GROUP_GAP, HEAD_H, BLOCK_HEAD = 14, 34, 12
 SWITCH_W, SWITCH_H, TIER_H = 120, 30, 70
-UNIT_W, UNIT_H = 150, 74
+UNIT_W, UNIT_H = 150, 80
 #: Units per row of the overview (more wrap, so a 16k-node overview fits a screen's shape).
 UNITS_PER_ROW = 16
 LEFT, TOP, NOTE_H, MAX_NOTES = 300, 40, 13, 200
@@ -466,14 +466,14 @@ def _overview(scene: FabricScene, units: Sequence[_Unit], index: _Index) -> Pict
         _unit_box(canvas, unit, x, top + (i // per_row) * (UNIT_H + GROUP_GAP * 2), scene, index)
         for name in names_:
             canvas.anchor_x[name] = x + UNIT_W // 2
-        if unit.whole and unit.parent:
+        if unit.whole and unit.parent and i < per_row:  # below the first row: no edges
             canvas.centres[unit.parent] = canvas.centres[unit.id]
     right = LEFT + per_row * (UNIT_W + GROUP_GAP)
     bottom = top + -(-len(units) // per_row) * (UNIT_H + GROUP_GAP * 2)
     _tiers(canvas, levels, scene, index)
-    for unit in units:
+    for unit in units[:per_row]:
         if not unit.whole and unit.parent in canvas.centres:
-            _unit_edge(canvas, unit, scene)
+            _unit_edge(canvas, unit, scene, index)
     return _finish(
         "overview", _title(scene, "fabric overview"), canvas, right, bottom, scene.faults.notes
     )
@@ -485,13 +485,16 @@ def _unit_box(
     nodes = [node for group in unit.groups for node in group.nodes]
     numbers = sorted({index.block_of[n][0] for n in nodes if n in index.block_of})
     blocks = f"blocks #{numbers[0]}–#{numbers[-1]}" if numbers else "no blocks"
-    lines = (unit.name, f"{len(unit.groups)} leaves · {len(nodes)} nodes", blocks)
+    above, cables = _uplink(unit, scene, index)
+    uplink = f"↑ {above} ×{cables}" if above else "top of its island"
+    lines = (unit.name, f"{len(unit.groups)} leaves · {len(nodes)} nodes", blocks, uplink)
     counts = _unit_faults(unit, nodes, scene)
     tip = [
         unit.name,
         f"leaves {unit.groups[0].name} … {unit.groups[-1].name}",
         f"nodes {names.fold(nodes)}",
         blocks,
+        f"{cables} cables up to {above}" if above else "no switch above",
         *(f"{count} × {FAULT_MEANING[cls]}" for cls, count in counts.items()),
         "click: detail",
     ]
@@ -516,8 +519,9 @@ def _unit_box(
 
 
 def _unit_faults(unit: _Unit, nodes: Sequence[str], scene: FabricScene) -> dict[str, int]:
-    """How many elements of the unit carry each fault class (nodes, leaves, rail switches,
-    the switch it stands for, its leaves' edges)."""
+    """How many faults of each class the unit holds (on its nodes, leaves, rail switches, the
+    switch it stands for, its leaves' uplinks), each counted once however many elements it
+    marks (a degraded rail marks its node and its rail switch)."""
     faults = scene.faults
     elements = [
         *nodes,
@@ -526,19 +530,26 @@ def _unit_faults(unit: _Unit, nodes: Sequence[str], scene: FabricScene) -> dict[
     ]
     if unit.whole and unit.parent:
         elements.append(unit.parent)
+    found = {fault for element in elements for fault in faults.on.get(element, ())}
+    found |= {f for g in unit.groups for f in faults.edges.get((g.name, unit.parent or ""), ())}
     counts: dict[str, int] = {}
-    for element in elements:
-        for cls in faults.classes(element):
-            counts[cls] = counts.get(cls, 0) + 1
-    if any(faults.edges.get((g.name, unit.parent or "")) for g in unit.groups):
-        counts["degraded"] = counts.get("degraded", 0) + 1
+    for fault in found:
+        counts[fault.cls] = counts.get(fault.cls, 0) + 1
     return {cls: counts[cls] for cls in FAULT_CLASSES if cls in counts}
 
 
-def _unit_edge(canvas: _Canvas, unit: _Unit, scene: FabricScene) -> None:
-    """A split unit's edge to its switch: the cables of all its leaves."""
+def _uplink(unit: _Unit, scene: FabricScene, index: _Index) -> tuple[str, int]:
+    """The switch above the unit and the cables to it (the unit's switch's, or its leaves')."""
+    if unit.whole and unit.parent:
+        above = index.parent.get(unit.parent, "")
+        return above, scene.cables.get((unit.parent, above), 0)
     parent = unit.parent or ""
-    cables = sum(scene.cables.get((g.name, parent), 0) for g in unit.groups)
+    return parent, sum(scene.cables.get((g.name, parent), 0) for g in unit.groups)
+
+
+def _unit_edge(canvas: _Canvas, unit: _Unit, scene: FabricScene, index: _Index) -> None:
+    """A split unit's edge to its switch: the cables of all its leaves."""
+    parent, cables = _uplink(unit, scene, index)
     on_edge = [f for g in unit.groups for f in scene.faults.edges.get((g.name, parent), [])]
     cx, ctop, _ = canvas.centres[unit.id]
     px, _, pbottom = canvas.centres[parent]
