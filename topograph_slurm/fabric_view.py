@@ -44,17 +44,23 @@ class FabricView:
 
 
 def from_settings(
-    settings: Settings, topology: str | None, warn: pipeline.Warn, running: bool = False
+    settings: Settings,
+    topology: str | None,
+    warn: pipeline.Warn,
+    running: bool = False,
+    facts: bool = True,
 ) -> FabricView:
     """A view from the one fabric source or topology file *settings* and *topology* name;
-    with neither, the *running* Slurm's topology (for a job id) or a usage error."""
+    with neither, the *running* Slurm's topology (for a job id) or a usage error. Without
+    *facts* a fabric's path facts are not computed (the fabric picture places its faults
+    itself; the facts cost a pass over every link)."""
     sources = [key for key in FABRIC_SOURCES if getattr(settings, key)]
     if topology and sources:
         raise UsageError(f"give --topology or --{sources[0]}, not both")
     if topology:
         return from_topology_file(Path(topology))
     if sources:
-        return from_fabric(settings, warn)
+        return from_fabric(settings, warn, facts)
     if running:
         return from_running_slurm()
     raise UsageError(
@@ -63,7 +69,7 @@ def from_settings(
     )
 
 
-def from_fabric(settings: Settings, warn: pipeline.Warn) -> FabricView:
+def from_fabric(settings: Settings, warn: pipeline.Warn, facts: bool = True) -> FabricView:
     """Analyse the fabric source as ``generate`` does; NVLink blocks when a snapshot has them."""
     inputs = pipeline.load_inputs(settings, warn)
     analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
@@ -80,7 +86,7 @@ def from_fabric(settings: Settings, warn: pipeline.Warn) -> FabricView:
     tree = analysis.tree if analysis.node_count else None
     return FabricView(
         fabric_map(tree, blocks, inputs.fabric.source),
-        path_facts(analysis, findings, nvlink_domains=nvlink),
+        path_facts(analysis, findings, nvlink_domains=nvlink) if facts else None,
         typical_gpus(node_gpus) or _sim_gpus(settings),
         tree,
         blocks,

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from topograph_slurm.cli.options import warn
+from topograph_slurm.cli.options import no_cyclic_gc, warn
 from topograph_slurm.cli.placement import job_options, prepare_job, split_flags
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.fabric_view import FabricView, from_settings
@@ -108,8 +108,9 @@ def _fabric_pictures(ctx: click.Context, unit: str | None, flags: dict[str, Any]
     from topograph_slurm.render.draw_fabric import fabric_pictures
 
     settings, topology, _job = split_flags(ctx, flags)
-    view = from_settings(settings, topology, warn)
-    pictures = fabric_pictures(_scene(view, settings), unit)
+    with no_cyclic_gc():
+        view = from_settings(settings, topology, warn, facts=False)
+        pictures = fabric_pictures(_scene(view, settings), unit)
     if not pictures:
         raise InputError("nothing to draw: no host became a Slurm node (see generate --report)")
     return pictures
@@ -135,9 +136,10 @@ def _job_picture(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) 
     from topograph_slurm.render.draw_fabric import job_picture
     from topograph_slurm.topology.group_edges import job_groups
 
-    view, order, gpus, layout = prepare_job(ctx, job_id, flags)
-    groups = job_groups(layout, order, gpus, view.fmap)
-    return job_picture(_scene(view, load_settings(ctx.obj["config_file"]), groups))
+    with no_cyclic_gc():
+        view, order, gpus, layout = prepare_job(ctx, job_id, flags)
+        groups = job_groups(layout, order, gpus, view.fmap)
+        return job_picture(_scene(view, load_settings(ctx.obj["config_file"]), groups))
 
 
 def _node_picture(
