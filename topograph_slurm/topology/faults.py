@@ -217,7 +217,8 @@ def _findings(faults: FaultMap, findings: Iterable[Finding], drawn: set[str]) ->
         if not is_problem(finding):
             information += 1
             continue
-        fault = Fault(_KIND_CLASS.get(finding.kind, FAULT_OTHER), _text(finding))
+        what = f"{finding.message} ({finding.kind} of {finding.subject})"
+        fault = Fault(_KIND_CLASS.get(finding.kind, FAULT_OTHER), what)
         targets = [name for name in (*finding.subject.split(","), *finding.nodes) if name in drawn]
         for target in dict.fromkeys(targets):
             faults.add(target, fault)
