@@ -250,3 +250,55 @@ def test_bad_input_is_one_line_and_its_exit_code(
     assert len(lines) == 1 and lines[0].startswith("topograph-slurm: error: "), result.stderr
     assert fragment in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_draw_ufm_draws_what_the_same_fabrics_dump_draws(tmp_path: Path) -> None:
+    from tests.support.ufm_standin import StandinState, make_pki, serve, ufm_json_from_fabric
+    from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
+
+    dump = faulty_dump(tmp_path)
+    fabric = parse_ibnetdiscover(dump.read_text(), str(dump))
+    pki = make_pki(tmp_path / "pki")
+    state = StandinState(ufm_json_from_fabric(fabric), username="u", password="p-secret-9")
+    creds = tmp_path / "ufm.yaml"
+    creds.write_text("username: u\npassword: p-secret-9\n")
+    creds.chmod(0o600)
+    with serve(pki, state) as standin:
+        args = [
+            "--ufm",
+            standin.url,
+            "--ufm-ca-bundle",
+            str(pki.ca),
+            "--ufm-credentials",
+            str(creds),
+        ]
+        via_ufm = run("draw", *args)
+    assert via_ufm.exit_code == 0, via_ufm.output
+    via_dump = run("draw", "--ibnetdiscover", str(dump))
+    assert via_ufm.stdout.replace(standin.url, "SOURCE").count("fault-") == via_dump.stdout.count(
+        "fault-"
+    )
+    assert drawn(via_ufm.stdout)[0] == drawn(via_dump.stdout)[0]
+
+
+def test_a_snapshot_draws_its_nvlink_racks_as_blocks_with_the_sick_node(tmp_path: Path) -> None:
+    outputs = {}
+    for rack in range(2):
+        for slot in range(4):
+            node = f"gpu{rack * 4 + slot + 1:04d}"
+            state = "In Progress" if node == "gpu0006" else "Completed"
+            uuid = f"c0ffee00-0000-0000-0000-00000000000{rack + 1}"
+            outputs[node] = {KEY_Q: render_query_q(nvl_node_gpus(uuid, 1, state=state))}
+    spec = sim.parse_sim_spec("nodes=8,rails=2,su=8")
+    fabric = {"fabric/ibnetdiscover.txt": sim.generate_ibnetdiscover(spec)}
+    entry = {"node": "gpu0001", "command": "ibnetdiscover", "exit_code": 0}
+    snap = write_node_outputs(
+        tmp_path / "snap", outputs, fabric, fabric=entry | {"file": "fabric/ibnetdiscover.txt"}
+    )
+    result = run("draw", "--snapshot", str(snap))
+    assert result.exit_code == 0, result.output
+    by_key, _, legend = drawn(result.stdout)
+    # the healthy rack is the one block (the sick node's rack is left out, with findings)
+    assert "block" in by_key["block #1"] and "#1 nvl-gpu0001" in result.stdout
+    assert {"node", "fault-nvlink"} <= by_key["gpu0006"] and "fault-nvlink" in legend
+    assert by_key["gpu0001"] == {"node"}
