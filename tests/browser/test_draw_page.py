@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tests.conftest import real_fixture
 from topograph_slurm.cli.main import main
 
 PIL = pytest.importorskip(
@@ -120,4 +121,25 @@ def test_job_page_draws_slow_group_edges_red(browser: Any, tmp_path: Path) -> No
 
     ActionChains(browser).move_to_element(edge).perform()
     assert "PP group" in _by_css(browser, "#tip").text
+    assert _errors(browser) == []
+
+
+def test_node_page_and_report_page_open_cleanly(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    matrix = real_fixture("nvidia-smi-topo/hgx-h200-8gpu-10nic-amd-2socket.txt")
+    _open(browser, _page(tmp_path, "node.html", "--topo-matrix", str(matrix)))
+    ActionChains(browser).move_to_element(_by_css(browser, 'rect.gpu[data-key="GPU3"]')).perform()
+    assert (
+        "GPU 3" in _by_css(browser, "#tip").text and "nearest NIC" in _by_css(browser, "#tip").text
+    )
+    assert _errors(browser) == []
+    report = tmp_path / "report.html"
+    result = CliRunner().invoke(
+        main, ["--config", os.devnull, "generate", "--sim", FAULTY, "--report", str(report)]
+    )
+    assert result.exit_code == 0, result.output
+    _open(browser, report)
+    assert "topograph-slurm report" in _by_css(browser, "pre.report").text
+    assert _colours(browser)[ORANGE_DEGRADED] > 20
     assert _errors(browser) == []

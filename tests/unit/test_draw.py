@@ -302,3 +302,15 @@ def test_a_snapshot_draws_its_nvlink_racks_as_blocks_with_the_sick_node(tmp_path
     assert "block" in by_key["block #1"] and "#1 nvl-gpu0001" in result.stdout
     assert {"node", "fault-nvlink"} <= by_key["gpu0006"] and "fault-nvlink" in legend
     assert by_key["gpu0001"] == {"node"}
+
+
+def test_node_view_errors_name_the_node_and_the_snapshot(tmp_path: Path) -> None:
+    outputs = {"gpu0001": {KEY_Q: render_query_q(nvl_node_gpus(None, None))}}
+    snap = str(write_node_outputs(tmp_path / "snap", outputs))
+    missing = run("draw", "--snapshot", snap, "--node", "gpu0009")
+    assert missing.exit_code == Exit.USAGE and "--node gpu0009 is not in snapshot" in missing.stderr
+    no_matrix = run("draw", "--snapshot", snap, "--node", "gpu0001")
+    assert no_matrix.exit_code == Exit.INPUT
+    assert "has no readable nvidia-smi topo -m for gpu0001" in no_matrix.stderr
+    both = run("draw", "--snapshot", snap, "--topo-matrix", "-")
+    assert both.exit_code == Exit.USAGE

@@ -72,6 +72,9 @@ def draw(
     NUMA nodes, NVLink/NVSwitch between them, each GPU's nearest NIC (its rail) with the path
     class, GPU-NIC pairs that cross NUMA dashed red, and the whole matrix coloured.
 
+    Exit 0 when drawn; 2 bad flags (an unknown --unit or --node), 3 unreadable input, 9 when
+    -o cannot be written. Nothing is written on an error.
+
     \b
     Examples:
       topograph-slurm draw --sim demo -o fabric.html
