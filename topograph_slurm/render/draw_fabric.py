@@ -2,11 +2,12 @@
 leaves, each leaf with its rails and its nodes, nodes grouped into their blocks in Slurm file
 order, faults coloured, cable counts on the aggregated tier edges.
 
-Up to :data:`DETAIL_NODES` nodes it is one picture with every node. A larger fabric is an
-overview of *units* (the leaves under one first-level switch, at most :data:`UNIT_LEAVES` of
-them) with their counts and fault badges, plus one detail picture per unit (in the HTML page
-a click away; ``draw --unit NAME`` for one SVG). A job picture draws the leaves its nodes sit
-on, its nodes coloured by group and every group edge, the slow ones red.
+Up to :data:`DETAIL_NODES` nodes on :data:`DETAIL_LEAVES` leaves it is one picture with every
+node. A larger fabric is an overview of *units* (the leaves under one first-level switch, at
+most :data:`UNIT_LEAVES` of them) with their counts and fault badges, plus one detail picture
+per unit (in the HTML page a click away; ``draw --unit NAME`` for one SVG). A job picture
+draws the leaves its nodes sit on, its nodes coloured by group and every group edge, the
+slow ones red.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from topograph_slurm.topology.cabling import tier_cables
 from topograph_slurm.topology.faults import FAULT_CLASSES, FAULT_MEANING, FaultMap, fabric_faults
 from topograph_slurm.topology.group_edges import JobGroups
 
-#: Largest fabric drawn node by node in one picture; above it, units and drill-downs.
-DETAIL_NODES = 1024
+#: Largest fabric drawn node by node in one picture (nodes and leaves, so it stays about as
+#: wide as a screen); above either, units and drill-downs.
+DETAIL_NODES, DETAIL_LEAVES = 1024, 16
 #: Most leaves in one unit (a first-level switch with more is split into several units).
 UNIT_LEAVES = 32
 #: Group colours cycle through this many classes (g0…g7).
@@ -127,19 +129,22 @@ def _groups(scene: FabricScene, index: _Index) -> list[_Group]:
 
 
 def _units(groups: Sequence[_Group], index: _Index) -> list[_Unit]:
-    """Runs of groups under one parent, at most :data:`UNIT_LEAVES` each."""
-    runs: list[list[_Group]] = []
+    """The groups under each parent (parents in order of first appearance), at most
+    :data:`UNIT_LEAVES` per unit."""
+    by_parent: dict[str | None, list[_Group]] = {}
     for group in groups:
-        if runs and runs[-1][0].parent == group.parent and len(runs[-1]) < UNIT_LEAVES:
-            runs[-1].append(group)
-        else:
-            runs.append([group])
+        by_parent.setdefault(group.parent, []).append(group)
+    runs = [
+        members[i : i + UNIT_LEAVES]
+        for members in by_parent.values()
+        for i in range(0, len(members), UNIT_LEAVES)
+    ]
     units = []
     for i, run in enumerate(runs):
         parent = run[0].parent
-        whole = parent is not None and len(index.uppers[parent].children) == len(run)
+        whole = parent is not None and set(index.uppers[parent].children) == {g.name for g in run}
         name = parent if whole and parent else f"{run[0].name} … {run[-1].name}"
-        if len(run) == 1:
+        if len(run) == 1 and not whole:
             name = run[0].name
         units.append(_Unit(f"unit-{i + 1}", name, run, parent, whole))
     return units
@@ -153,7 +158,7 @@ def fabric_pictures(scene: FabricScene, unit: str | None = None) -> list[Picture
     node_count = sum(len(group.nodes) for group in groups)
     if node_count == 0:
         return []
-    if unit is None and node_count <= DETAIL_NODES:
+    if unit is None and node_count <= DETAIL_NODES and len(groups) <= DETAIL_LEAVES:
         return [_detail("fabric", _title(scene, "fabric"), groups, scene, index)]
     units = _units(groups, index)
     if unit is not None:
@@ -224,15 +229,18 @@ def _detail(
 
 
 def _ancestor_levels(children: Iterable[str], index: _Index) -> list[list[str]]:
-    """The upper switches above *children*, one list per level, lowest first."""
-    levels: list[list[str]] = []
+    """The upper switches above *children*, one row per tree level, lowest first (a switch
+    above children of different depths is drawn once, on its own level's row)."""
+    found: dict[str, int] = {}
     current = list(children)
-    while True:
-        above = list(dict.fromkeys(index.parent[c] for c in current if c in index.parent))
-        if not above:
-            return levels
-        levels.append(above)
-        current = above
+    while current:
+        above = dict.fromkeys(index.parent[c] for c in current if c in index.parent)
+        current = [name for name in above if name not in found]
+        found.update((name, index.uppers[name].level) for name in current)
+    return [
+        [name for name, level in found.items() if level == row]
+        for row in sorted(set(found.values()))
+    ]
 
 
 def _group_box(
