@@ -314,3 +314,19 @@ def test_node_view_errors_name_the_node_and_the_snapshot(tmp_path: Path) -> None
     assert "has no readable nvidia-smi topo -m for gpu0001" in no_matrix.stderr
     both = run("draw", "--snapshot", snap, "--topo-matrix", "-")
     assert both.exit_code == Exit.USAGE
+
+
+def test_nvidia_selenes_real_dump_is_five_units_under_its_core() -> None:
+    dump = real_fixture("ibnetdiscover/nvidia-selene-compute-hdr-quantum.txt")
+    result = run("draw", "--ibnetdiscover", str(dump))
+    assert result.exit_code == 0, result.output
+    root = ET.fromstring(result.stdout)
+    units = [e for e in root.iter(f"{SVG}rect") if e.get("class") == "unit"]
+    names = ["".join(u.itertext()).split("\n")[0] for u in units]
+    assert names == ["CSPINE1-01", "CSPINE2-01", "CSPINE3-01", "CSPINE4-01", "MSPINE3-01"]
+    assert "9 leaves · 141 nodes" in result.stdout and "↑ CCORE1-001 ×1115" in result.stdout
+    assert result.stdout.count('class="upper"') == 1  # the core, drawn once
+    detail = run("draw", "--ibnetdiscover", str(dump), "--unit", "LG03-01")
+    by_key, _, _ = drawn(detail.stdout)
+    assert "leaf" in by_key["LG03-01"] and "upper" in by_key["CSPINE1-01"]
+    assert len([k for k, c in by_key.items() if "node" in c]) == 141
