@@ -330,3 +330,12 @@ def test_nvidia_selenes_real_dump_is_five_units_under_its_core() -> None:
     by_key, _, _ = drawn(detail.stdout)
     assert "leaf" in by_key["LG03-01"] and "upper" in by_key["CSPINE1-01"]
     assert len([k for k, c in by_key.items() if "node" in c]) == 141
+
+
+def test_job_nodes_off_the_fabric_are_a_note_not_dropped() -> None:
+    result = run("draw", "--sim", "demo", "--nodes", "gpu[0001-0003],other9", "--tp", "16")
+    assert result.exit_code == 0, result.output
+    notes = [
+        t.text for t in ET.fromstring(result.stdout).iter(f"{SVG}text") if t.get("class") == "note"
+    ]
+    assert "1 job nodes are on no leaf: other9" in notes

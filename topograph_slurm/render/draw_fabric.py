@@ -158,14 +158,24 @@ def fabric_pictures(scene: FabricScene, unit: str | None = None) -> list[Picture
     node_count = sum(len(group.nodes) for group in groups)
     if node_count == 0:
         return []
+    in_blocks = [n for block in (scene.blocks.blocks if scene.blocks else []) for n in block.nodes]
+    notes = [*scene.faults.notes, *_undrawn(in_blocks, groups, "block nodes are on no leaf")]
     if unit is None and node_count <= DETAIL_NODES and len(groups) <= DETAIL_LEAVES:
-        return [_detail("fabric", _title(scene, "fabric"), groups, scene, index)]
+        return [_detail("fabric", _title(scene, "fabric"), groups, scene, index, notes)]
     units = _units(groups, index)
     if unit is not None:
         chosen = _find_unit(units, unit)
-        return [_detail(chosen.id, _title(scene, chosen.name), chosen.groups, scene, index)]
-    details = [_detail(u.id, _title(scene, u.name), u.groups, scene, index) for u in units]
-    return [_overview(scene, units, index), *details]
+        title = _title(scene, chosen.name)
+        return [_detail(chosen.id, title, chosen.groups, scene, index, notes)]
+    details = [_detail(u.id, _title(scene, u.name), u.groups, scene, index, notes) for u in units]
+    return [_overview(scene, units, index, notes), *details]
+
+
+def _undrawn(nodes: Iterable[str], groups: Sequence[_Group], what: str) -> list[str]:
+    """A note naming the *nodes* no drawn group holds (none when all are drawn)."""
+    drawn = {node for group in groups for node in group.nodes}
+    missing = sorted(set(nodes) - drawn, key=names.natural_key)
+    return [f"{len(missing)} {what}: {names.fold(missing)}"] if missing else []
 
 
 def _find_unit(units: Sequence[_Unit], name: str) -> _Unit:
@@ -186,7 +196,8 @@ def job_picture(scene: FabricScene) -> Picture:
     groups = [g for g in _groups(scene, index) if job_nodes.intersection(g.nodes)]
     if not groups:
         raise UsageError("none of the job's nodes is on this fabric")
-    return _detail("job", _title(scene, "job"), groups, scene, index)
+    notes = [*scene.faults.notes, *_undrawn(job_nodes, groups, "job nodes are on no leaf")]
+    return _detail("job", _title(scene, "job"), groups, scene, index, notes)
 
 
 def _title(scene: FabricScene, what: str) -> str:
@@ -210,7 +221,12 @@ class _Canvas:
 
 
 def _detail(
-    pid: str, title: str, groups: Sequence[_Group], scene: FabricScene, index: _Index
+    pid: str,
+    title: str,
+    groups: Sequence[_Group],
+    scene: FabricScene,
+    index: _Index,
+    notes: Sequence[str],
 ) -> Picture:
     """Every node of *groups*, their leaves, and the switches above them."""
     canvas = _Canvas()
@@ -225,7 +241,7 @@ def _detail(
     _tiers(canvas, levels, scene, index)
     if scene.job is not None:
         _job_edges(canvas, scene.job, node_at)
-    return _finish(pid, title, canvas, x, bottom, scene.faults.notes)
+    return _finish(pid, title, canvas, x, bottom, notes)
 
 
 def _ancestor_levels(children: Iterable[str], index: _Index) -> list[list[str]]:
@@ -462,7 +478,9 @@ def _finish(
 # ---- overview -----------------------------------------------------------------------------
 
 
-def _overview(scene: FabricScene, units: Sequence[_Unit], index: _Index) -> Picture:
+def _overview(
+    scene: FabricScene, units: Sequence[_Unit], index: _Index, notes: Sequence[str]
+) -> Picture:
     """One box per unit with its counts and fault badges; the switches above the units."""
     canvas = _Canvas()
     anchors = [[u.parent] if u.whole and u.parent else [g.name for g in u.groups] for u in units]
@@ -482,9 +500,7 @@ def _overview(scene: FabricScene, units: Sequence[_Unit], index: _Index) -> Pict
     for unit in units[:per_row]:
         if not unit.whole and unit.parent in canvas.centres:
             _unit_edge(canvas, unit, scene, index)
-    return _finish(
-        "overview", _title(scene, "fabric overview"), canvas, right, bottom, scene.faults.notes
-    )
+    return _finish("overview", _title(scene, "fabric overview"), canvas, right, bottom, notes)
 
 
 def _unit_box(
