@@ -339,3 +339,12 @@ def test_job_nodes_off_the_fabric_are_a_note_not_dropped() -> None:
         t.text for t in ET.fromstring(result.stdout).iter(f"{SVG}text") if t.get("class") == "note"
     ]
     assert "1 job nodes are on no leaf: other9" in notes
+
+
+def test_islands_are_marked_on_their_top_switches() -> None:
+    result = run("draw", "--sim", "nodes=32,su=8,rails=2,islands=2")
+    assert result.exit_code == 0, result.output
+    by_key, _, legend = drawn(result.stdout)
+    tops = [k for k, c in by_key.items() if "upper" in c]
+    assert len(tops) == 2 and all("fault-islands" in by_key[t] for t in tops)
+    assert "fault-islands" in legend

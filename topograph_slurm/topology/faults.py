@@ -28,7 +28,12 @@ from topograph_slurm.topology.clique import (
     FindingKind,
     is_problem,
 )
-from topograph_slurm.topology.health import KIND_DEGRADED, KIND_MISSING_RAIL, below_norm
+from topograph_slurm.topology.health import (
+    KIND_DEGRADED,
+    KIND_ISLANDS,
+    KIND_MISSING_RAIL,
+    below_norm,
+)
 from topograph_slurm.topology.leaf import KIND_RAIL_DISAGREE
 
 #: Fault classes, in the order a legend lists them (and the first of a node's wins its colour).
@@ -37,6 +42,7 @@ FAULT_MISSING_RAIL = "missing-rail"
 FAULT_DISAGREE = "rail-disagreement"
 FAULT_NVLINK = "nvlink"
 FAULT_EXCLUDED = "excluded"
+FAULT_ISLANDS = "islands"
 FAULT_OTHER = "other"
 FAULT_CLASSES: tuple[str, ...] = (
     FAULT_DEGRADED,
@@ -44,6 +50,7 @@ FAULT_CLASSES: tuple[str, ...] = (
     FAULT_DISAGREE,
     FAULT_NVLINK,
     FAULT_EXCLUDED,
+    FAULT_ISLANDS,
     FAULT_OTHER,
 )
 #: What each class means, as the legend says it.
@@ -53,11 +60,13 @@ FAULT_MEANING: dict[str, str] = {
     FAULT_DISAGREE: "rails disagree (cabled to another unit's leaf)",
     FAULT_NVLINK: "unhealthy NVLink fabric",
     FAULT_EXCLUDED: "excluded HCAs (not a Slurm node)",
+    FAULT_ISLANDS: "top of an island (no cable joins the islands)",
     FAULT_OTHER: "other finding",
 }
 _KIND_CLASS = {
     KIND_MISSING_RAIL: FAULT_MISSING_RAIL,
     KIND_RAIL_DISAGREE: FAULT_DISAGREE,
+    KIND_ISLANDS: FAULT_ISLANDS,
     **{kind.value: FAULT_NVLINK for kind in FindingKind},
 }
 
