@@ -383,6 +383,10 @@ def _node(
     return Shape(x, y, NODE, NODE, " ".join(classes), (), "\n".join(tip), node)
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _fault_lines(faults: FaultMap, element: str) -> list[str]:
     return [f"{fault.cls}: {fault.message}" for fault in faults.on.get(element, ())]
 
@@ -411,13 +415,13 @@ def _tiers(
 
 def _switch(canvas: _Canvas, upper: TreeSwitch, x: int, y: int, scene: FabricScene) -> None:
     faults = scene.faults
-    members = f"{len(upper.switches)} switches" if upper.switches else "synthetic (no ASIC)"
+    members = _count(len(upper.switches), "switch", "switches") if upper.switches else "synthetic"
     classes = " ".join(["upper", *(f"fault-{c}" for c in faults.classes(upper.name))])
     tip = "\n".join(
         [
             f"level-{upper.level} switch {upper.name}",
             members,
-            f"{len(upper.children)} switches below",
+            f"{_count(len(upper.children), 'switch', 'switches')} below",
             *_fault_lines(faults, upper.name),
         ]
     )
@@ -511,7 +515,8 @@ def _unit_box(
     blocks = f"blocks #{numbers[0]}–#{numbers[-1]}" if numbers else "no blocks"
     above, cables = _uplink(unit, scene, index)
     uplink = f"↑ {above} ×{cables}" if above else "top of its island"
-    lines = (unit.name, f"{len(unit.groups)} leaves · {len(nodes)} nodes", blocks, uplink)
+    sizes = f"{_count(len(unit.groups), 'leaf', 'leaves')} · {len(nodes)} nodes"
+    lines = (unit.name, sizes, blocks, uplink)
     counts = _unit_faults(unit, nodes, scene)
     tip = [
         unit.name,
