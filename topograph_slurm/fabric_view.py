@@ -19,6 +19,7 @@ from topograph_slurm.config import Settings
 from topograph_slurm.errors import UsageError
 from topograph_slurm.model.gpu import GpuTopology
 from topograph_slurm.model.placement import FabricMap
+from topograph_slurm.model.result import Analysis, BlockTopology, Finding, Tree
 from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.explain import PathFacts, path_facts
 from topograph_slurm.topology.gpus import typical_gpus
@@ -30,27 +31,38 @@ FABRIC_SOURCES = ("sim", "ibnetdiscover", "snapshot", "ufm")
 
 @dataclass(slots=True)
 class FabricView:
-    """Places, the path facts when a fabric was read, GPUs per node when it says, and each
-    node's ``nvidia-smi topo -m`` when a snapshot has it (the NVLink a benchmark expects)."""
+    """Places, the path facts when a fabric was read, GPUs per node when it says, each node's
+    ``nvidia-smi topo -m`` when a snapshot has it (the NVLink a benchmark expects), and the
+    tree, blocks and analysis they came from (for ``draw``)."""
 
     fmap: FabricMap
     facts: PathFacts | None = None
     gpus_per_node: int = 0
     topologies: dict[str, GpuTopology] = field(default_factory=dict)
+    tree: Tree | None = None
+    blocks: BlockTopology | None = None
+    analysis: Analysis | None = None
+    findings: list[Finding] = field(default_factory=list)
 
 
 def from_settings(
-    settings: Settings, topology: str | None, warn: pipeline.Warn, running: bool = False
+    settings: Settings,
+    topology: str | None,
+    warn: pipeline.Warn,
+    running: bool = False,
+    facts: bool = True,
 ) -> FabricView:
     """A view from the one fabric source or topology file *settings* and *topology* name;
-    with neither, the *running* Slurm's topology (for a job id) or a usage error."""
+    with neither, the *running* Slurm's topology (for a job id) or a usage error. Without
+    *facts* a fabric's path facts are not computed (the fabric picture places its faults
+    itself; the facts cost a pass over every link)."""
     sources = [key for key in FABRIC_SOURCES if getattr(settings, key)]
     if topology and sources:
         raise UsageError(f"give --topology or --{sources[0]}, not both")
     if topology:
         return from_topology_file(Path(topology))
     if sources:
-        return from_fabric(settings, warn)
+        return from_fabric(settings, warn, facts)
     if running:
         return from_running_slurm()
     raise UsageError(
@@ -59,7 +71,7 @@ def from_settings(
     )
 
 
-def from_fabric(settings: Settings, warn: pipeline.Warn) -> FabricView:
+def from_fabric(settings: Settings, warn: pipeline.Warn, facts: bool = True) -> FabricView:
     """Analyse the fabric source as ``generate`` does; NVLink blocks when a snapshot has them."""
     inputs = pipeline.load_inputs(settings, warn)
     analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
@@ -74,11 +86,16 @@ def from_fabric(settings: Settings, warn: pipeline.Warn) -> FabricView:
         else {}
     )
     node_gpus = {name: topology.gpu_count for name, topology in topologies.items()}
+    tree = analysis.tree if analysis.node_count else None
     return FabricView(
-        fabric_map(analysis.tree if analysis.node_count else None, blocks, inputs.fabric.source),
-        path_facts(analysis, findings, nvlink_domains=nvlink),
+        fabric_map(tree, blocks, inputs.fabric.source),
+        path_facts(analysis, findings, nvlink_domains=nvlink) if facts else None,
         typical_gpus(node_gpus) or _sim_gpus(settings),
         topologies,
+        tree,
+        blocks,
+        analysis,
+        findings,
     )
 
 
@@ -96,7 +113,11 @@ def from_topology_file(path: Path) -> FabricView:
     from topograph_slurm.sources.layout import load_topology
 
     topology = load_topology(path)
-    return FabricView(fabric_map(topology.tree, topology.blocks, str(path)))
+    return FabricView(
+        fabric_map(topology.tree, topology.blocks, str(path)),
+        tree=topology.tree,
+        blocks=topology.blocks,
+    )
 
 
 def from_running_slurm() -> FabricView:
@@ -104,4 +125,8 @@ def from_running_slurm() -> FabricView:
     from topograph_slurm.sources.slurm import scontrol_topology
 
     topology = scontrol_topology()
-    return FabricView(fabric_map(topology.tree, topology.blocks, "scontrol show topology"))
+    return FabricView(
+        fabric_map(topology.tree, topology.blocks, "scontrol show topology"),
+        tree=topology.tree,
+        blocks=topology.blocks,
+    )

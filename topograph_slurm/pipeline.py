@@ -83,7 +83,7 @@ class Generated:
     tracked: Tracked | None = None
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str) -> str:
     """A dump file, or stdin for ``-``, decoded leniently (dumps carry stray bytes)."""
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
@@ -144,7 +144,7 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
         return Inputs(ibnetdiscover.parse_ibnetdiscover(text, f"sim:{spec}"))
     if settings.ibnetdiscover:
         source = "<stdin>" if settings.ibnetdiscover == "-" else settings.ibnetdiscover
-        text = _read_text(settings.ibnetdiscover)
+        text = read_text(settings.ibnetdiscover)
         return Inputs(ibnetdiscover.parse_ibnetdiscover(text, source))
     command = settings.ibnetdiscover_command
     text = ibnetdiscover.run_ibnetdiscover(command.binary, command.args, command.timeout)
@@ -290,6 +290,21 @@ def _track(
     return track(settings, inputs, analysis, now, needs_blocks)
 
 
+def _report_page(
+    env: jinja2.Environment, report: str, analysis: Analysis, blocks: BlockTopology | None
+) -> str:
+    """The report as an HTML page with the fabric pictures above it (``--report FILE.html``):
+    the blocks drawn are the ones the topology file gets."""
+    from topograph_slurm.render.draw import render_page
+    from topograph_slurm.render.draw_fabric import fabric_pictures, scene
+
+    tree = analysis.tree if analysis.node_count else None
+    findings = blocks.findings if blocks else []
+    source = analysis.fabric.source
+    pictures = fabric_pictures(scene(tree, blocks, analysis, findings, source))
+    return render_page(env, f"topograph-slurm report — {source}", pictures, report)
+
+
 def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generated:
     """Read the source, analyse, and render everything *settings* asks for."""
     if settings.format not in FORMATS:
@@ -323,6 +338,8 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
 
         changes = tracked.changes if tracked else None
         report = render_report(env, analysis, shown, settings.report_format, changes)
+        if settings.report.lower().endswith((".html", ".htm")):
+            report = _report_page(env, report, analysis, shown)
     out = Generated(None, report, analysis=analysis, tracked=tracked)
     out.node_count = _placed(settings.format, analysis, blocks)
     if out.node_count == 0:

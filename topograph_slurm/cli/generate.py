@@ -3,16 +3,14 @@ guarded writes → exit code."""
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
 from topograph_slurm import operations, pipeline
-from topograph_slurm.cli.options import fabric_options, log, parse_rewrites, warn
+from topograph_slurm.cli.options import fabric_options, log, no_cyclic_gc, parse_rewrites, warn
 from topograph_slurm.config import (
     Settings,
     choices_metavar,
@@ -30,20 +28,6 @@ def _parse_sizes(value: str | None) -> list[int] | None:
         return [int(part) for part in value.split(",")]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Cyclic GC off while a fabric is read and analysed (a batch run allocating ~1M objects
-    that form no cycles worth collecting), back to what it was afterwards, so an in-process
-    caller (tests, a site's wrapper) keeps its own setting."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _emit_report(settings: Settings, text: str) -> None:
@@ -235,7 +219,7 @@ def generate(
     settings = operations.check_flags(settings, check, flags)
     env = environment(Path(settings.templates) if settings.templates else None)
     with operations.failure_metrics(settings, env, run):
-        with _no_cyclic_gc():
+        with no_cyclic_gc():
             result = pipeline.generate(settings, env, warn)
         if settings.report:
             _emit_report(settings, result.report)

@@ -28,6 +28,7 @@ _LAZY_COMMANDS = {
     "health": ("topograph_slurm.cli.health", "health"),
     "bench": ("topograph_slurm.cli.bench", "bench"),
     "diff": ("topograph_slurm.cli.diff", "diff"),
+    "draw": ("topograph_slurm.cli.draw", "draw"),
 }
 
 

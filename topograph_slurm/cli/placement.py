@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from topograph_slurm.cli.options import fabric_options, parse_rewrites, warn
-from topograph_slurm.config import load_settings, override
+from topograph_slurm.config import Settings, load_settings, override
 from topograph_slurm.errors import Exit, InputError, UsageError
 from topograph_slurm.fabric_view import FabricView, from_settings
 from topograph_slurm.model import names
@@ -82,18 +82,26 @@ def _node_order(hostlist: str | None, hostfile: str | None) -> list[str]:
 _JOB_KEYS = ("hostlist", "hostfile", "gpus_per_node", "tp", "pp", "cp", "ep", "rank_order")
 
 
-def _prepare(
-    ctx: click.Context, job_id: str | None, flags: dict[str, Any]
-) -> tuple[FabricView, list[str], int, ParallelLayout]:
-    """Settings, the fabric view, the node order, GPUs per node and the layout. A job id
-    gives the nodes in the order Slurm ranks them, GPUs per node and (from the filter's
-    record) the TP size, unless flags say otherwise."""
+def split_flags(
+    ctx: click.Context, flags: dict[str, Any]
+) -> tuple[Settings, str | None, dict[str, Any]]:
+    """The settings the fabric flags make, the --topology file, and the job flags."""
     job = {key: flags.pop(key) for key in _JOB_KEYS}
     topology = flags.pop("topology")
     rewrites = flags.pop("rewrites")
     settings = override(
         load_settings(ctx.obj["config_file"]), rewrites=parse_rewrites(rewrites), **flags
     )
+    return settings, topology, job
+
+
+def prepare_job(
+    ctx: click.Context, job_id: str | None, flags: dict[str, Any]
+) -> tuple[FabricView, list[str], int, ParallelLayout]:
+    """Settings, the fabric view, the node order, GPUs per node and the layout. A job id
+    gives the nodes in the order Slurm ranks them, GPUs per node and (from the filter's
+    record) the TP size, unless flags say otherwise."""
+    settings, topology, job = split_flags(ctx, flags)
     slurm_job = _slurm_job(job_id) if job_id else None
     view = from_settings(settings, topology, warn, running=slurm_job is not None)
     if slurm_job is not None and not (job["hostlist"] or job["hostfile"]):
@@ -148,7 +156,7 @@ def explain(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: A
     from topograph_slurm.render.placement import render_explanation
     from topograph_slurm.topology.explain import explain as explain_job
 
-    view, order, gpus, layout = _prepare(ctx, job_id, flags)
+    view, order, gpus, layout = prepare_job(ctx, job_id, flags)
     result = explain_job(layout, order, gpus, view.fmap, view.facts)
     env = environment(None)
     click.echo(render_explanation(env, result, "json" if as_json else "text"), nl=False)
@@ -188,7 +196,7 @@ def order(ctx: click.Context, /, job_id: str | None, fmt: str, **flags: Any) -> 
     from topograph_slurm.topology.explain import explain as explain_job
     from topograph_slurm.topology.order import best_order
 
-    view, given, gpus, layout = _prepare(ctx, job_id, flags)
+    view, given, gpus, layout = prepare_job(ctx, job_id, flags)
     unhealthy = set(view.facts.problems) if view.facts else set()
     chosen = best_order(layout, given, gpus, view.fmap, unhealthy)
     result = explain_job(layout, chosen.nodes, gpus, view.fmap, view.facts)

@@ -69,31 +69,35 @@ def nodes_behind(tree: Tree, rails: Mapping[str, list[tuple[str, str]]]) -> Reac
 def degraded_links(
     fabric: Fabric, switch_names: Mapping[str, str], reach: Callable[[], Reach] | None = None
 ) -> list[Finding]:
-    """Links narrower or slower than the fabric's most common width and speed.
+    """Links narrower or slower than the fabric's most common width and speed. *reach*
+    (called only when a link is slow, see :func:`nodes_behind`) fills each finding's
+    ``nodes``: the nodes below the link's lower end."""
+    norm, slow = below_norm(fabric)
+    if not slow:
+        return []
+    behind = reach() if reach is not None else {}
+    findings = [_degraded(fabric, switch_names, link, "".join(norm), behind) for link in slow]
+    return sorted(findings, key=lambda finding: finding.subject)
+
+
+def below_norm(fabric: Fabric) -> tuple[tuple[str, str], list[Link]]:
+    """The fabric's norm rate and every link below it (none when the fabric has one rate).
 
     Rates are judged once per distinct (width, speed) pair, not per link: a 16k-node fabric has
-    400k links but a handful of rates. *reach* (called only when a link is slow, see
-    :func:`nodes_behind`) fills each finding's ``nodes``: the nodes below the link's lower end.
+    400k links but a handful of rates.
     """
     links = fabric.links
     if len(set(links.width)) <= 1 and len(set(links.speed)) <= 1:
-        return []  # one rate throughout, the usual fabric: two set passes, no pairs counted
+        return ("", ""), []  # one rate throughout, the usual fabric: two set passes, no pairs
     rates = Counter(zip(links.width, links.speed, strict=True))
     norm = rate_norm(rates)
     if norm is None:
-        return []
-    norm_width, norm_speed = norm
+        return ("", ""), []
     slow = {rate for rate in rates if is_below(rate, norm)}
     if not slow:
-        return []
+        return norm, []
     is_slow = map(slow.__contains__, zip(links.width, links.speed, strict=True))
-    slow_rows = compress(range(len(links)), is_slow)
-    behind = reach() if reach is not None else {}
-    findings = [
-        _degraded(fabric, switch_names, links[row], norm_width + norm_speed, behind)
-        for row in slow_rows
-    ]
-    return sorted(findings, key=lambda finding: finding.subject)
+    return norm, [links[row] for row in compress(range(len(links)), is_slow)]
 
 
 def _degraded(
