@@ -358,7 +358,7 @@ def _finish(st: State) -> None:
     fab = st.fabric
     if not fab.switches and not fab.cas:
         raise ParseError("no InfiniBand devices found (not ibnetdiscover output?)", None, st.source)
-    _one_cable_per_port(st)
+    one_cable_per_port(st)
     _check_last_block(st)
     _both_ends_listed(st)
     fab.links = build_links(st.cables)
@@ -396,7 +396,7 @@ def _line_of(st: State, key: tuple[str, int, str, int]) -> int:
     return st.from_a.get(key) or st.from_b[key]
 
 
-def _one_cable_per_port(st: State) -> None:
+def one_cable_per_port(st: State) -> None:
     """A port is one end of one cable: a second cable claimed for it contradicts the first."""
     owner: dict[tuple[str, int], tuple[str, int, str, int]] = {}
     for key in st.cables:
