@@ -175,6 +175,14 @@ def test_the_shrink_guard_counts_a_huge_old_hostlist_without_expanding_it(tmp_pa
     assert "20000000 to 4" in assert_refused(result, Exit.REFUSED)
 
 
+def test_a_huge_simulated_fabric_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    """``--sim nodes=100000000`` would write gigabytes of dump text for minutes first."""
+    target = tmp_path / "topology.conf"
+    result = invoke(["generate", "--sim", "nodes=100000000,tiers=3", "-o", str(target)])
+    assert "nodes must be <= 65,536" in assert_refused(result, Exit.USAGE)
+    assert not target.exists()
+
+
 def _manifest(results: object) -> str:
     return json.dumps({"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "results": results})
 
@@ -250,10 +258,10 @@ NASTY = st.text(
     max_size=40,
 ) | st.sampled_from(["", "-", "0", "-1", "nan", "inf", "1e999", "9" * 5000, "n[1-99999999]"])
 
-#: value flags of `generate`, except --sim (its size is not bounded yet) and the -o target;
-#: path flags only get names inside the scratch directory
+#: value flags of `generate`, except the -o target; path flags only get names inside the
+#: scratch directory
 VALUE_FLAGS = [
-    "--node-name-map", "--rewrite", "--hcas", "--slurm-nodes", "--format", "--shrink-limit",
+    "--sim", "--node-name-map", "--rewrite", "--hcas", "--slurm-nodes", "--format", "--shrink-limit",
     "--report-format", "--max-tiers", "--slurm-version", "--block-sizes", "--templates",
     "--block-source", "--nvlink-unhealthy", "--block-name-pattern", "--layout", "--yaml-default",
     "--ufm-timeout", "--ibnetdiscover", "--snapshot",

@@ -96,7 +96,8 @@ _FABRIC_OPTIONS = [
     click.option(
         "--sim",
         metavar="SPEC",
-        help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo'.",
+        help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo' "
+        "(at most 65,536 nodes, su at most 127).",
     ),
     click.option(
         "--node-name-map", metavar="FILE", help='OpenSM node-name map: 0x<guid> "<name>" per line.'
