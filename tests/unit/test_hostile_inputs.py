@@ -183,6 +183,17 @@ def test_a_huge_simulated_fabric_is_refused_before_it_is_built(tmp_path: Path) -
     assert not target.exists()
 
 
+def test_a_rewrite_that_backtracks_catastrophically_ends_the_run_with_one_error(
+    tmp_path: Path,
+) -> None:
+    """Node names of 31 a's: ``(a|aa|aaa)+b`` backtracks exponentially on each description."""
+    target = tmp_path / "topology.conf"
+    sim = "nodes=2,su=2,rails=1,prefix=" + "a" * 31
+    result = invoke(["generate", "--sim", sim, "--rewrite", "(a|aa|aaa)+b=>x", "-o", str(target)])
+    assert "backtracks catastrophically" in assert_refused(result, Exit.CONFIG)
+    assert not target.exists()
+
+
 def _manifest(results: object) -> str:
     return json.dumps({"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "results": results})
 
@@ -212,7 +223,8 @@ def test_a_non_utf8_config_is_exit_5_naming_the_file(tmp_path: Path) -> None:
 
 def test_an_invalid_group_reference_in_a_rewrite_is_a_usage_error() -> None:
     result = invoke(["generate", "--sim", TINY, "--rewrite", r"x=>\9"])
-    assert "invalid group reference 9" in assert_refused(result, Exit.USAGE)
+    line = assert_refused(result, Exit.USAGE)
+    assert "invalid rewrite replacement '\\\\9': invalid group reference" in line
 
 
 # --------------------------------------------------------------------------- usage errors
