@@ -273,10 +273,10 @@ NASTY = st.text(
 #: value flags of `generate`, except the -o target; path flags only get names inside the
 #: scratch directory
 VALUE_FLAGS = [
-    "--sim", "--node-name-map", "--rewrite", "--hcas", "--slurm-nodes", "--format", "--shrink-limit",
-    "--report-format", "--max-tiers", "--slurm-version", "--block-sizes", "--templates",
-    "--block-source", "--nvlink-unhealthy", "--block-name-pattern", "--layout", "--yaml-default",
-    "--ufm-timeout", "--ibnetdiscover", "--snapshot",
+    "--sim", "--node-name-map", "--rewrite", "--hcas", "--slurm-nodes", "--format",
+    "--shrink-limit", "--report-format", "--max-tiers", "--slurm-version", "--block-sizes",
+    "--templates", "--block-source", "--nvlink-unhealthy", "--block-name-pattern", "--layout",
+    "--yaml-default", "--ufm-timeout", "--ibnetdiscover", "--snapshot",
 ]  # fmt: skip
 PATH_FLAGS = {"--node-name-map", "--templates", "--layout", "--ibnetdiscover", "--snapshot"}
 SAFE_NAME = st.text(st.characters(codec="utf-8", exclude_characters="/\x00"), min_size=1).filter(

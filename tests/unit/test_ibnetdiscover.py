@@ -205,7 +205,6 @@ def test_ports_format() -> None:
     assert "2 port(s)" in fab.notes[0].message
 
 
-
 def test_ports_format_excerpt_that_gives_a_port_two_cables_is_refused() -> None:
     """The exporter's curated HDR excerpt cables the aggregation node's port 1 to the leaf
     (line 1) and to a spine (line 5): lines picked from two captures. Without line 5 it reads,
@@ -738,7 +737,9 @@ def test_ports_format_a_port_given_two_cables_is_an_error_naming_both_lines() ->
     port 10 to another HCA than the HCA's line does (a spliced report, a moved cable)."""
     hca = "CA 134 1 0x7cfe9003003b4bde 4x EDR - SW 1719 10 0x7cfe9003009ce5b0 ( 'o1' - 's' )\n"
     moved = "SW 1719 10 0x7cfe9003009ce5b0 4x EDR - CA 133 1 0x7cfe9003003b4b96 ( 's' - 'o2' )\n"
-    both_ends = hca + "SW 1719 10 0x7cfe9003009ce5b0 4x EDR - CA 134 1 0x7cfe9003003b4bde ( 's' - 'o1' )\n"
+    both_ends = (
+        hca + "SW 1719 10 0x7cfe9003009ce5b0 4x EDR - CA 134 1 0x7cfe9003003b4bde ( 's' - 'o1' )\n"
+    )
     assert len(parse_ibnetdiscover(both_ends).links) == 1
     with pytest.raises(ParseError, match=r"port 7cfe9003009ce5b0\[10\] is given two cables") as err:
         parse_ibnetdiscover("# a -p report\n" + hca + moved)

@@ -384,7 +384,17 @@ def test_ufm_speed(raw: object, width: str, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("raw", "width"), [("4x", "4x"), ("4X", "4x"), ("x2", "2x"), ("1", "1x"), ("N/A", "???")]
+    ("raw", "width"),
+    [
+        ("4x", "4x"),
+        ("4X", "4x"),
+        ("x2", "2x"),
+        ("1", "1x"),
+        ("N/A", "???"),
+        ("\u0664x", "???"),
+        ("\u00b2x", "???"),
+        ("9" * 5000, "???"),
+    ],
 )
 def test_ufm_width(raw: str, width: str) -> None:
     assert ufm_width(raw) == width

@@ -190,6 +190,11 @@ BAD_FIELDS = [
     ("unhealthy_ports", "Condition", '[["HIGH_BER"]]', "expected string, got list"),
     ("ports", "active_speed", "1e400", "out of range"),
     ("ports", "guid", '"not-hex"', "bad GUID 'not-hex'"),
+    ("ports", "guid", '"00_02c9"', "bad GUID '00_02c9'"),
+    ("ports", "guid", '"\u0663"', "bad GUID '\u0663'"),
+    ("ports", "number", '"\u00b2"', "bad port number '\u00b2'"),
+    ("links", "source_port", '"\u0664"', "bad port number '\u0664'"),
+    ("links", "source_port", '"' + "9" * 5000 + '"', "bad port number '999"),
 ]
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TextIO
 
 from topograph_slurm.errors import UsageError
+from topograph_slurm.model.numbers import natural
 
 OUI = "0002c9"  # Mellanox; leading zeros exercise ibnetdiscover's unpadded "(portguid)"
 STORAGE_OUI = "b83fd2"  # another Mellanox OUI: the storage fabric's GUIDs never meet compute's
@@ -112,8 +113,9 @@ class SimSpec:
         """0-based index of the ``disagree`` node, or None."""
         if not self.disagree:
             return None
-        if self.disagree.isdigit():
-            return int(self.disagree) - 1
+        index = natural(self.disagree)
+        if index is not None:
+            return index - 1
         for i in range(self.nodes):
             if self.node_name(i) == self.disagree:
                 return i

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from topograph_slurm.errors import ParseError
 from topograph_slurm.model.fabric import Ca, Fabric, Note, Switch, normalize_guid
+from topograph_slurm.model.numbers import natural
 from topograph_slurm.model.rates import KNOWN_SPEEDS
 from topograph_slurm.sources.ibnetdiscover.links import Cables, build_links, slower_token
 
@@ -330,11 +331,10 @@ def _ca_header(st: State, line: str, lineno: int) -> None:
 
 def parse_lid(text: str) -> int | None:
     """A LID's value; LID 0 and 65535 (0xffff, permissive/unassigned) mean "no LID" (None).
-    ValueError above 65535, checked on the digits first (int() refuses thousands of them)."""
-    digits = text.lstrip("0") or "0"
-    if len(digits) > 5 or int(digits) > MAX_LID:
+    ValueError above 65535 or when not ASCII digits (``\\d`` matches ``٤`` too)."""
+    lid = natural(text.lstrip("0") or "0")
+    if lid is None or lid > MAX_LID:
         raise ValueError(f"LID {_shown(text)} out of range (0-{MAX_LID})")
-    lid = int(digits)
     return None if lid in (0, MAX_LID) else lid
 
 

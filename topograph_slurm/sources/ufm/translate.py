@@ -34,6 +34,7 @@ from typing import Any, TypeVar, cast
 from topograph_slurm.errors import ParseError
 from topograph_slurm.model import rates
 from topograph_slurm.model.fabric import Ca, Fabric, Links, Note, Switch, normalize_guid
+from topograph_slurm.model.numbers import natural
 from topograph_slurm.sources.ufm import schema
 from topograph_slurm.sources.ufm.responses import UfmResponses
 from topograph_slurm.sources.ufm.schema import decode_list
@@ -89,7 +90,7 @@ def ufm_width(text: object) -> str:
     """``4x`` / ``4X`` / ``x4`` / ``4`` → ``4x``; unknown → ``???`` (as ibnetdiscover prints)."""
     raw = str(text if text is not None else "").strip().lower()
     digits = raw.strip("x")
-    return f"{int(digits)}x" if digits.isdigit() else "???"
+    return f"{int(digits)}x" if rates.LANE_COUNT.fullmatch(digits) else "???"
 
 
 #: A port's rate as ibnetdiscover prints it, (width, speed): ``("4x", "HDR")``.
@@ -217,7 +218,7 @@ def _normal(
 
 def _lid(value: int | str | None) -> int | None:
     if isinstance(value, str):
-        value = int(value) if value.strip().isdigit() else None
+        value = natural(value)
     return None if value is None or value in (0, 0xFFFF) or value > 0xFFFF else value
 
 
@@ -306,10 +307,11 @@ def _port_identities(
             raise ParseError(
                 "missing field 'number' (not a UFM response?)", None, where.format(row=row)
             )
-        if not str(number).strip().isdigit() or int(number) > 255:
+        value = number if type(number) is int else natural(str(number))
+        if value is None or value > 255:
             where = where.format(row=row)
-            raise ParseError(f"field 'number': bad port number {number!r}", None, where)
-        numbers[row] = int(number)
+            raise ParseError(f"field 'number': bad port number {_shown(number)}", None, where)
+        numbers[row] = value
 
 
 def _port_rates(ports: list[schema.Port]) -> list[Rate]:
@@ -425,14 +427,20 @@ def _ints(values: list[int | str], where: str, name: str) -> list[int]:
     table = {value: _port_number(value) for value in set(values)}
     if None in table.values():
         bad = next(value for value, number in table.items() if number is None)
-        row = values.index(bad)
-        raise ParseError(f"field {name!r}: bad port number {bad!r}", None, where.format(row=row))
+        where = where.format(row=values.index(bad))
+        raise ParseError(f"field {name!r}: bad port number {_shown(bad)}", None, where)
     return list(map(table.__getitem__, values))  # type: ignore[arg-type]
 
 
+def _shown(value: object) -> str:
+    """A bad value for a message: quoted, at most 40 characters of it."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:36] + "...'"
+
+
 def _port_number(value: int | str) -> int | None:
-    number = int(value) if isinstance(value, int) or value.strip().isdigit() else 256
-    return number if number <= 255 else None
+    number = value if isinstance(value, int) else natural(value)
+    return number if number is not None and number <= 255 else None
 
 
 def _cable_rate(st: _Build, width: str, pa: Rate | None, pb: Rate | None, ends: CableKey) -> Rate:
@@ -502,8 +510,9 @@ def _add_port_only_cables(
 
 def _peer(value: str | None, guids: dict[str, str]) -> tuple[str, int] | None:
     """``<guid>_<port>`` → (guid, port); ``N/A``, empty or odd values → None."""
-    text, sep, number = (value or "").strip().rpartition("_")
-    if not sep or not number.isdigit() or int(number) > 255:
+    text, sep, digits = (value or "").strip().rpartition("_")
+    number = natural(digits) if sep else None
+    if number is None or number > 255:
         return None
     guid = guids.get(text)
     if guid is None:
@@ -512,7 +521,7 @@ def _peer(value: str | None, guids: dict[str, str]) -> tuple[str, int] | None:
         except ValueError:
             return None
         guid = guids[text] = guids.setdefault(guid, guid)
-    return guid, int(number)
+    return guid, number
 
 
 def _add_described_device(
