@@ -37,7 +37,7 @@ from topograph_slurm.model.fabric import Ca, Fabric, Links, Note, Switch, normal
 from topograph_slurm.model.numbers import natural
 from topograph_slurm.sources.ufm import schema
 from topograph_slurm.sources.ufm.responses import UfmResponses
-from topograph_slurm.sources.ufm.schema import decode_list
+from topograph_slurm.sources.ufm.schema import JsonText, decode_list
 
 T = TypeVar("T")
 
@@ -128,6 +128,7 @@ class _Build:
     ARCHITECTURE.md)."""
 
     source: str
+    responses: UfmResponses
     systems: dict[str, _System] = field(default_factory=dict)
     guids: dict[str, str] = field(default_factory=dict)
     rates: dict[tuple[str, int], Rate] = field(default_factory=dict)  # port → its rate
@@ -151,7 +152,7 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     columns): a 16,384-node fabric has ~800k ports and ~400k links, and Python code per record
     cost several times the decoding (benchmarks/PERFORMANCE.md, "UFM path").
     """
-    st = _Build(source or responses.url or "ufm")
+    st = _Build(source or responses.url or "ufm", responses)
     st.fabric.source = st.source
     st.systems = {system.guid: system for system in _systems(responses.systems, st.source)}
     st.records = _decode(responses.ports, st.source, "ports", schema.Port)
@@ -177,8 +178,18 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     return st.fabric
 
 
-def _decode(text: str, source: str, key: str, item: type[T]) -> list[T]:
+def _decode(text: JsonText, source: str, key: str, item: type[T]) -> list[T]:
     return decode_list(text, f"{source}/{key}", item)
+
+
+def _peers(st: _Build) -> list[schema.PortPeer]:
+    """The ports' rarely needed fields, decoded from the answer once one is needed."""
+    return _decode(st.responses.ports, st.source, "ports", schema.PortPeer)
+
+
+def _link_ends(st: _Build) -> list[schema.LinkEnds]:
+    """The links' rarely needed fields, decoded from the answer once one is needed."""
+    return _decode(st.responses.links, st.source, "links", schema.LinkEnds)
 
 
 def _guid(value: str, where: str) -> str:
@@ -229,7 +240,7 @@ def _by_value(values: list[Any], convert: Callable[[Any], Any]) -> list[Any]:
     return list(map(table.__getitem__, values))
 
 
-def _systems(text: str, source: str) -> list[_System]:
+def _systems(text: JsonText, source: str) -> list[_System]:
     """The systems of a ``resources/systems`` answer, in answer order."""
     entries = _decode(text, source, "systems", schema.System)
     return [_system(entry, f"{source}/systems[{i}]") for i, entry in enumerate(entries)]
@@ -251,7 +262,7 @@ def _read_ports(st: _Build) -> None:
     ports, where = st.records, f"{st.source}/ports[{{row}}]"
     texts, numbers = _column(ports, "guid"), _column(ports, "number")
     if not all(texts) or not set(map(type, numbers)) <= {int}:
-        _port_identities(ports, texts, numbers, where)
+        _port_identities(_peers(st), texts, numbers, where)
     guids = _normal(st, texts, where, "guid")
     systems = _normal(st, _column(ports, "systemID"), where, "systemID", optional=True)
     if None in systems:
@@ -289,21 +300,22 @@ def _read_ports(st: _Build) -> None:
 
 
 def _port_identities(
-    ports: list[schema.Port], texts: list[str | None], numbers: list[Any], where: str
+    peers: list[schema.PortPeer], texts: list[str | None], numbers: list[Any], where: str
 ) -> None:
     """Fill in the GUID text and port number of ports that lack one, from their name
     (``<guid>_<port>``); a port number given as text becomes a number."""
-    for row, port in enumerate(ports):
+    for row, port in enumerate(peers):
         if texts[row] and type(numbers[row]) is int:
             continue
         name = port.name or ""
-        texts[row] = port.guid or name.rpartition("_")[0]
+        texts[row] = texts[row] or name.rpartition("_")[0]
         if not texts[row]:
             raise ParseError(
                 "missing field 'guid' (not a UFM response?)", None, where.format(row=row)
             )
-        number = port.number if port.number is not None else name.rpartition("_")[2]
-        if port.number is None and ("_" not in name or not number):
+        given = numbers[row]
+        number = given if given is not None else name.rpartition("_")[2]
+        if given is None and ("_" not in name or not number):
             raise ParseError(
                 "missing field 'number' (not a UFM response?)", None, where.format(row=row)
             )
@@ -408,7 +420,7 @@ def _read_links(
     cable_rates = cast(list[Rate], rate_a)  # now every row's cable rate
     devices = st.fabric.switches.keys() | st.fabric.cas.keys()
     if not devices.issuperset(a) or not devices.issuperset(b):
-        for row, link in enumerate(links):
+        for row, link in enumerate(_link_ends(st)):
             if a[row] not in devices or b[row] not in devices:
                 ends = (a[row], ap[row], b[row], bp[row])
                 _add_link_ends(st, link, ends, where.format(row=row), devices)
@@ -460,7 +472,7 @@ def _cable_rate(st: _Build, width: str, pa: Rate | None, pb: Rate | None, ends: 
 
 
 def _add_link_ends(
-    st: _Build, link: schema.Link, ends: CableKey, where: str, devices: set[str]
+    st: _Build, link: schema.LinkEnds, ends: CableKey, where: str, devices: set[str]
 ) -> None:
     a, ap, b, bp = ends
     if a not in devices:
@@ -483,8 +495,9 @@ def _add_port_only_cables(
     added = 0
     unlinked = st.rates.keys() - linked
     rows = dict(zip(st.keys, range(len(st.keys)), strict=True)) if unlinked else {}
+    peers = _peers(st) if unlinked else []
     for guid, number in sorted(unlinked):
-        port = st.records[rows[guid, number]]
+        port = peers[rows[guid, number]]
         peer = _peer(port.peer, st.guids)
         if peer is None:
             continue
