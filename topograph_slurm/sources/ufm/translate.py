@@ -28,6 +28,7 @@ import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import compress
 from typing import Any, TypeVar, cast
 
@@ -35,6 +36,7 @@ from topograph_slurm.errors import ParseError
 from topograph_slurm.model import rates
 from topograph_slurm.model.fabric import Ca, Fabric, Links, Note, Switch, normalize_guid
 from topograph_slurm.model.numbers import natural
+from topograph_slurm.sources.ibnetdiscover import fork
 from topograph_slurm.sources.ufm import schema
 from topograph_slurm.sources.ufm.responses import UfmResponses
 from topograph_slurm.sources.ufm.schema import JsonText, decode_list
@@ -155,9 +157,15 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     st = _Build(source or responses.url or "ufm", responses)
     st.fabric.source = st.source
     st.systems = {system.guid: system for system in _systems(responses.systems, st.source)}
-    st.records = _decode(responses.ports, st.source, "ports", schema.Port)
-    _read_ports(st)
-    cables, linked = _read_links(st, _decode(responses.links, st.source, "links", schema.Link))
+    links = _links_in_background(responses.links, st.source)
+    try:
+        st.records = _decode(responses.ports, st.source, "ports", schema.Port)
+        _read_ports(st)
+        st.records = []
+        cables, linked = _read_links(st, links.result())
+    except BaseException:
+        links.cancel()
+        raise
     _add_port_only_cables(st, cables, linked)
     st.fabric.links = _columns(cables)
     _note_isolated(st)
@@ -204,11 +212,11 @@ def _column(records: Sequence[object], name: str) -> list[Any]:
 
 
 def _normal(
-    st: _Build, texts: list[str | None], where: str, name: str, optional: bool = False
+    cache: dict[str, str], texts: list[str | None], where: str, name: str, optional: bool = False
 ) -> list[str]:
-    """GUID texts in normal form, each GUID one string object; a missing one (``None``, empty)
-    stays None where *optional*, else is an error. *where* is formatted with the bad row."""
-    cache = st.guids
+    """GUID texts in normal form, each GUID one string object (*cache*: text → normal form);
+    a missing one (``None``, empty) stays None where *optional*, else is an error. *where* is
+    formatted with the bad row."""
     new = cast(set[str], set(texts).difference(cache, (None, "")))
     if _CANONICAL.fullmatch("\n".join(new)):  # the common case: UFM's own form, checked at once
         cache.update(zip(new, new, strict=True))
@@ -263,8 +271,8 @@ def _read_ports(st: _Build) -> None:
     texts, numbers = _column(ports, "guid"), _column(ports, "number")
     if not all(texts) or not set(map(type, numbers)) <= {int}:
         _port_identities(_peers(st), texts, numbers, where)
-    guids = _normal(st, texts, where, "guid")
-    systems = _normal(st, _column(ports, "systemID"), where, "systemID", optional=True)
+    guids = _normal(st.guids, texts, where, "guid")
+    systems = _normal(st.guids, _column(ports, "systemID"), where, "systemID", optional=True)
     if None in systems:
         systems = [system or guid for system, guid in zip(systems, guids, strict=True)]
     keys = list(zip(guids, numbers, strict=True))
@@ -397,17 +405,65 @@ def _is_guid_text(name: str, *guids: str) -> bool:
         return False
 
 
+@dataclass(slots=True)
+class _LinkColumns:
+    """Every link's ends (GUIDs in normal form, port numbers) and width, a column each: what
+    a forked child reads from the links answer while the parent reads the ports. It travels
+    back pickled compactly: GUIDs newline-joined (16 hex digits each), ports as bytes."""
+
+    a: list[str]
+    a_port: list[int]
+    b: list[str]
+    b_port: list[int]
+    widths: list[str]
+
+    def __getstate__(self) -> tuple[str, bytes, str, bytes, list[str]]:
+        a, b = "\n".join(self.a), "\n".join(self.b)
+        return a, bytes(self.a_port), b, bytes(self.b_port), self.widths
+
+    def __setstate__(self, state: tuple[str, bytes, str, bytes, list[str]]) -> None:
+        a, a_port, b, b_port, self.widths = state
+        self.a, self.b = a.split("\n") if a else [], b.split("\n") if b else []
+        self.a_port, self.b_port = list(a_port), list(b_port)
+
+
+#: Links answers from this size (8 MB, ~130k links) on are read by a forked child
+#: (benchmarks/PERFORMANCE.md, "UFM path"); below, the fork costs more than it saves.
+_FORK_AT = 1 << 23
+
+
+def _links_in_background(text: JsonText, source: str) -> fork.Pending[_LinkColumns]:
+    """:func:`_link_columns` of a large links answer in a forked child (when a CPU is free;
+    else, and whenever the child fails, computed here when asked for: a bad answer raises
+    its ParseError from here, after any error in the ports)."""
+    compute = partial(_link_columns, text, source)
+    return fork.in_background(compute) if len(text) >= _FORK_AT else fork.Pending(compute)
+
+
+def _link_columns(text: JsonText, source: str) -> _LinkColumns:
+    """The links answer decoded and its columns checked: GUIDs, port numbers, widths."""
+    links = _decode(text, source, "links", schema.Link)
+    where = f"{source}/links[{{row}}]"
+    guids: dict[str, str] = {}
+    return _LinkColumns(
+        _normal(guids, _column(links, "source_guid"), where, "source_guid"),
+        _ints(_column(links, "source_port"), where, "source_port"),
+        _normal(guids, _column(links, "destination_guid"), where, "destination_guid"),
+        _ints(_column(links, "destination_port"), where, "destination_port"),
+        _by_value(_column(links, "width"), ufm_width),
+    )
+
+
 def _read_links(
-    st: _Build, links: list[schema.Link]
+    st: _Build, links: _LinkColumns
 ) -> tuple[dict[CableKey, Rate], set[tuple[str, int]]]:
     """Every cable once (the first record of a cable wins), ends in canonical order, at the
-    slower rate of its two ports; and every port a link names."""
+    slower rate of its two ports; and every port a link names. Each end is the very string
+    that keys its device (``st.guids``), as the ports' are."""
     where = f"{st.source}/links[{{row}}]"
-    a = _normal(st, _column(links, "source_guid"), where, "source_guid")
-    b = _normal(st, _column(links, "destination_guid"), where, "destination_guid")
-    ap = _ints(_column(links, "source_port"), where, "source_port")
-    bp = _ints(_column(links, "destination_port"), where, "destination_port")
-    widths = _by_value(_column(links, "width"), ufm_width)
+    intern = st.guids.setdefault
+    a, b = list(map(intern, links.a, links.a)), list(map(intern, links.b, links.b))
+    ap, bp, widths = links.a_port, links.b_port, links.widths
     ends_a, ends_b = list(zip(a, ap, strict=True)), list(zip(b, bp, strict=True))
     rate_a, rate_b = list(map(st.rates.get, ends_a)), list(map(st.rates.get, ends_b))
     complete = {rate for rate in set(st.rates.values()) if rate[0] != rates.UNKNOWN}
