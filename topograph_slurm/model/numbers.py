@@ -8,14 +8,14 @@ Every reader of a number from outside asks :func:`natural` instead.
 
 from __future__ import annotations
 
-import re
-
-#: Plain ASCII digits, few enough that no source's number (a 64-bit counter at most) is cut.
-_DIGITS = re.compile(r"\s*([0-9]{1,20})\s*")
+#: Most digits read: a 64-bit counter has 20; ``int`` of thousands would be slow or refused.
+MAX_DIGITS = 20
 
 
 def natural(text: str) -> int | None:
     """*text* as a non-negative integer when it is 1-20 ASCII digits (blanks around them
-    allowed), else None."""
-    m = _DIGITS.fullmatch(text)
-    return int(m.group(1)) if m else None
+    allowed), else None. (``isascii`` and ``isdigit`` together are exactly 0-9, and cheaper
+    than a regular expression: LIDs and ports are read by the hundred thousand.)"""
+    digits = text.strip()
+    ok = digits.isascii() and digits.isdigit() and len(digits) <= MAX_DIGITS
+    return int(digits) if ok else None

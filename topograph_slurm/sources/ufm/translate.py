@@ -288,23 +288,35 @@ def _read_ports(st: _Build) -> None:
     switches = _devices(list(compress(order, is_switch)), guids, numbers, lids)
     cas = _devices(list(compress(order, map(operator.not_, is_switch))), guids, numbers, None)
     fab = st.fabric
-    for guid in sorted(switches.low.keys() | cas.low.keys()):
-        row, ca_row = switches.low.get(guid), cas.low.get(guid)
-        if row is not None and _AGGREGATION.search(descriptions[row]):
-            # A SHARP aggregation node sits inside a switch (UFM may file its port there) but
-            # is a CA: were it a switch it would share the switch's name and rename both.
-            nports = max(switches.high[guid], cas.high.get(guid, 0))
-            fab.cas[guid] = Ca(guid, descriptions[row if ca_row is None else ca_row], nports)
-            continue
-        if row is not None:
-            desc = _switch_description(st, systems[row], guid)
-            fab.switches[guid] = Switch(guid, desc, switches.high[guid], switches.lid.get(guid))
-        if ca_row is not None:
-            fab.cas[guid] = Ca(guid, descriptions[ca_row], cas.high[guid])
+    # A SHARP aggregation node sits inside a switch (UFM may file its port there) but is a
+    # CA: were it a switch it would share the switch's name and rename both.
+    aggregation = {
+        guid for guid, row in switches.low.items() if _AGGREGATION.search(descriptions[row])
+    }
+    for guid in sorted(switches.low.keys() - aggregation):
+        desc = _switch_description(st, systems[switches.low[guid]], guid)
+        fab.switches[guid] = Switch(guid, desc, switches.high[guid], switches.lid.get(guid))
+    fab.cas.update(_cas(cas, switches, aggregation, descriptions))
     with_ports = set(systems)
     for guid, sys in st.systems.items():
         if sys.type == "switch" and guid not in with_ports and fab.kind_of(guid) is None:
             fab.switches[guid] = Switch(guid, _switch_description(st, guid, guid), 0, None)
+
+
+def _cas(
+    cas: _Devices, switches: _Devices, aggregation: set[str], descriptions: list[str]
+) -> dict[str, Ca]:
+    """One Ca per CA GUID in GUID order, a column at a time (a 16,384-node fabric has 131k):
+    described by its lowest port, as many ports as its highest. An aggregation node filed
+    among switch ports takes its CA port's description if it has one, and the highest port
+    of either kind."""
+    low, high = cas.low, cas.high
+    if aggregation:
+        low = low | {guid: low.get(guid, switches.low[guid]) for guid in aggregation}
+        high = high | {guid: max(switches.high[guid], high.get(guid, 0)) for guid in aggregation}
+    guids = sorted(low)
+    texts = map(descriptions.__getitem__, map(low.__getitem__, guids))
+    return dict(zip(guids, map(Ca, guids, texts, map(high.__getitem__, guids)), strict=True))
 
 
 def _port_identities(
