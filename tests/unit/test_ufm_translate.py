@@ -354,7 +354,7 @@ def test_any_value_in_any_field_is_a_fabric_or_one_parse_error(
 
 
 # --------------------------------------------------------------------------------------------
-# The links answer read by a forked child
+# The port rates and the links read by a forked child
 
 
 def _fabric_state(fabric: Fabric) -> tuple[object, ...]:
@@ -362,12 +362,13 @@ def _fabric_state(fabric: Fabric) -> tuple[object, ...]:
 
 
 @pytest.mark.skipif(not translate_fork.spare_cpu(), reason="needs a second CPU to fork onto")
-def test_links_read_by_a_forked_child_give_the_same_fabric(
+def test_rates_and_links_read_by_a_forked_child_give_the_same_fabric(
     small: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A large links answer is decoded by a forked child while the ports are read; the Fabric
-    is the same, and every cable end is still the very string that keys its device."""
-    responses = _with_field(small, "links", "severity", '"Info"')
+    """Large answers have their port rates and links decoded by a forked child while the
+    ports' devices are read; the Fabric is the same (a degraded port and the mismatch note
+    included), and every cable end is still the very string that keys its device."""
+    responses = _with_field(small, "ports", "active_width", '"1x"')
     here = fabric_from_ufm(responses)
     children: list[int | None] = []
     start = translate_fork.in_background
@@ -382,6 +383,7 @@ def test_links_read_by_a_forked_child_give_the_same_fabric(
     forked = fabric_from_ufm(responses)
     assert children and children[0] is not None, "the links were not read by a child"
     assert _fabric_state(forked) == _fabric_state(here)
+    assert [note.kind for note in forked.notes] == ["link-mismatch"]
     devices = {guid: guid for guid in [*forked.switches, *forked.cas]}
     assert all(end is devices[end] for end in [*forked.links.a, *forked.links.b])
 
@@ -397,6 +399,17 @@ def test_a_bad_links_answer_read_in_the_child_is_the_same_error_after_the_ports(
         fabric_from_ufm(bad_links)
     with pytest.raises(ParseError, match=r"ufm/ports\[0\]: entry is a JSON null"):
         fabric_from_ufm(dataclasses.replace(bad_links, ports="[null]"))
+    bad_rate = _with_field(small, "ports", "active_speed", "1e400")
+    with pytest.raises(ParseError, match=r"ufm/ports\[0\]: field 'active_speed'.*out of range"):
+        fabric_from_ufm(bad_rate)
+
+
+def test_rates_travel_pickled_unchanged(small: dict[str, Any]) -> None:
+    ports = json.dumps(small["ports"])
+    read = translate._read_in_background(ports, json.dumps(small["links"]), "ufm")
+    back = pickle.loads(pickle.dumps(read))
+    assert back.rates == read.rates == translate._port_rates(ports, "ufm")
+    assert len(set(map(id, back.rates))) == len(set(back.rates)), "one tuple per rate"
 
 
 def test_link_columns_travel_pickled_unchanged(small: dict[str, Any]) -> None:

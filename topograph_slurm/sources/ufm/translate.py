@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import operator
 import re
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -157,14 +158,16 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     st = _Build(source or responses.url or "ufm", responses)
     st.fabric.source = st.source
     st.systems = {system.guid: system for system in _systems(responses.systems, st.source)}
-    links = _links_in_background(responses.links, st.source)
+    background = _in_background(responses, st.source)
     try:
         st.records = _decode(responses.ports, st.source, "ports", schema.Port)
         _read_ports(st)
         st.records = []
-        cables, linked = _read_links(st, links.result())
+        read = background.result()
+        st.rates = dict(zip(st.keys, read.rates, strict=True))
+        cables, linked = _read_links(st, read.links)
     except BaseException:
-        links.cancel()
+        background.cancel()
         raise
     _add_port_only_cables(st, cables, linked)
     st.fabric.links = _columns(cables)
@@ -276,7 +279,6 @@ def _read_ports(st: _Build) -> None:
     if None in systems:
         systems = [system or guid for system, guid in zip(systems, guids, strict=True)]
     keys = list(zip(guids, numbers, strict=True))
-    st.rates = dict(zip(keys, _port_rates(ports), strict=True))
     st.keys = keys
     descriptions = _column(ports, "node_description")
     if None in descriptions:
@@ -346,16 +348,19 @@ def _port_identities(
         numbers[row] = value
 
 
-def _port_rates(ports: list[schema.Port]) -> list[Rate]:
-    """Each port's (width, speed) as ibnetdiscover names them. A speed given as a number may
-    be a port rate, which needs the width; names (``HDR``) do not."""
-    widths = _by_value(_column(ports, "active_width"), ufm_width)
-    speeds = _column(ports, "active_speed")
-    if any(isinstance(speed, float | int) or _RATE_RE.match(speed or "") for speed in set(speeds)):
-        named = list(map(ufm_speed, speeds, widths))
-    else:
-        named = _by_value(speeds, ufm_speed)
-    return list(zip(widths, named, strict=True))
+def _port_rates(text: JsonText, source: str) -> list[Rate]:
+    """Each port's (width, speed) as ibnetdiscover names them, in answer order, worked out
+    once per distinct pair UFM sends (a speed given as a number may be a port rate, which
+    needs the width); every port of one rate shares one tuple."""
+    ports = _decode(text, source, "ports", schema.PortRate)
+    widths, speeds = _column(ports, "active_width"), _column(ports, "active_speed")
+    table = {pair: _rate(*pair) for pair in set(zip(widths, speeds, strict=True))}
+    return list(map(table.__getitem__, zip(widths, speeds, strict=True)))
+
+
+def _rate(width: object, speed: object) -> Rate:
+    named = ufm_width(width)
+    return named, ufm_speed(speed, named)
 
 
 def _switch_ports(st: _Build, systems: list[str]) -> list[bool]:
@@ -439,17 +444,44 @@ class _LinkColumns:
         self.a_port, self.b_port = list(a_port), list(b_port)
 
 
-#: Links answers from this size (8 MB, ~130k links) on are read by a forked child
-#: (benchmarks/PERFORMANCE.md, "UFM path"); below, the fork costs more than it saves.
+@dataclass(slots=True)
+class _Background:
+    """What a forked child reads while the parent reads the ports' devices: every port's rate
+    (rows in answer order) and the links' columns, the two things the cables need. Rates
+    travel back as a table of the distinct ones and an index per port."""
+
+    rates: list[Rate]
+    links: _LinkColumns
+
+    def __getstate__(self) -> tuple[list[Rate], bytes, _LinkColumns]:
+        table = list(dict.fromkeys(self.rates))
+        index = {rate: i for i, rate in enumerate(table)}
+        return table, array("I", map(index.__getitem__, self.rates)).tobytes(), self.links
+
+    def __setstate__(self, state: tuple[list[Rate], bytes, _LinkColumns]) -> None:
+        table, index, self.links = state
+        rows = array("I")
+        rows.frombytes(index)
+        self.rates = list(map(table.__getitem__, rows))
+
+
+#: Answers from this size on (ports and links together: 8 MB, ~15k ports) are read partly by
+#: a forked child (benchmarks/PERFORMANCE.md, "UFM path"); below, the fork costs more than
+#: it saves.
 _FORK_AT = 1 << 23
 
 
-def _links_in_background(text: JsonText, source: str) -> fork.Pending[_LinkColumns]:
-    """:func:`_link_columns` of a large links answer in a forked child (when a CPU is free;
-    else, and whenever the child fails, computed here when asked for: a bad answer raises
-    its ParseError from here, after any error in the ports)."""
-    compute = partial(_link_columns, text, source)
-    return fork.in_background(compute) if len(text) >= _FORK_AT else fork.Pending(compute)
+def _in_background(responses: UfmResponses, source: str) -> fork.Pending[_Background]:
+    """The port rates and the links of large answers in a forked child (when a CPU is free;
+    else, and whenever the child fails, computed here when asked for: a bad rate or link
+    raises its ParseError from here, after any error in the ports' other fields)."""
+    compute = partial(_read_in_background, responses.ports, responses.links, source)
+    big = len(responses.ports) + len(responses.links) >= _FORK_AT
+    return fork.in_background(compute) if big else fork.Pending(compute)
+
+
+def _read_in_background(ports: JsonText, links: JsonText, source: str) -> _Background:
+    return _Background(_port_rates(ports, source), _link_columns(links, source))
 
 
 def _link_columns(text: JsonText, source: str) -> _LinkColumns:
