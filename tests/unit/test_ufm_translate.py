@@ -424,3 +424,15 @@ def test_link_columns_travel_pickled_unchanged(small: dict[str, Any]) -> None:
     )
     empty = pickle.loads(pickle.dumps(translate._link_columns(b"[]", "ufm")))
     assert (empty.a, empty.b, empty.a_port) == ([], [], [])
+
+
+def test_a_port_listed_twice_counts_once_and_is_linked(small: dict[str, Any]) -> None:
+    """A port record repeated in the ports answer is one port: linked, no cable taken from
+    the ports, the same Fabric as without the repeat."""
+    once = fabric_from_ufm(_responses(small))
+    twice = fabric_from_ufm(_responses(small | {"ports": [*small["ports"], small["ports"][0]]}))
+    assert _fabric_state(twice) == _fabric_state(once)
+    assert "ports-only-links" not in [note.kind for note in twice.notes]
+    unlinked = small | {"links": small["links"][1:], "ports": [*small["ports"], small["ports"][0]]}
+    notes = [note.message for note in fabric_from_ufm(_responses(unlinked)).notes]
+    assert any(message.startswith("1 cable(s) appear in UFM ports") for message in notes)

@@ -27,10 +27,11 @@ from __future__ import annotations
 import operator
 import re
 from array import array
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import compress
+from itertools import compress, count, repeat
 from typing import Any, TypeVar, cast
 
 from topograph_slurm.errors import ParseError
@@ -134,8 +135,15 @@ class _Build:
     responses: UfmResponses
     systems: dict[str, _System] = field(default_factory=dict)
     guids: dict[str, str] = field(default_factory=dict)
-    rates: dict[tuple[str, int], Rate] = field(default_factory=dict)  # port → its rate
     keys: list[tuple[str, int]] = field(default_factory=list)  # (guid, port) of each record
+    rows: dict[tuple[str, int], int] = field(default_factory=dict)  # port → its (last) record
+    rates: list[Rate] = field(default_factory=list)  # each record's rate
+
+    def rate(self, port: tuple[str, int]) -> Rate | None:
+        """The rate of *port* (``(guid, number)``), None when UFM lists no such port."""
+        row = self.rows.get(port)
+        return None if row is None else self.rates[row]
+
     records: list[schema.Port] = field(default_factory=list)
     fabric: Fabric = field(default_factory=Fabric)
     mismatches: int = 0
@@ -164,7 +172,7 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
         _read_ports(st)
         st.records = []
         read = background.result()
-        st.rates = dict(zip(st.keys, read.rates, strict=True))
+        st.rows, st.rates = dict(zip(st.keys, count())), read.rates
         cables, linked = _read_links(st, read.links)
     except BaseException:
         background.cancel()
@@ -498,19 +506,18 @@ def _link_columns(text: JsonText, source: str) -> _LinkColumns:
     )
 
 
-def _read_links(
-    st: _Build, links: _LinkColumns
-) -> tuple[dict[CableKey, Rate], set[tuple[str, int]]]:
+def _read_links(st: _Build, links: _LinkColumns) -> tuple[dict[CableKey, Rate], bytearray]:
     """Every cable once (the first record of a cable wins), ends in canonical order, at the
-    slower rate of its two ports; and every port a link names. Each end is the very string
-    that keys its device (``st.guids``), as the ports' are."""
+    slower rate of its two ports; and which ports a link names (:func:`_linked`). Each end is
+    the very string that keys its device (``st.guids``), as the ports' are."""
     where = f"{st.source}/links[{{row}}]"
     intern = st.guids.setdefault
     a, b = list(map(intern, links.a, links.a)), list(map(intern, links.b, links.b))
     ap, bp, widths = links.a_port, links.b_port, links.widths
     ends_a, ends_b = list(zip(a, ap, strict=True)), list(zip(b, bp, strict=True))
-    rate_a, rate_b = list(map(st.rates.get, ends_a)), list(map(st.rates.get, ends_b))
-    complete = {rate for rate in set(st.rates.values()) if rate[0] != rates.UNKNOWN}
+    row_a, row_b = list(map(st.rows.get, ends_a)), list(map(st.rows.get, ends_b))
+    rate_a, rate_b = _rates_of(st, row_a), _rates_of(st, row_b)
+    complete = {rate for rate in set(st.rates) if rate[0] != rates.UNKNOWN}
     agree = list(
         map(operator.and_, map(operator.eq, rate_a, rate_b), map(complete.__contains__, rate_a))
     )
@@ -528,7 +535,27 @@ def _read_links(
     for row in compress(range(len(keys)), map(operator.gt, ends_a, ends_b)):
         keys[row] = (b[row], bp[row], a[row], ap[row])  # canonical: the smaller end first
     cables = dict(zip(keys[::-1], cable_rates[::-1], strict=True))  # the first record wins
-    return cables, set(ends_a).union(ends_b)
+    return cables, _linked(st, row_a, row_b)
+
+
+def _rates_of(st: _Build, rows: list[int | None]) -> list[Rate | None]:
+    """The rate of each port record row; None for a link end UFM lists no port for."""
+    if None not in rows:
+        return list(map(st.rates.__getitem__, rows))  # type: ignore[arg-type]
+    return [None if row is None else st.rates[row] for row in rows]
+
+
+def _linked(st: _Build, *ends: list[int | None]) -> bytearray:
+    """A flag per port record: 0 for a port no link names. A record that an later one of the
+    same port repeats is flagged 1 too, so each port counts once (as ``st.rows`` keeps it)."""
+    flags = bytearray(len(st.keys))
+    if len(st.rows) < len(st.keys):
+        flags = bytearray(b"\x01") * len(st.keys)
+        deque(map(flags.__setitem__, st.rows.values(), repeat(0)), maxlen=0)
+    for rows in ends:
+        known = cast(list[int], compress(rows, map(operator.is_not, rows, repeat(None))))
+        deque(map(flags.__setitem__, known, repeat(1)), maxlen=0)
+    return flags
 
 
 def _ints(values: list[int | str], where: str, name: str) -> list[int]:
@@ -585,19 +612,17 @@ def _add_link_ends(
         devices.add(b)
 
 
-def _add_port_only_cables(
-    st: _Build, cables: dict[CableKey, Rate], linked: set[tuple[str, int]]
-) -> None:
+def _add_port_only_cables(st: _Build, cables: dict[CableKey, Rate], linked: bytearray) -> None:
     """Cables of ports that no link names, from the ports' peers (UFM lists only some link
     states in ``resources/links``): added, with one summary Note. A peer that is no known
     device is created from the port's peer node description, with a note, as a link end
     without a port record is."""
-    added = 0
-    unlinked = st.rates.keys() - linked
-    rows = dict(zip(st.keys, range(len(st.keys)), strict=True)) if unlinked else {}
-    peers = _peers(st) if unlinked else []
+    if linked.find(0) < 0:  # the usual case: every port is a link end
+        return
+    added, peers = 0, _peers(st)
+    unlinked = compress(st.keys, map(operator.not_, linked))
     for guid, number in sorted(unlinked):
-        port = peers[rows[guid, number]]
+        port = peers[st.rows[guid, number]]
         peer = _peer(port.peer, st.guids)
         if peer is None:
             continue
@@ -608,7 +633,7 @@ def _add_port_only_cables(
         key = (guid, number, *peer) if (guid, number) <= peer else (*peer, guid, number)
         if key in cables:
             continue
-        own, other = st.rates[guid, number], st.rates.get(peer)
+        own, other = st.rates[st.rows[guid, number]], st.rate(peer)
         cables[key] = rates.slower(own, other) if other is not None else own
         added += 1
     if added:
