@@ -4,7 +4,7 @@ for the same simulated fabric.
     python benchmarks/bench_ufm.py                       # 2,048 and 16,384 nodes x 8 rails
     python benchmarks/bench_ufm.py --nodes 2048 --repeat 5
     python benchmarks/bench_ufm.py --repo /tmp/old       # another checkout's code, same data
-    python benchmarks/bench_ufm.py --base /tmp/old       # also `ufm` with that code, paired
+    python benchmarks/bench_ufm.py --base /tmp/old       # every stage with that code too, paired
 
 The UFM answers are the ones the tests serve from the loopback stand-in
 (``tests/support/ufm_standin.ufm_json_from_fabric`` of the parsed dump), stored as a snapshot
@@ -23,8 +23,9 @@ rounds interleaved:
 "paired" is the median over rounds of each stage's time over the ``ibnetdiscover`` stage just
 before it, "spread" the lowest and highest of those ratios, "cpu paired" the median of the
 same ratio of CPU times (user + system, forked children included). ``--base DIR`` adds a
-``ufm@base`` stage: ``ufm`` with another checkout's code, in the same rounds. The target from
-the project issue: ``ufm`` within 2x of ``ibnetdiscover``.
+``STAGE@base`` stage for every stage: that stage with another checkout's code, in the same
+rounds (before and after, paired). The target from the project issue: ``ufm`` within 2x of
+``ibnetdiscover``.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ def _print_stage(nodes: int, rails: int, label: str, got: list[Sample], base: li
 def main(argv: list[str] | None = None) -> int:
     parser = scale_parser(__doc__.split("\n\n")[0], list(STAGES))
     parser.add_argument("--repo", type=Path, default=REPO, help="checkout whose code is timed")
-    parser.add_argument("--base", type=Path, help="also time `ufm` with this checkout's code")
+    parser.add_argument("--base", type=Path, help="also time every stage with this code")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--write", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{nodes:>6} {args.rails:>5} dump {dump_mb:.1f} MB, UFM answers {json_mb:.1f} MB")
             runs = [(name, name, args.repo) for name in stages]
             if args.base:
-                runs.append(("ufm@base", "ufm", args.base))
+                runs += [(f"{name}@base", name, args.base) for name in stages]
             samples: dict[str, list[Sample]] = {label: [] for label, _, _ in runs}
             for _ in range(args.repeat):
                 for label, name, repo in runs:
