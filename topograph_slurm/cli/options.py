@@ -107,7 +107,8 @@ _FABRIC_OPTIONS = [
         "rewrites",
         metavar="PATTERN=>REPL",
         multiple=True,
-        help="Regex rewrite of HCA descriptions before the host is taken (repeatable).",
+        help="Regex rewrite of HCA descriptions before the host is taken (repeatable; 1 s "
+        "per description, a pattern that backtracks catastrophically is an error).",
     ),
     click.option(
         "--hcas",
