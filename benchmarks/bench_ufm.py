@@ -4,6 +4,7 @@ for the same simulated fabric.
     python benchmarks/bench_ufm.py                       # 2,048 and 16,384 nodes x 8 rails
     python benchmarks/bench_ufm.py --nodes 2048 --repeat 5
     python benchmarks/bench_ufm.py --repo /tmp/old       # another checkout's code, same data
+    python benchmarks/bench_ufm.py --base /tmp/old       # every stage with that code too, paired
 
 The UFM answers are the ones the tests serve from the loopback stand-in
 (``tests/support/ufm_standin.ufm_json_from_fabric`` of the parsed dump), stored as a snapshot
@@ -20,7 +21,11 @@ rounds interleaved:
   alone cost before ``msgspec``).
 
 "paired" is the median over rounds of each stage's time over the ``ibnetdiscover`` stage just
-before it. The target from the project issue: ``ufm`` within 2x of ``ibnetdiscover``.
+before it, "spread" the lowest and highest of those ratios, "cpu paired" the median of the
+same ratio of CPU times (user + system, forked children included). ``--base DIR`` adds a
+``STAGE@base`` stage for every stage: that stage with another checkout's code, in the same
+rounds (before and after, paired). The target from the project issue: ``ufm`` within 2x of
+``ibnetdiscover``.
 """
 
 from __future__ import annotations
@@ -122,9 +127,25 @@ def write_inputs(nodes: int, rails: int, work: Path) -> tuple[float, float]:
     return dump.stat().st_size / 1e6, sum(len(t) for t in texts.values()) / 1e6
 
 
+def _print_stage(nodes: int, rails: int, label: str, got: list[Sample], base: list[Sample]) -> None:
+    """One row: best wall time, best over best, the per-round ratios' median and range, best
+    CPU time, the per-round CPU ratios' median, highest peak RSS."""
+    best = min(s.seconds for s in got)
+    ratios = [s.seconds / b.seconds for s, b in zip(got, base, strict=True)]
+    cpu = statistics.median(s.cpu_seconds / b.cpu_seconds for s, b in zip(got, base, strict=True))
+    spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+    print(
+        f"{nodes:>6} {rails:>5} {label:<14} {best:>7.2f} "
+        f"{best / min(s.seconds for s in base):>7.2f} {statistics.median(ratios):>6.2f} "
+        f"{spread:>11} {min(s.cpu_seconds for s in got):>7.2f} {cpu:>10.2f} "
+        f"{max(s.peak_rss_mb for s in got):>7.0f}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = scale_parser(__doc__.split("\n\n")[0], list(STAGES))
     parser.add_argument("--repo", type=Path, default=REPO, help="checkout whose code is timed")
+    parser.add_argument("--base", type=Path, help="also time every stage with this code")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--write", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -138,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"code from {args.repo.resolve()}")
     print(
         f"{'nodes':>6} {'rails':>5} {'stage':<14} {'wall s':>7} {'x ibnet':>7} {'paired':>6} "
-        f"{'cpu s':>7} {'RSS MB':>7}"
+        f"{'spread':>11} {'cpu s':>7} {'cpu paired':>10} {'RSS MB':>7}"
     )
     for nodes in args.nodes:
         with tempfile.TemporaryDirectory(prefix="topograph-bench-ufm-") as tmp:
@@ -149,22 +170,15 @@ def main(argv: list[str] | None = None) -> int:
             sizes = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             dump_mb, json_mb = map(float, sizes.split())
             print(f"{nodes:>6} {args.rails:>5} dump {dump_mb:.1f} MB, UFM answers {json_mb:.1f} MB")
-            samples: dict[str, list[Sample]] = {name: [] for name in stages}
+            runs = [(name, name, args.repo) for name in stages]
+            if args.base:
+                runs += [(f"{name}@base", name, args.base) for name in stages]
+            samples: dict[str, list[Sample]] = {label: [] for label, _, _ in runs}
             for _ in range(args.repeat):
-                for name in stages:
-                    samples[name].append(run_stage(name, work, args.repo))
-            base = samples["ibnetdiscover"]
-            best_base = min(s.seconds for s in base)
-            for name, got in samples.items():
-                best = min(s.seconds for s in got)
-                paired = statistics.median(
-                    s.seconds / b.seconds for s, b in zip(got, base, strict=True)
-                )
-                print(
-                    f"{nodes:>6} {args.rails:>5} {name:<14} {best:>7.2f} {best / best_base:>7.2f} "
-                    f"{paired:>6.2f} {min(s.cpu_seconds for s in got):>7.2f} "
-                    f"{max(s.peak_rss_mb for s in got):>7.0f}"
-                )
+                for label, name, repo in runs:
+                    samples[label].append(run_stage(name, work, repo))
+            for label, got in samples.items():
+                _print_stage(nodes, args.rails, label, got, samples["ibnetdiscover"])
     return 0
 
 

@@ -26,6 +26,18 @@ def real_fixture(relpath: str) -> Path:
     return path
 
 
+#: Real dumps that contradict themselves and are refused (exit 3): the exporter's ``-p`` excerpt
+#: gives one port two cables (lines picked from two captures; tests/unit/test_ibnetdiscover.py).
+REFUSED_DUMPS = frozenset({"ibnetdiscover-p-hdr-leaf-spine-excerpt.txt"})
+
+
+def real_dump_names() -> list[str]:
+    """The real ibnetdiscover dumps that read into a Fabric, by name (one placeholder when the
+    fixtures are absent, so a parametrised test skips instead of vanishing)."""
+    found = (REAL_FIXTURES / "ibnetdiscover").glob("*.txt")
+    return sorted(p.name for p in found if p.name not in REFUSED_DUMPS) or ["(absent)"]
+
+
 @pytest.fixture
 def real_fixtures() -> Path:
     """The folder of real third-party fixtures; skips the test when it is absent."""

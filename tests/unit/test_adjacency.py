@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import REAL_FIXTURES, real_fixture
+from tests.conftest import real_dump_names, real_fixture
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover, read_ibnetdiscover
 from topograph_slurm.sources.sim import generate_ibnetdiscover, parse_sim_spec
 from topograph_slurm.topology.adjacency import Adjacency, adjacency
 
-_DUMPS = sorted(p.name for p in (REAL_FIXTURES / "ibnetdiscover").glob("*.txt")) or ["(absent)"]
+_DUMPS = real_dump_names()
 
 
 def _by_definition(fabric: Fabric) -> Adjacency:

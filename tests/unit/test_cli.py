@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from tests.conftest import REAL_FIXTURES, real_fixture
+from tests.conftest import real_dump_names, real_fixture
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 
@@ -188,7 +188,7 @@ def test_hostile_names_never_reach_topology_unsanitised(tmp_path: Path) -> None:
         assert bad not in text and bad in result.stdout
 
 
-REAL_DUMPS = sorted(p.name for p in (REAL_FIXTURES / "ibnetdiscover").glob("*.txt")) or ["absent"]
+REAL_DUMPS = real_dump_names()
 
 
 @pytest.mark.parametrize("name", REAL_DUMPS)

@@ -175,6 +175,25 @@ def test_the_shrink_guard_counts_a_huge_old_hostlist_without_expanding_it(tmp_pa
     assert "20000000 to 4" in assert_refused(result, Exit.REFUSED)
 
 
+def test_a_huge_simulated_fabric_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    """``--sim nodes=100000000`` would write gigabytes of dump text for minutes first."""
+    target = tmp_path / "topology.conf"
+    result = invoke(["generate", "--sim", "nodes=100000000,tiers=3", "-o", str(target)])
+    assert "nodes must be <= 65,536" in assert_refused(result, Exit.USAGE)
+    assert not target.exists()
+
+
+def test_a_rewrite_that_backtracks_catastrophically_ends_the_run_with_one_error(
+    tmp_path: Path,
+) -> None:
+    """Node names of 31 a's: ``(a|aa|aaa)+b`` backtracks exponentially on each description."""
+    target = tmp_path / "topology.conf"
+    sim = "nodes=2,su=2,rails=1,prefix=" + "a" * 31
+    result = invoke(["generate", "--sim", sim, "--rewrite", "(a|aa|aaa)+b=>x", "-o", str(target)])
+    assert "backtracks catastrophically" in assert_refused(result, Exit.CONFIG)
+    assert not target.exists()
+
+
 def _manifest(results: object) -> str:
     return json.dumps({"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "results": results})
 
@@ -204,7 +223,8 @@ def test_a_non_utf8_config_is_exit_5_naming_the_file(tmp_path: Path) -> None:
 
 def test_an_invalid_group_reference_in_a_rewrite_is_a_usage_error() -> None:
     result = invoke(["generate", "--sim", TINY, "--rewrite", r"x=>\9"])
-    assert "invalid group reference 9" in assert_refused(result, Exit.USAGE)
+    line = assert_refused(result, Exit.USAGE)
+    assert "invalid rewrite replacement '\\\\9': invalid group reference" in line
 
 
 # --------------------------------------------------------------------------- usage errors
@@ -250,13 +270,13 @@ NASTY = st.text(
     max_size=40,
 ) | st.sampled_from(["", "-", "0", "-1", "nan", "inf", "1e999", "9" * 5000, "n[1-99999999]"])
 
-#: value flags of `generate`, except --sim (its size is not bounded yet) and the -o target;
-#: path flags only get names inside the scratch directory
+#: value flags of `generate`, except the -o target; path flags only get names inside the
+#: scratch directory
 VALUE_FLAGS = [
-    "--node-name-map", "--rewrite", "--hcas", "--slurm-nodes", "--format", "--shrink-limit",
-    "--report-format", "--max-tiers", "--slurm-version", "--block-sizes", "--templates",
-    "--block-source", "--nvlink-unhealthy", "--block-name-pattern", "--layout", "--yaml-default",
-    "--ufm-timeout", "--ibnetdiscover", "--snapshot",
+    "--sim", "--node-name-map", "--rewrite", "--hcas", "--slurm-nodes", "--format",
+    "--shrink-limit", "--report-format", "--max-tiers", "--slurm-version", "--block-sizes",
+    "--templates", "--block-source", "--nvlink-unhealthy", "--block-name-pattern", "--layout",
+    "--yaml-default", "--ufm-timeout", "--ibnetdiscover", "--snapshot",
 ]  # fmt: skip
 PATH_FLAGS = {"--node-name-map", "--templates", "--layout", "--ibnetdiscover", "--snapshot"}
 SAFE_NAME = st.text(st.characters(codec="utf-8", exclude_characters="/\x00"), min_size=1).filter(

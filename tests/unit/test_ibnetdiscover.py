@@ -48,7 +48,6 @@ FIXTURES = [
     Expect("dgx-gb200-single-isolated-ca.txt", 0, 1, 0, notes=("isolated",)),
     Expect("dgx-superpod-ndr-quantum2-mqm9701.txt", 40, 582, 1114),
     Expect("ibm-pcm-2009-sdr-1sw-2ca.txt", 1, 2, 2),
-    Expect("ibnetdiscover-p-hdr-leaf-spine-excerpt.txt", 5, 2, 3, notes=("unconnected-ports",)),
     Expect("ibnetdiscover-p-osc-edr-excerpt.txt", 4, 3, 4, notes=("unconnected-ports",)),
     Expect("loginoff-2014-sx6036-fdr-qdr-8sw-144ca.txt", 8, 144, 192),
     Expect(
@@ -105,8 +104,7 @@ def test_real_dump_counts(exp: Expect) -> None:
     ]
     known = fab.switches.keys() | fab.cas.keys()
     assert {g for g, _ in ends} <= known, "every link end is a known device"
-    if not exp.file.startswith("ibnetdiscover-p-"):  # the -p excerpts are curated lines
-        assert len(ends) == len(set(ends)), "no port carries two cables"
+    assert len(ends) == len(set(ends)), "no port carries two cables"
 
 
 @pytest.mark.parametrize(
@@ -205,7 +203,19 @@ def test_ports_format() -> None:
     assert fab.cas["7cfe9003003b4bde"].description == "o0001 HCA-1"
     assert Link.between("7cfe9003009ce5b0", 1, "7cfe900300b07320", 1, "4x", "EDR") in fab.links
     assert "2 port(s)" in fab.notes[0].message
-    hdr = _load("ibnetdiscover-p-hdr-leaf-spine-excerpt.txt")
+
+
+def test_ports_format_excerpt_that_gives_a_port_two_cables_is_refused() -> None:
+    """The exporter's curated HDR excerpt cables the aggregation node's port 1 to the leaf
+    (line 1) and to a spine (line 5): lines picked from two captures. Without line 5 it reads,
+    blanks inside the quotes kept."""
+    text = _text("ibnetdiscover-p-hdr-leaf-spine-excerpt.txt")
+    with pytest.raises(ParseError, match=r"port 946dae0300630bfe\[1\] is given two cables") as err:
+        parse_ibnetdiscover(text, "excerpt")
+    assert "(line 1)" in str(err.value) and "(line 5)" in str(err.value)
+    lines = text.splitlines(keepends=True)
+    hdr = parse_ibnetdiscover("".join(lines[:4] + lines[5:]), "excerpt")
+    assert (len(hdr.switches), len(hdr.cas), len(hdr.links)) == (4, 2, 2)
     assert hdr.switches["946dae0300630bf6"].description == "5FB0405-leaf-IB01 "
     assert hdr.cas["946dae0300630bfe"].description == "Mellanox Technologies Aggregation Node"
 
@@ -720,3 +730,18 @@ def test_ports_format_numbers_are_bounded() -> None:
             parse_ibnetdiscover(line.format(port=port))
     with pytest.raises(ParseError, match="LID"):
         parse_ibnetdiscover(line.format(port=10).replace("1719", "9" * 5000))
+
+
+def test_ports_format_a_port_given_two_cables_is_an_error_naming_both_lines() -> None:
+    """The plain dumps' cable-end rule holds for ``-p`` too: the switch's own line gives its
+    port 10 to another HCA than the HCA's line does (a spliced report, a moved cable)."""
+    hca = "CA 134 1 0x7cfe9003003b4bde 4x EDR - SW 1719 10 0x7cfe9003009ce5b0 ( 'o1' - 's' )\n"
+    moved = "SW 1719 10 0x7cfe9003009ce5b0 4x EDR - CA 133 1 0x7cfe9003003b4b96 ( 's' - 'o2' )\n"
+    both_ends = (
+        hca + "SW 1719 10 0x7cfe9003009ce5b0 4x EDR - CA 134 1 0x7cfe9003003b4bde ( 's' - 'o1' )\n"
+    )
+    assert len(parse_ibnetdiscover(both_ends).links) == 1
+    with pytest.raises(ParseError, match=r"port 7cfe9003009ce5b0\[10\] is given two cables") as err:
+        parse_ibnetdiscover("# a -p report\n" + hca + moved)
+    assert "(line 2)" in str(err.value) and "(line 3)" in str(err.value)
+    assert err.value.line == 3

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -79,6 +81,26 @@ def test_bad_rewrite_and_bad_map_are_clear_errors() -> None:
         naming.compile_rewrites([("(", "x")])
     with pytest.raises(InputError, match="map:2"):
         parse_node_name_map('0x1 "a"\nnot-a-guid "b"\n', "map")
+
+
+#: ``(a|aa|aaa)+`` matches a run of a's in exponentially many ways, all tried before ``b``
+#: fails; a sane pattern takes microseconds on the same text.
+CATASTROPHIC = "(a|aa|aaa)+b"
+LONG_A = "a" * 40 + "0001 mlx5_0"
+
+
+@pytest.mark.parametrize("flag", ["rewrite", "--hcas"])
+def test_a_catastrophically_backtracking_pattern_is_stopped_with_one_error(flag: str) -> None:
+    if flag == "rewrite":
+        policy = NamingPolicy(rewrites=naming.compile_rewrites([(CATASTROPHIC, "x")]))
+        desc = LONG_A
+    else:
+        policy = NamingPolicy(hcas=naming.compile_hcas(CATASTROPHIC))
+        desc = "gpu01 " + "a" * 40
+    message = rf"{flag} pattern {re.escape(repr(CATASTROPHIC))} took over 1 s"
+    with pytest.raises(ConfigError, match=message):
+        naming.host_of(desc, policy)
+    assert naming.host_of("gpu01 mlx5_0", policy)[0] in ("gpu01", None)
 
 
 def test_switch_names_from_mf0_unique_and_guid_fallback() -> None:

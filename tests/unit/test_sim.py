@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from topograph_slurm.errors import ConfigError
+from topograph_slurm.errors import UsageError
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.sources.ibnetdiscover import bulk, parse_ibnetdiscover
 from topograph_slurm.sources.sim import (
@@ -87,13 +87,18 @@ def test_defaults_and_parse() -> None:
         ("nodes=64,disagree=gpu9999", "not a simulated node"),
         ("nodes=4,rails=2,degraded=9", "exceeds the 8 node links"),
         ("nodes=2048,tiers=2", "use tiers=3"),
+        ("nodes=100000000", "nodes must be <= 65,536, got 100,000,000"),
+        ("su=128", "su must be <= 127"),
+        ("nodes=1_000", "nodes must be an integer"),
+        ("nodes=\u0664", "nodes must be an integer"),
+        ("nodes=" + "9" * 5000, "nodes must be an integer"),
     ],
 )
 def test_bad_specs(text: str, message: str) -> None:
     with pytest.raises(SimSpecError, match=message) as err:
         spec = parse_sim_spec(text)
         generate_ibnetdiscover(spec)  # tiers=2 too large is found while building
-    assert isinstance(err.value, ValueError) and isinstance(err.value, ConfigError)
+    assert isinstance(err.value, ValueError) and isinstance(err.value, UsageError)
 
 
 # ---------------------------------------------------------------------------------------------

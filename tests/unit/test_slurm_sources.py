@@ -233,6 +233,17 @@ def test_scontrol_job_refuses_a_bad_id_before_running(tmp_path: Path, job_id: st
         scontrol_job(job_id, fake_scontrol(tmp_path, "exit 99"))
 
 
+DEEP = '{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+def test_deeply_nested_scontrol_json_is_one_input_error(tmp_path: Path) -> None:
+    """``json`` gives up on deep nesting with a RecursionError (exit 70 once): bad input."""
+    with pytest.raises(InputError, match="show job --json` output: JSON nested too deep"):
+        scontrol_job("1", fake_scontrol(tmp_path, f"cat <<'EOF'\n{DEEP}\nEOF"))
+    with pytest.raises(InputError, match="show nodes --json` output: JSON nested too deep"):
+        parse_node_table(DEEP.replace("jobs", "nodes"))
+
+
 def test_scontrol_failure_is_one_collect_error(tmp_path: Path) -> None:
     binary = fake_scontrol(tmp_path, "echo 'slurm_load_jobs error: Unable to contact' >&2; exit 1")
     with pytest.raises(CollectError, match=r"show job failed \(exit 1\): slurm_load_jobs"):

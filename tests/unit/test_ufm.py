@@ -384,7 +384,17 @@ def test_ufm_speed(raw: object, width: str, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("raw", "width"), [("4x", "4x"), ("4X", "4x"), ("x2", "2x"), ("1", "1x"), ("N/A", "???")]
+    ("raw", "width"),
+    [
+        ("4x", "4x"),
+        ("4X", "4x"),
+        ("x2", "2x"),
+        ("1", "1x"),
+        ("N/A", "???"),
+        ("\u0664x", "???"),
+        ("\u00b2x", "???"),
+        ("9" * 5000, "???"),
+    ],
 )
 def test_ufm_width(raw: str, width: str) -> None:
     assert ufm_width(raw) == width
@@ -852,6 +862,20 @@ def test_missing_credentials_file(tmp_path: Path) -> None:
 # Snapshots
 
 
+def test_a_stored_answer_that_is_not_utf8_is_one_input_error(
+    standin: Standin, pki: Pki, tmp_path: Path
+) -> None:
+    """Stored answers are read as bytes (msgspec decodes them directly) but still checked:
+    a byte that is no UTF-8 anywhere in the file, even in a field never decoded, refuses it."""
+    folder = store_responses(fetch_ufm(standin.url, BASIC, _opts(pki)), tmp_path / "snap")
+    ports = folder / "ports.json"
+    ports.write_bytes(ports.read_bytes().replace(b'"dname": "', b'"dname": "\xff', 1))
+    with pytest.raises(InputError, match=r"ports.json: not UTF-8 text"):
+        load_responses(tmp_path / "snap")
+    ports.write_bytes(ports.read_bytes().replace(b"\xff", "\u00e9".encode()))
+    assert fabric_from_ufm(load_responses(tmp_path / "snap")).links
+
+
 def test_snapshot_round_trip(standin: Standin, pki: Pki, tmp_path: Path) -> None:
     responses = fetch_ufm(standin.url, BASIC, _opts(pki))
     folder = store_responses(responses, tmp_path / "snap")
@@ -865,7 +889,8 @@ def test_snapshot_round_trip(standin: Standin, pki: Pki, tmp_path: Path) -> None
     assert has_snapshot(tmp_path / "snap")
     assert sorted(snapshot_files(responses)) == [f"ufm/{p.name}" for p in sorted(folder.iterdir())]
     loaded = load_responses(tmp_path / "snap")
-    assert loaded == responses
+    assert isinstance(loaded.ports, bytes)  # read as bytes: msgspec decodes them directly
+    assert snapshot_files(loaded) == snapshot_files(responses)  # byte for byte as fetched
     assert _links(fabric_from_ufm(loaded)) == _links(fabric_from_ufm(responses))
     for path in folder.iterdir():
         _assert_clean(path.read_text())

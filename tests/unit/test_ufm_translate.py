@@ -7,8 +7,10 @@ test_ufm_cli.py; this file pins what the real answers settle and what bad answer
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,15 @@ from topograph_slurm.collect.plan import CollectPlan
 from topograph_slurm.errors import Exit, ParseError
 from topograph_slurm.model.fabric import Fabric, Link
 from topograph_slurm.sources import sim
+from topograph_slurm.sources.ibnetdiscover import fork as translate_fork
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
-from topograph_slurm.sources.ufm import ENDPOINTS, UfmResponses, fabric_from_ufm, snapshot_files
+from topograph_slurm.sources.ufm import (
+    ENDPOINTS,
+    UfmResponses,
+    fabric_from_ufm,
+    snapshot_files,
+    translate,
+)
 from topograph_slurm.sources.ufm.responses import load_list
 from topograph_slurm.topology.naming import NamingPolicy, host_of, name_switches
 
@@ -190,6 +199,11 @@ BAD_FIELDS = [
     ("unhealthy_ports", "Condition", '[["HIGH_BER"]]', "expected string, got list"),
     ("ports", "active_speed", "1e400", "out of range"),
     ("ports", "guid", '"not-hex"', "bad GUID 'not-hex'"),
+    ("ports", "guid", '"00_02c9"', "bad GUID '00_02c9'"),
+    ("ports", "guid", '"\u0663"', "bad GUID '\u0663'"),
+    ("ports", "number", '"\u00b2"', "bad port number '\u00b2'"),
+    ("links", "source_port", '"\u0664"', "bad port number '\u0664'"),
+    ("links", "source_port", '"' + "9" * 5000 + '"', "bad port number '999"),
 ]
 
 
@@ -337,3 +351,88 @@ def test_any_value_in_any_field_is_a_fabric_or_one_parse_error(
         assert "\n" not in str(err) and str(err).startswith(f"ufm/{endpoint}")
         return
     assert isinstance(fabric, Fabric) and fabric.cas
+
+
+# --------------------------------------------------------------------------------------------
+# The port rates and the links read by a forked child
+
+
+def _fabric_state(fabric: Fabric) -> tuple[object, ...]:
+    return fabric.switches, fabric.cas, list(fabric.links), fabric.notes
+
+
+@pytest.mark.skipif(not translate_fork.spare_cpu(), reason="needs a second CPU to fork onto")
+def test_rates_and_links_read_by_a_forked_child_give_the_same_fabric(
+    small: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large answers have their port rates and links decoded by a forked child while the
+    ports' devices are read; the Fabric is the same (a degraded port and the mismatch note
+    included), and every cable end is still the very string that keys its device."""
+    responses = _with_field(small, "ports", "active_width", '"1x"')
+    here = fabric_from_ufm(responses)
+    children: list[int | None] = []
+    start = translate_fork.in_background
+
+    def spy(compute: Any) -> Any:
+        pending = start(compute)
+        children.append(pending.pid)
+        return pending
+
+    monkeypatch.setattr(translate, "_FORK_AT", 0)
+    monkeypatch.setattr(translate_fork, "in_background", spy)
+    forked = fabric_from_ufm(responses)
+    assert children and children[0] is not None, "the links were not read by a child"
+    assert _fabric_state(forked) == _fabric_state(here)
+    assert [note.kind for note in forked.notes] == ["link-mismatch"]
+    devices = {guid: guid for guid in [*forked.switches, *forked.cas]}
+    assert all(end is devices[end] for end in [*forked.links.a, *forked.links.b])
+
+
+def test_a_bad_links_answer_read_in_the_child_is_the_same_error_after_the_ports(
+    small: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child fails, the parent reads the links itself and raises their ParseError; a bad
+    ports answer is still reported first, as without the fork."""
+    monkeypatch.setattr(translate, "_FORK_AT", 0)
+    bad_links = _with_field(small, "links", "source_port", '"999"')
+    with pytest.raises(ParseError, match=r"ufm/links\[0\]: field 'source_port': bad port"):
+        fabric_from_ufm(bad_links)
+    with pytest.raises(ParseError, match=r"ufm/ports\[0\]: entry is a JSON null"):
+        fabric_from_ufm(dataclasses.replace(bad_links, ports="[null]"))
+    bad_rate = _with_field(small, "ports", "active_speed", "1e400")
+    with pytest.raises(ParseError, match=r"ufm/ports\[0\]: field 'active_speed'.*out of range"):
+        fabric_from_ufm(bad_rate)
+
+
+def test_rates_travel_pickled_unchanged(small: dict[str, Any]) -> None:
+    ports = json.dumps(small["ports"])
+    read = translate._read_in_background(ports, json.dumps(small["links"]), "ufm")
+    back = pickle.loads(pickle.dumps(read))
+    assert back.rates == read.rates == translate._port_rates(ports, "ufm")
+    assert len(set(map(id, back.rates))) == len(set(back.rates)), "one tuple per rate"
+
+
+def test_link_columns_travel_pickled_unchanged(small: dict[str, Any]) -> None:
+    columns = translate._link_columns(json.dumps(small["links"]).encode(), "ufm")
+    back = pickle.loads(pickle.dumps(columns))
+    assert (back.a, back.a_port, back.b, back.b_port, back.widths) == (
+        columns.a,
+        columns.a_port,
+        columns.b,
+        columns.b_port,
+        columns.widths,
+    )
+    empty = pickle.loads(pickle.dumps(translate._link_columns(b"[]", "ufm")))
+    assert (empty.a, empty.b, empty.a_port) == ([], [], [])
+
+
+def test_a_port_listed_twice_counts_once_and_is_linked(small: dict[str, Any]) -> None:
+    """A port record repeated in the ports answer is one port: linked, no cable taken from
+    the ports, the same Fabric as without the repeat."""
+    once = fabric_from_ufm(_responses(small))
+    twice = fabric_from_ufm(_responses(small | {"ports": [*small["ports"], small["ports"][0]]}))
+    assert _fabric_state(twice) == _fabric_state(once)
+    assert "ports-only-links" not in [note.kind for note in twice.notes]
+    unlinked = small | {"links": small["links"][1:], "ports": [*small["ports"], small["ports"][0]]}
+    notes = [note.message for note in fabric_from_ufm(_responses(unlinked)).notes]
+    assert any(message.startswith("1 cable(s) appear in UFM ports") for message in notes)

@@ -112,7 +112,8 @@ _FABRIC_OPTIONS = [
     click.option(
         "--sim",
         metavar="SPEC",
-        help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo'.",
+        help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo' "
+        "(at most 65,536 nodes, su at most 127).",
     ),
     click.option(
         "--node-name-map", metavar="FILE", help='OpenSM node-name map: 0x<guid> "<name>" per line.'
@@ -122,7 +123,8 @@ _FABRIC_OPTIONS = [
         "rewrites",
         metavar="PATTERN=>REPL",
         multiple=True,
-        help="Regex rewrite of HCA descriptions before the host is taken (repeatable).",
+        help="Regex rewrite of HCA descriptions before the host is taken (repeatable; 1 s "
+        "per description, a pattern that backtracks catastrophically is an error).",
     ),
     click.option(
         "--hcas",

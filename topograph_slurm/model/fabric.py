@@ -12,10 +12,14 @@ by two sources (or as ``0x8f10403960984`` and ``"H-0008f10403960984"`` in one du
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
+
+#: 1-16 ASCII hex digits (lower case: normalize_guid lowers first).
+_HEX_GUID = re.compile(r"[0-9a-f]{1,16}")
 
 
 def normalize_guid(text: str) -> str:
@@ -28,9 +32,8 @@ def normalize_guid(text: str) -> str:
         raw = raw[2:]
     if raw.startswith("0x"):
         raw = raw[2:]
-    if not raw or len(raw) > 16:
+    if not _HEX_GUID.fullmatch(raw):  # not int(raw, 16): it takes "_", signs and "٣"
         raise ValueError(f"not a 64-bit GUID: {text!r}")
-    int(raw, 16)  # ValueError on non-hex
     return raw.rjust(16, "0")
 
 

@@ -12,7 +12,12 @@ an inactive or unknown rate: it is slower than everything.
 
 from __future__ import annotations
 
+import re
+
 UNKNOWN = "???"
+#: A lane count as text: ASCII digits, few of them (``str.isdigit`` takes "٤" and "²", and
+#: ``int`` refuses more than 4,300 digits with a ValueError).
+LANE_COUNT = re.compile(r"[0-9]{1,3}")
 
 #: Per-lane data rate (Gb/s) of each signalling speed, slowest first.
 LANE_GBPS: dict[str, float] = {
@@ -37,7 +42,7 @@ _RANK = {name: rank for rank, name in enumerate(SPEEDS, start=1)}
 def lanes(width: str) -> int:
     """``4x`` → 4; an unknown width (``???``, empty) → 0."""
     digits = width.lower().rstrip("x")
-    return int(digits) if digits.isdigit() else 0
+    return int(digits) if LANE_COUNT.fullmatch(digits) else 0
 
 
 def speed_rank(speed: str) -> int:

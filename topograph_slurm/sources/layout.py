@@ -20,6 +20,7 @@ import yaml
 
 from topograph_slurm.errors import InputError
 from topograph_slurm.model import names
+from topograph_slurm.model.numbers import natural
 from topograph_slurm.model.result import (
     Block,
     BlockTopology,
@@ -319,7 +320,7 @@ def _blocks_from_yaml(
 def _block_topology(blocks: list[Block], sizes: list[str]) -> BlockTopology:
     """Blocks with their distinct sizes, base first; without any Slurm takes the smallest
     block as the base."""
-    known = sorted({int(size) for size in sizes if size.strip().isdigit() and int(size) > 0})
+    known = sorted(set(filter(None, map(natural, sizes))))
     smallest = min((len(block.nodes) for block in blocks if block.nodes), default=0)
     return BlockTopology(blocks, known or ([smallest] if smallest else []))
 

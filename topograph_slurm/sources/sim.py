@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import TextIO
 
-from topograph_slurm.errors import ConfigError
+from topograph_slurm.errors import UsageError
+from topograph_slurm.model.numbers import natural
 
 OUI = "0002c9"  # Mellanox; leading zeros exercise ibnetdiscover's unpadded "(portguid)"
 STORAGE_OUI = "b83fd2"  # another Mellanox OUI: the storage fabric's GUIDs never meet compute's
@@ -53,8 +54,9 @@ _SHARP_DEVID = 0xCF09
 _PREFIX_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,30}\Z")
 
 
-class SimSpecError(ConfigError, ValueError):
-    """A ``--sim`` spec is malformed; a ValueError too, so click can report it as bad usage."""
+class SimSpecError(UsageError, ValueError):
+    """A ``--sim`` spec is malformed or too large: bad usage (exit 2), as a hostlist too large
+    to expand is; a ValueError too, for callers that parse specs as values."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,12 +113,20 @@ class SimSpec:
         """0-based index of the ``disagree`` node, or None."""
         if not self.disagree:
             return None
-        if self.disagree.isdigit():
-            return int(self.disagree) - 1
+        index = natural(self.disagree)
+        if index is not None:
+            return index - 1
         for i in range(self.nodes):
             if self.node_name(i) == self.disagree:
                 return i
         return -1
+
+
+#: Largest fabric simulated: four times the 16,384-node benchmark, twice the largest GPU
+#: clusters known; ``nodes=100000000`` would build gigabytes of text for minutes first.
+MAX_NODES = 65_536
+#: Largest scalable unit: a leaf has ``2 * su`` ports and a port number is at most 255.
+MAX_SU = 127
 
 
 def _validate(spec: SimSpec) -> None:
@@ -125,6 +135,10 @@ def _validate(spec: SimSpec) -> None:
     for key in positive:
         if getattr(spec, key) < 1:
             raise SimSpecError(f"sim spec: {key} must be >= 1, got {getattr(spec, key)}")
+    if spec.nodes > MAX_NODES:
+        raise SimSpecError(f"sim spec: nodes must be <= {MAX_NODES:,}, got {spec.nodes:,}")
+    if spec.su > MAX_SU:
+        raise SimSpecError(f"sim spec: su must be <= {MAX_SU}, got {spec.su}")
     if spec.rails > 14:
         raise SimSpecError(f"sim spec: rails must be <= 14, got {spec.rails}")
     if spec.tiers not in (2, 3):
@@ -156,6 +170,7 @@ def _validate_disagree(spec: SimSpec) -> None:
         raise SimSpecError("sim spec: disagree needs at least two scalable units in its island")
 
 
+_INT_RE = re.compile(r"-?[0-9]{1,12}")
 _INT_KEYS = {"nodes", "gpus", "rails", "su", "tiers", "islands", "pod", "degraded"}
 _BOOL_KEYS = {"storage", "sharp"}
 _STR_KEYS = {"prefix", "speed", "disagree"}
@@ -180,10 +195,9 @@ def parse_sim_spec(spec: str) -> SimSpec:
 
 def _convert(key: str, raw: str) -> object:
     if key in _INT_KEYS:
-        try:
-            return int(raw)
-        except ValueError:
-            raise SimSpecError(f"sim spec: {key} must be an integer, got {raw!r}") from None
+        if not _INT_RE.fullmatch(raw):  # int() takes "1_000", "٤" and 4,300 digits
+            raise SimSpecError(f"sim spec: {key} must be an integer, got {raw[:40]!r}")
+        return int(raw)
     if key in _BOOL_KEYS:
         if raw.lower() in ("1", "true", "yes", "on"):
             return True

@@ -57,10 +57,14 @@ def _scontrol(args: Sequence[str], binary: str, timeout: float) -> str:
 
 
 def _json(text: str, command: str) -> Any:
+    """The decoded output; ``json`` gives up on deep nesting with a RecursionError, which is
+    bad input like any other malformed output."""
     try:
         return json.loads(text)
     except ValueError as err:
         raise InputError(f"unexpected `{command}` output: {err}") from None
+    except RecursionError:
+        raise InputError(f"unexpected `{command}` output: JSON nested too deep") from None
 
 
 # --------------------------------------------------------------------------- nodes

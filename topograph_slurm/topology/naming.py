@@ -16,7 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import and_, attrgetter, eq, is_not, itemgetter, not_
-from typing import cast
+from typing import Any, cast
+
+import regex
 
 from topograph_slurm.errors import ConfigError
 from topograph_slurm.model.fabric import Fabric
@@ -41,11 +43,18 @@ REASON_EMPTY = "empty description"
 REASON_HCA = "HCA is not a compute rail (--hcas)"
 
 
+#: Seconds a user's pattern (``--rewrite``, ``--hcas``) may take on one description. These
+#: patterns run on every CA and come from users, so one that backtracks catastrophically
+#: (``(a+)+$``) would hang a cron run; ``regex`` stops it and the run ends with one error.
+MATCH_SECONDS = 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class Rewrite:
-    """A regex substitution applied to a CA description before the host is taken from it."""
+    """A regex substitution applied to a CA description before the host is taken from it
+    (a ``regex`` pattern: its matches can be given a time limit)."""
 
-    pattern: re.Pattern[str]
+    pattern: Any
     replacement: str
 
 
@@ -59,16 +68,16 @@ class NamingPolicy:
     #: HCA names (``mlx5_0``, the description's second word) that are compute rails; None: all.
     #: Storage HCAs in the same dump (a converged fabric, or two subnets in one file) would
     #: otherwise become rails of their nodes.
-    hcas: re.Pattern[str] | None = None
+    hcas: Any = None  # a ``regex`` pattern, as a rewrite's
 
 
-def compile_hcas(pattern: str | None) -> re.Pattern[str] | None:
+def compile_hcas(pattern: str | None) -> Any:
     """The ``--hcas`` regex (matched against the whole HCA name); a bad one is a config error."""
     if pattern is None:
         return None
     try:
-        return re.compile(pattern)
-    except re.error as err:
+        return regex.compile(pattern)
+    except regex.error as err:
         raise ConfigError(f"invalid --hcas pattern {pattern!r}: {err}") from None
 
 
@@ -78,23 +87,38 @@ def compile_rewrites(rules: Iterable[tuple[str, str]]) -> list[Rewrite]:
     compiled = []
     for pattern, replacement in rules:
         try:
-            regex = re.compile(pattern)
-        except re.error as err:
+            compiled_pattern = regex.compile(pattern)
+        except regex.error as err:
             raise ConfigError(f"invalid rewrite pattern {pattern!r}: {err}") from None
         try:
-            regex.sub(replacement, "")  # parses the replacement even when nothing matches
-        except (re.error, IndexError) as err:
+            # ``regex`` parses a replacement at its first match: the pattern or nothing (a
+            # newline first ends a verbose-mode comment) has the same groups and matches ""
+            regex.compile(pattern + "\n|").sub(replacement, "", count=1)
+        except (regex.error, IndexError) as err:
             raise ConfigError(f"invalid rewrite replacement {replacement!r}: {err}") from None
-        compiled.append(Rewrite(regex, replacement))
+        compiled.append(Rewrite(compiled_pattern, replacement))
     return compiled
+
+
+def _timed(what: str, pattern: Any, match: Any, text: str, *args: str) -> Any:
+    """``match(*args, text, timeout=…)``; a pattern that runs out of time is a config error
+    naming it and the description it choked on."""
+    try:
+        return match(*args, text, timeout=MATCH_SECONDS)
+    except TimeoutError:
+        raise ConfigError(
+            f"{what} pattern {pattern.pattern!r} took over {MATCH_SECONDS:g} s on {text[:80]!r}: "
+            "it backtracks catastrophically (overlapping repeats such as (a|aa)+ or (a+)+?)"
+        ) from None
 
 
 def host_of(description: str, policy: NamingPolicy) -> tuple[str | None, str]:
     """The host a CA description names, or ``(None, reason)`` when it names none."""
     desc = description.strip()
     for rule in policy.rewrites:
-        if rule.pattern.search(desc):
-            desc = rule.pattern.sub(rule.replacement, desc).strip()
+        pattern = rule.pattern
+        if _timed("rewrite", pattern, pattern.search, desc):
+            desc = _timed("rewrite", pattern, pattern.sub, desc, rule.replacement).strip()
             break
     if not desc:
         return None, REASON_EMPTY
@@ -107,7 +131,8 @@ def host_of(description: str, policy: NamingPolicy) -> tuple[str | None, str]:
         return None, REASON_LOCALHOST
     if not is_slurm_name(host):
         return None, REASON_UNSAFE
-    if policy.hcas is not None and not policy.hcas.fullmatch(rest[0] if rest else ""):
+    hcas = policy.hcas
+    if hcas is not None and not _timed("--hcas", hcas, hcas.fullmatch, rest[0] if rest else ""):
         return None, REASON_HCA
     return host, ""
 

@@ -3,10 +3,11 @@ descriptions inline, no node blocks.
 
 It shares the reference parser's state, notes, cable table and number bounds, so a ``-p`` dump
 and a plain dump of the same fabric give the same Fabric, but for the port counts: ``-p`` has
-no per-node header, so a device has as many ports as the highest one listed. The cable-end
-rules of plain dumps are not applied: a ``-p`` line states both ends at once, and the
-excerpts users keep of these reports (the exporters' test fixtures) pick lines from several
-captures.
+no per-node header, so a device has as many ports as the highest one listed. A ``-p`` line
+states both ends of its cable at once, so the ends agreeing is the plain dumps' other rule: a
+port carries at most one cable (a second line giving it another cable is a ParseError naming
+both lines). That a cable is listed from both ends is not required: the excerpts users keep
+of these reports (the exporters' test fixtures) pick single lines.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from topograph_slurm.sources.ibnetdiscover.reference import (
     bounded_lid,
     mismatch,
     note_summaries,
+    one_cable_per_port,
     other_line,
     port_number,
 )
@@ -81,10 +83,12 @@ def parse(text: str, source: str) -> Fabric:
         old = st.cables.get(key)
         if old is None:
             st.cables[key] = ws
+            st.from_a[key] = lineno
         elif old != ws:
             mismatch(st, key, old, ws, lineno)
     if not st.fabric.switches and not st.fabric.cas:
         raise ParseError("no InfiniBand devices found in ibnetdiscover -p text", None, source)
+    one_cable_per_port(st)
     st.fabric.links = build_links(st.cables)
     if down:
         st.fabric.notes.append(

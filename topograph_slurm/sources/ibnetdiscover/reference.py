@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from topograph_slurm.errors import ParseError
 from topograph_slurm.model.fabric import Ca, Fabric, Note, Switch, normalize_guid
+from topograph_slurm.model.numbers import natural
 from topograph_slurm.model.rates import KNOWN_SPEEDS
 from topograph_slurm.sources.ibnetdiscover.links import Cables, build_links, slower_token
 
@@ -330,11 +331,10 @@ def _ca_header(st: State, line: str, lineno: int) -> None:
 
 def parse_lid(text: str) -> int | None:
     """A LID's value; LID 0 and 65535 (0xffff, permissive/unassigned) mean "no LID" (None).
-    ValueError above 65535, checked on the digits first (int() refuses thousands of them)."""
-    digits = text.lstrip("0") or "0"
-    if len(digits) > 5 or int(digits) > MAX_LID:
+    ValueError above 65535 or when not ASCII digits (``\\d`` matches ``٤`` too)."""
+    lid = natural(text.lstrip("0") or "0")
+    if lid is None or lid > MAX_LID:
         raise ValueError(f"LID {_shown(text)} out of range (0-{MAX_LID})")
-    lid = int(digits)
     return None if lid in (0, MAX_LID) else lid
 
 
@@ -358,7 +358,7 @@ def _finish(st: State) -> None:
     fab = st.fabric
     if not fab.switches and not fab.cas:
         raise ParseError("no InfiniBand devices found (not ibnetdiscover output?)", None, st.source)
-    _one_cable_per_port(st)
+    one_cable_per_port(st)
     _check_last_block(st)
     _both_ends_listed(st)
     fab.links = build_links(st.cables)
@@ -396,7 +396,7 @@ def _line_of(st: State, key: tuple[str, int, str, int]) -> int:
     return st.from_a.get(key) or st.from_b[key]
 
 
-def _one_cable_per_port(st: State) -> None:
+def one_cable_per_port(st: State) -> None:
     """A port is one end of one cable: a second cable claimed for it contradicts the first."""
     owner: dict[tuple[str, int], tuple[str, int, str, int]] = {}
     for key in st.cables:

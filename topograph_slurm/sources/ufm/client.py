@@ -37,6 +37,7 @@ from topograph_slurm.errors import (
     TopographError,
     UsageError,
 )
+from topograph_slurm.model.numbers import natural
 from topograph_slurm.sources.ufm.credentials import UfmCredentials, load_credentials
 from topograph_slurm.sources.ufm.responses import ENDPOINTS, UfmResponses, load_list
 
@@ -374,7 +375,7 @@ def _truncated(base: str, where: str, detail: str) -> _Retryable:
 
 def _content_length(response: http.client.HTTPResponse) -> int | None:
     value = response.getheader("Content-Length")
-    return int(value) if value is not None and value.strip().isdigit() else None
+    return natural(value) if value is not None else None
 
 
 def _too_large(base: str, where: str, limit: int, size: str) -> CollectError:

@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from topograph_slurm.errors import InputError
-from topograph_slurm.sources.ufm.schema import decode_list
+from topograph_slurm.sources.ufm.schema import JsonText, as_text, decode_list
 
 #: Endpoint key -> path below the REST prefix (``/ufmRest`` or ``/ufmRestV3``).
 ENDPOINTS: dict[str, str] = {
@@ -29,15 +29,16 @@ SNAPSHOT_SUBDIR = "ufm"
 
 @dataclass(frozen=True, slots=True)
 class UfmResponses:
-    """The raw JSON text of every endpoint, exactly as UFM sent it (so it can be stored)."""
+    """The raw JSON text of every endpoint, exactly as UFM sent it (so it can be stored): text
+    from the client, bytes from a snapshot (:data:`.schema.JsonText`)."""
 
-    systems: str
-    ports: str
-    links: str
-    unhealthy_ports: str
+    systems: JsonText
+    ports: JsonText
+    links: JsonText
+    unhealthy_ports: JsonText
     url: str = ""  # base URL without credentials, for messages and the snapshot
 
-    def items(self) -> Iterator[tuple[str, str]]:
+    def items(self) -> Iterator[tuple[str, JsonText]]:
         """(endpoint key, text) pairs in :data:`ENDPOINTS` order."""
         for key in ENDPOINTS:
             yield key, getattr(self, key)
@@ -53,10 +54,18 @@ def load_list(text: str, source: str) -> list[msgspec.Raw]:
 def snapshot_files(responses: UfmResponses) -> dict[str, str]:
     """Snapshot-relative path -> text (``ufm/systems.json``, …, ``ufm/url.txt``), for a
     collector that writes the whole snapshot atomically itself (``collect.write_snapshot``)."""
-    files = {f"{SNAPSHOT_SUBDIR}/{key}.json": text for key, text in responses.items()}
+    files = {f"{SNAPSHOT_SUBDIR}/{key}.json": as_text(text) for key, text in responses.items()}
     if responses.url:
         files[f"{SNAPSHOT_SUBDIR}/url.txt"] = responses.url + "\n"
     return files
+
+
+def _utf8(data: bytes) -> bytes:
+    """*data*, checked to be UTF-8 text: ASCII (what UFM sends) at C speed, anything else by
+    decoding it (UnicodeDecodeError); kept as bytes, which msgspec decodes directly."""
+    if not data.isascii():
+        data.decode("utf-8")
+    return data
 
 
 def has_snapshot(directory: Path) -> bool:
@@ -70,11 +79,11 @@ def load_responses(directory: Path) -> UfmResponses:
     folder = directory / SNAPSHOT_SUBDIR
     if not folder.is_dir() and (directory / "links.json").is_file():
         folder = directory
-    texts: dict[str, str] = {}
+    texts: dict[str, bytes] = {}
     for key in ENDPOINTS:
         path = folder / f"{key}.json"
         try:
-            texts[key] = path.read_text(encoding="utf-8")
+            texts[key] = _utf8(path.read_bytes())
         except FileNotFoundError:
             raise InputError(
                 f"{path} missing: {directory} is not a complete UFM snapshot"

@@ -9,7 +9,10 @@ too deep to decode becomes one :class:`ParseError` naming the endpoint, the entr
 — never a ``KeyError`` or a ``RecursionError`` later.
 
 Only the fields the translation reads are declared, each as loosely as real UFM versions send
-it (port numbers as ``1`` or ``"1"``; speeds as ``"HDR"`` or a lane rate) and no looser.
+it (port numbers as ``1`` or ``"1"``; speeds as ``"HDR"`` or a lane rate) and no looser. The
+fields it reads only for a few records (a port's name and peer, a link end's description) are
+separate records, decoded from the same answer when one is needed: a 16,384-node answer holds
+~800k ports, and every field decoded is a string built per port.
 """
 
 from __future__ import annotations
@@ -47,13 +50,25 @@ class Port(msgspec.Struct, gc=False):
 
     guid: str | None = None
     number: PortNumber | None = None
-    name: str | None = None
     description: str | None = None
     node_description: str | None = None
     systemID: str | None = None
     lid: Lid | None = None
+
+
+class PortRate(msgspec.Struct, gc=False):
+    """The rate fields of a ``resources/ports`` entry, which only the cables need (decoded
+    apart, by a second core when there is one)."""
+
     active_speed: Speed | None = None
     active_width: Width | None = None
+
+
+class PortPeer(msgspec.Struct, gc=False):
+    """The rarely needed fields of a ``resources/ports`` entry: its name (``<guid>_<port>``,
+    for a port without guid or number) and its peer (for a cable no link lists)."""
+
+    name: str | None = None
     peer: str | None = None
     peer_node_description: str | None = None
     peer_port_dname: str | int | None = None
@@ -67,6 +82,12 @@ class Link(msgspec.Struct, gc=False):
     destination_guid: str
     destination_port: PortNumber
     width: Width | None = None
+
+
+class LinkEnds(msgspec.Struct, gc=False):
+    """The rarely needed fields of a ``resources/links`` entry: its ends' descriptions, for
+    an end that is no port UFM lists."""
+
     source_port_node_description: str | None = None
     source_port_dname: str | int | None = None
     destination_port_node_description: str | None = None
@@ -108,7 +129,12 @@ MAX_DEPTH = 32
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
 
 
-def decode_list(text: str, source: str, item: type[T]) -> list[T]:
+#: An answer as UFM sent it: text from the client, the bytes of a stored file from a snapshot
+#: (msgspec reads UTF-8 bytes directly; decoding 600 MB to text first costs half a second).
+JsonText = str | bytes
+
+
+def decode_list(text: JsonText, source: str, item: type[T]) -> list[T]:
     """*text* as a JSON list of *item*; any other shape is one ParseError naming *source*,
     the entry (``source[3]``) and the field."""
     try:
@@ -116,14 +142,19 @@ def decode_list(text: str, source: str, item: type[T]) -> list[T]:
     except msgspec.ValidationError as err:
         raise _shape_error(str(err), source) from None
     except msgspec.DecodeError as err:
-        raise _syntax_error(str(err), text, source) from None
+        raise _syntax_error(str(err), as_text(text), source) from None
     except RecursionError:
-        entry, field = too_deep(text)
+        entry, field = too_deep(as_text(text))
         raise ParseError(
             f"{_field(field)}JSON nested deeper than {MAX_DEPTH} levels", None, source + entry
         ) from None
     except UnicodeEncodeError:
         raise ParseError("not UTF-8 text (lone surrogate)", None, source) from None
+
+
+def as_text(text: JsonText) -> str:
+    """*text* as a string, for messages (line and column) once decoding failed."""
+    return text if isinstance(text, str) else text.decode("utf-8", "replace")
 
 
 def _json_types(message: str) -> str:

@@ -26,17 +26,22 @@ from __future__ import annotations
 
 import operator
 import re
+from array import array
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
+from functools import partial
+from itertools import compress, count, repeat
 from typing import Any, TypeVar, cast
 
 from topograph_slurm.errors import ParseError
 from topograph_slurm.model import rates
 from topograph_slurm.model.fabric import Ca, Fabric, Links, Note, Switch, normalize_guid
+from topograph_slurm.model.numbers import natural
+from topograph_slurm.sources.ibnetdiscover import fork
 from topograph_slurm.sources.ufm import schema
 from topograph_slurm.sources.ufm.responses import UfmResponses
-from topograph_slurm.sources.ufm.schema import decode_list
+from topograph_slurm.sources.ufm.schema import JsonText, decode_list
 
 T = TypeVar("T")
 
@@ -89,7 +94,7 @@ def ufm_width(text: object) -> str:
     """``4x`` / ``4X`` / ``x4`` / ``4`` → ``4x``; unknown → ``???`` (as ibnetdiscover prints)."""
     raw = str(text if text is not None else "").strip().lower()
     digits = raw.strip("x")
-    return f"{int(digits)}x" if digits.isdigit() else "???"
+    return f"{int(digits)}x" if rates.LANE_COUNT.fullmatch(digits) else "???"
 
 
 #: A port's rate as ibnetdiscover prints it, (width, speed): ``("4x", "HDR")``.
@@ -127,10 +132,18 @@ class _Build:
     ARCHITECTURE.md)."""
 
     source: str
+    responses: UfmResponses
     systems: dict[str, _System] = field(default_factory=dict)
     guids: dict[str, str] = field(default_factory=dict)
-    rates: dict[tuple[str, int], Rate] = field(default_factory=dict)  # port → its rate
     keys: list[tuple[str, int]] = field(default_factory=list)  # (guid, port) of each record
+    rows: dict[tuple[str, int], int] = field(default_factory=dict)  # port → its (last) record
+    rates: list[Rate] = field(default_factory=list)  # each record's rate
+
+    def rate(self, port: tuple[str, int]) -> Rate | None:
+        """The rate of *port* (``(guid, number)``), None when UFM lists no such port."""
+        row = self.rows.get(port)
+        return None if row is None else self.rates[row]
+
     records: list[schema.Port] = field(default_factory=list)
     fabric: Fabric = field(default_factory=Fabric)
     mismatches: int = 0
@@ -150,12 +163,20 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     columns): a 16,384-node fabric has ~800k ports and ~400k links, and Python code per record
     cost several times the decoding (benchmarks/PERFORMANCE.md, "UFM path").
     """
-    st = _Build(source or responses.url or "ufm")
+    st = _Build(source or responses.url or "ufm", responses)
     st.fabric.source = st.source
     st.systems = {system.guid: system for system in _systems(responses.systems, st.source)}
-    st.records = _decode(responses.ports, st.source, "ports", schema.Port)
-    _read_ports(st)
-    cables, linked = _read_links(st, _decode(responses.links, st.source, "links", schema.Link))
+    background = _in_background(responses, st.source)
+    try:
+        st.records = _decode(responses.ports, st.source, "ports", schema.Port)
+        _read_ports(st)
+        st.records = []
+        read = background.result()
+        st.rows, st.rates = dict(zip(st.keys, count())), read.rates
+        cables, linked = _read_links(st, read.links)
+    except BaseException:
+        background.cancel()
+        raise
     _add_port_only_cables(st, cables, linked)
     st.fabric.links = _columns(cables)
     _note_isolated(st)
@@ -176,8 +197,18 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     return st.fabric
 
 
-def _decode(text: str, source: str, key: str, item: type[T]) -> list[T]:
+def _decode(text: JsonText, source: str, key: str, item: type[T]) -> list[T]:
     return decode_list(text, f"{source}/{key}", item)
+
+
+def _peers(st: _Build) -> list[schema.PortPeer]:
+    """The ports' rarely needed fields, decoded from the answer once one is needed."""
+    return _decode(st.responses.ports, st.source, "ports", schema.PortPeer)
+
+
+def _link_ends(st: _Build) -> list[schema.LinkEnds]:
+    """The links' rarely needed fields, decoded from the answer once one is needed."""
+    return _decode(st.responses.links, st.source, "links", schema.LinkEnds)
 
 
 def _guid(value: str, where: str) -> str:
@@ -192,11 +223,11 @@ def _column(records: Sequence[object], name: str) -> list[Any]:
 
 
 def _normal(
-    st: _Build, texts: list[str | None], where: str, name: str, optional: bool = False
+    cache: dict[str, str], texts: list[str | None], where: str, name: str, optional: bool = False
 ) -> list[str]:
-    """GUID texts in normal form, each GUID one string object; a missing one (``None``, empty)
-    stays None where *optional*, else is an error. *where* is formatted with the bad row."""
-    cache = st.guids
+    """GUID texts in normal form, each GUID one string object (*cache*: text → normal form);
+    a missing one (``None``, empty) stays None where *optional*, else is an error. *where* is
+    formatted with the bad row."""
     new = cast(set[str], set(texts).difference(cache, (None, "")))
     if _CANONICAL.fullmatch("\n".join(new)):  # the common case: UFM's own form, checked at once
         cache.update(zip(new, new, strict=True))
@@ -217,7 +248,7 @@ def _normal(
 
 def _lid(value: int | str | None) -> int | None:
     if isinstance(value, str):
-        value = int(value) if value.strip().isdigit() else None
+        value = natural(value)
     return None if value is None or value in (0, 0xFFFF) or value > 0xFFFF else value
 
 
@@ -228,7 +259,7 @@ def _by_value(values: list[Any], convert: Callable[[Any], Any]) -> list[Any]:
     return list(map(table.__getitem__, values))
 
 
-def _systems(text: str, source: str) -> list[_System]:
+def _systems(text: JsonText, source: str) -> list[_System]:
     """The systems of a ``resources/systems`` answer, in answer order."""
     entries = _decode(text, source, "systems", schema.System)
     return [_system(entry, f"{source}/systems[{i}]") for i, entry in enumerate(entries)]
@@ -250,13 +281,12 @@ def _read_ports(st: _Build) -> None:
     ports, where = st.records, f"{st.source}/ports[{{row}}]"
     texts, numbers = _column(ports, "guid"), _column(ports, "number")
     if not all(texts) or not set(map(type, numbers)) <= {int}:
-        _port_identities(ports, texts, numbers, where)
-    guids = _normal(st, texts, where, "guid")
-    systems = _normal(st, _column(ports, "systemID"), where, "systemID", optional=True)
+        _port_identities(_peers(st), texts, numbers, where)
+    guids = _normal(st.guids, texts, where, "guid")
+    systems = _normal(st.guids, _column(ports, "systemID"), where, "systemID", optional=True)
     if None in systems:
         systems = [system or guid for system, guid in zip(systems, guids, strict=True)]
     keys = list(zip(guids, numbers, strict=True))
-    st.rates = dict(zip(keys, _port_rates(ports), strict=True))
     st.keys = keys
     descriptions = _column(ports, "node_description")
     if None in descriptions:
@@ -268,60 +298,77 @@ def _read_ports(st: _Build) -> None:
     switches = _devices(list(compress(order, is_switch)), guids, numbers, lids)
     cas = _devices(list(compress(order, map(operator.not_, is_switch))), guids, numbers, None)
     fab = st.fabric
-    for guid in sorted(switches.low.keys() | cas.low.keys()):
-        row, ca_row = switches.low.get(guid), cas.low.get(guid)
-        if row is not None and _AGGREGATION.search(descriptions[row]):
-            # A SHARP aggregation node sits inside a switch (UFM may file its port there) but
-            # is a CA: were it a switch it would share the switch's name and rename both.
-            nports = max(switches.high[guid], cas.high.get(guid, 0))
-            fab.cas[guid] = Ca(guid, descriptions[row if ca_row is None else ca_row], nports)
-            continue
-        if row is not None:
-            desc = _switch_description(st, systems[row], guid)
-            fab.switches[guid] = Switch(guid, desc, switches.high[guid], switches.lid.get(guid))
-        if ca_row is not None:
-            fab.cas[guid] = Ca(guid, descriptions[ca_row], cas.high[guid])
+    # A SHARP aggregation node sits inside a switch (UFM may file its port there) but is a
+    # CA: were it a switch it would share the switch's name and rename both.
+    aggregation = {
+        guid for guid, row in switches.low.items() if _AGGREGATION.search(descriptions[row])
+    }
+    for guid in sorted(switches.low.keys() - aggregation):
+        desc = _switch_description(st, systems[switches.low[guid]], guid)
+        fab.switches[guid] = Switch(guid, desc, switches.high[guid], switches.lid.get(guid))
+    fab.cas.update(_cas(cas, switches, aggregation, descriptions))
     with_ports = set(systems)
     for guid, sys in st.systems.items():
         if sys.type == "switch" and guid not in with_ports and fab.kind_of(guid) is None:
             fab.switches[guid] = Switch(guid, _switch_description(st, guid, guid), 0, None)
 
 
+def _cas(
+    cas: _Devices, switches: _Devices, aggregation: set[str], descriptions: list[str]
+) -> dict[str, Ca]:
+    """One Ca per CA GUID in GUID order, a column at a time (a 16,384-node fabric has 131k):
+    described by its lowest port, as many ports as its highest. An aggregation node filed
+    among switch ports takes its CA port's description if it has one, and the highest port
+    of either kind."""
+    low, high = cas.low, cas.high
+    if aggregation:
+        low = low | {guid: low.get(guid, switches.low[guid]) for guid in aggregation}
+        high = high | {guid: max(switches.high[guid], high.get(guid, 0)) for guid in aggregation}
+    guids = sorted(low)
+    texts = map(descriptions.__getitem__, map(low.__getitem__, guids))
+    return dict(zip(guids, map(Ca, guids, texts, map(high.__getitem__, guids)), strict=True))
+
+
 def _port_identities(
-    ports: list[schema.Port], texts: list[str | None], numbers: list[Any], where: str
+    peers: list[schema.PortPeer], texts: list[str | None], numbers: list[Any], where: str
 ) -> None:
     """Fill in the GUID text and port number of ports that lack one, from their name
     (``<guid>_<port>``); a port number given as text becomes a number."""
-    for row, port in enumerate(ports):
+    for row, port in enumerate(peers):
         if texts[row] and type(numbers[row]) is int:
             continue
         name = port.name or ""
-        texts[row] = port.guid or name.rpartition("_")[0]
+        texts[row] = texts[row] or name.rpartition("_")[0]
         if not texts[row]:
             raise ParseError(
                 "missing field 'guid' (not a UFM response?)", None, where.format(row=row)
             )
-        number = port.number if port.number is not None else name.rpartition("_")[2]
-        if port.number is None and ("_" not in name or not number):
+        given = numbers[row]
+        number = given if given is not None else name.rpartition("_")[2]
+        if given is None and ("_" not in name or not number):
             raise ParseError(
                 "missing field 'number' (not a UFM response?)", None, where.format(row=row)
             )
-        if not str(number).strip().isdigit() or int(number) > 255:
+        value = number if type(number) is int else natural(str(number))
+        if value is None or value > 255:
             where = where.format(row=row)
-            raise ParseError(f"field 'number': bad port number {number!r}", None, where)
-        numbers[row] = int(number)
+            raise ParseError(f"field 'number': bad port number {_shown(number)}", None, where)
+        numbers[row] = value
 
 
-def _port_rates(ports: list[schema.Port]) -> list[Rate]:
-    """Each port's (width, speed) as ibnetdiscover names them. A speed given as a number may
-    be a port rate, which needs the width; names (``HDR``) do not."""
-    widths = _by_value(_column(ports, "active_width"), ufm_width)
-    speeds = _column(ports, "active_speed")
-    if any(isinstance(speed, float | int) or _RATE_RE.match(speed or "") for speed in set(speeds)):
-        named = list(map(ufm_speed, speeds, widths))
-    else:
-        named = _by_value(speeds, ufm_speed)
-    return list(zip(widths, named, strict=True))
+def _port_rates(text: JsonText, source: str) -> list[Rate]:
+    """Each port's (width, speed) as ibnetdiscover names them, in answer order, worked out
+    once per distinct pair UFM sends (a speed given as a number may be a port rate, which
+    needs the width); every port of one rate shares one tuple."""
+    ports = _decode(text, source, "ports", schema.PortRate)
+    widths, speeds = _column(ports, "active_width"), _column(ports, "active_speed")
+    table = {pair: _rate(*pair) for pair in set(zip(widths, speeds, strict=True))}
+    return list(map(table.__getitem__, zip(widths, speeds, strict=True)))
+
+
+def _rate(width: object, speed: object) -> Rate:
+    named = ufm_width(width)
+    return named, ufm_speed(speed, named)
 
 
 def _switch_ports(st: _Build, systems: list[str]) -> list[bool]:
@@ -383,20 +430,94 @@ def _is_guid_text(name: str, *guids: str) -> bool:
         return False
 
 
-def _read_links(
-    st: _Build, links: list[schema.Link]
-) -> tuple[dict[CableKey, Rate], set[tuple[str, int]]]:
+@dataclass(slots=True)
+class _LinkColumns:
+    """Every link's ends (GUIDs in normal form, port numbers) and width, a column each: what
+    a forked child reads from the links answer while the parent reads the ports. It travels
+    back pickled compactly: GUIDs newline-joined (16 hex digits each), ports as bytes."""
+
+    a: list[str]
+    a_port: list[int]
+    b: list[str]
+    b_port: list[int]
+    widths: list[str]
+
+    def __getstate__(self) -> tuple[str, bytes, str, bytes, list[str]]:
+        a, b = "\n".join(self.a), "\n".join(self.b)
+        return a, bytes(self.a_port), b, bytes(self.b_port), self.widths
+
+    def __setstate__(self, state: tuple[str, bytes, str, bytes, list[str]]) -> None:
+        a, a_port, b, b_port, self.widths = state
+        self.a, self.b = a.split("\n") if a else [], b.split("\n") if b else []
+        self.a_port, self.b_port = list(a_port), list(b_port)
+
+
+@dataclass(slots=True)
+class _Background:
+    """What a forked child reads while the parent reads the ports' devices: every port's rate
+    (rows in answer order) and the links' columns, the two things the cables need. Rates
+    travel back as a table of the distinct ones and an index per port."""
+
+    rates: list[Rate]
+    links: _LinkColumns
+
+    def __getstate__(self) -> tuple[list[Rate], bytes, _LinkColumns]:
+        table = list(dict.fromkeys(self.rates))
+        index = {rate: i for i, rate in enumerate(table)}
+        return table, array("I", map(index.__getitem__, self.rates)).tobytes(), self.links
+
+    def __setstate__(self, state: tuple[list[Rate], bytes, _LinkColumns]) -> None:
+        table, index, self.links = state
+        rows = array("I")
+        rows.frombytes(index)
+        self.rates = list(map(table.__getitem__, rows))
+
+
+#: Answers from this size on (ports and links together: 8 MB, ~15k ports) are read partly by
+#: a forked child (benchmarks/PERFORMANCE.md, "UFM path"); below, the fork costs more than
+#: it saves.
+_FORK_AT = 1 << 23
+
+
+def _in_background(responses: UfmResponses, source: str) -> fork.Pending[_Background]:
+    """The port rates and the links of large answers in a forked child (when a CPU is free;
+    else, and whenever the child fails, computed here when asked for: a bad rate or link
+    raises its ParseError from here, after any error in the ports' other fields)."""
+    compute = partial(_read_in_background, responses.ports, responses.links, source)
+    big = len(responses.ports) + len(responses.links) >= _FORK_AT
+    return fork.in_background(compute) if big else fork.Pending(compute)
+
+
+def _read_in_background(ports: JsonText, links: JsonText, source: str) -> _Background:
+    return _Background(_port_rates(ports, source), _link_columns(links, source))
+
+
+def _link_columns(text: JsonText, source: str) -> _LinkColumns:
+    """The links answer decoded and its columns checked: GUIDs, port numbers, widths."""
+    links = _decode(text, source, "links", schema.Link)
+    where = f"{source}/links[{{row}}]"
+    guids: dict[str, str] = {}
+    return _LinkColumns(
+        _normal(guids, _column(links, "source_guid"), where, "source_guid"),
+        _ints(_column(links, "source_port"), where, "source_port"),
+        _normal(guids, _column(links, "destination_guid"), where, "destination_guid"),
+        _ints(_column(links, "destination_port"), where, "destination_port"),
+        _by_value(_column(links, "width"), ufm_width),
+    )
+
+
+def _read_links(st: _Build, links: _LinkColumns) -> tuple[dict[CableKey, Rate], bytearray]:
     """Every cable once (the first record of a cable wins), ends in canonical order, at the
-    slower rate of its two ports; and every port a link names."""
+    slower rate of its two ports; and which ports a link names (:func:`_linked`). Each end is
+    the very string that keys its device (``st.guids``), as the ports' are."""
     where = f"{st.source}/links[{{row}}]"
-    a = _normal(st, _column(links, "source_guid"), where, "source_guid")
-    b = _normal(st, _column(links, "destination_guid"), where, "destination_guid")
-    ap = _ints(_column(links, "source_port"), where, "source_port")
-    bp = _ints(_column(links, "destination_port"), where, "destination_port")
-    widths = _by_value(_column(links, "width"), ufm_width)
+    intern = st.guids.setdefault
+    a, b = list(map(intern, links.a, links.a)), list(map(intern, links.b, links.b))
+    ap, bp, widths = links.a_port, links.b_port, links.widths
     ends_a, ends_b = list(zip(a, ap, strict=True)), list(zip(b, bp, strict=True))
-    rate_a, rate_b = list(map(st.rates.get, ends_a)), list(map(st.rates.get, ends_b))
-    complete = {rate for rate in set(st.rates.values()) if rate[0] != rates.UNKNOWN}
+    row_a, row_b = list(map(st.rows.get, ends_a)), list(map(st.rows.get, ends_b))
+    rate_a, rate_b = _rates_of(st, row_a), _rates_of(st, row_b)
+    complete = {rate for rate in set(st.rates) if rate[0] != rates.UNKNOWN}
     agree = list(
         map(operator.and_, map(operator.eq, rate_a, rate_b), map(complete.__contains__, rate_a))
     )
@@ -406,7 +527,7 @@ def _read_links(
     cable_rates = cast(list[Rate], rate_a)  # now every row's cable rate
     devices = st.fabric.switches.keys() | st.fabric.cas.keys()
     if not devices.issuperset(a) or not devices.issuperset(b):
-        for row, link in enumerate(links):
+        for row, link in enumerate(_link_ends(st)):
             if a[row] not in devices or b[row] not in devices:
                 ends = (a[row], ap[row], b[row], bp[row])
                 _add_link_ends(st, link, ends, where.format(row=row), devices)
@@ -414,7 +535,27 @@ def _read_links(
     for row in compress(range(len(keys)), map(operator.gt, ends_a, ends_b)):
         keys[row] = (b[row], bp[row], a[row], ap[row])  # canonical: the smaller end first
     cables = dict(zip(keys[::-1], cable_rates[::-1], strict=True))  # the first record wins
-    return cables, set(ends_a).union(ends_b)
+    return cables, _linked(st, row_a, row_b)
+
+
+def _rates_of(st: _Build, rows: list[int | None]) -> list[Rate | None]:
+    """The rate of each port record row; None for a link end UFM lists no port for."""
+    if None not in rows:
+        return list(map(st.rates.__getitem__, rows))  # type: ignore[arg-type]
+    return [None if row is None else st.rates[row] for row in rows]
+
+
+def _linked(st: _Build, *ends: list[int | None]) -> bytearray:
+    """A flag per port record: 0 for a port no link names. A record that an later one of the
+    same port repeats is flagged 1 too, so each port counts once (as ``st.rows`` keeps it)."""
+    flags = bytearray(len(st.keys))
+    if len(st.rows) < len(st.keys):
+        flags = bytearray(b"\x01") * len(st.keys)
+        deque(map(flags.__setitem__, st.rows.values(), repeat(0)), maxlen=0)
+    for rows in ends:
+        known = cast(list[int], compress(rows, map(operator.is_not, rows, repeat(None))))
+        deque(map(flags.__setitem__, known, repeat(1)), maxlen=0)
+    return flags
 
 
 def _ints(values: list[int | str], where: str, name: str) -> list[int]:
@@ -425,14 +566,20 @@ def _ints(values: list[int | str], where: str, name: str) -> list[int]:
     table = {value: _port_number(value) for value in set(values)}
     if None in table.values():
         bad = next(value for value, number in table.items() if number is None)
-        row = values.index(bad)
-        raise ParseError(f"field {name!r}: bad port number {bad!r}", None, where.format(row=row))
+        where = where.format(row=values.index(bad))
+        raise ParseError(f"field {name!r}: bad port number {_shown(bad)}", None, where)
     return list(map(table.__getitem__, values))  # type: ignore[arg-type]
 
 
+def _shown(value: object) -> str:
+    """A bad value for a message: quoted, at most 40 characters of it."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:36] + "...'"
+
+
 def _port_number(value: int | str) -> int | None:
-    number = int(value) if isinstance(value, int) or value.strip().isdigit() else 256
-    return number if number <= 255 else None
+    number = value if isinstance(value, int) else natural(value)
+    return number if number is not None and number <= 255 else None
 
 
 def _cable_rate(st: _Build, width: str, pa: Rate | None, pb: Rate | None, ends: CableKey) -> Rate:
@@ -452,7 +599,7 @@ def _cable_rate(st: _Build, width: str, pa: Rate | None, pb: Rate | None, ends: 
 
 
 def _add_link_ends(
-    st: _Build, link: schema.Link, ends: CableKey, where: str, devices: set[str]
+    st: _Build, link: schema.LinkEnds, ends: CableKey, where: str, devices: set[str]
 ) -> None:
     a, ap, b, bp = ends
     if a not in devices:
@@ -465,18 +612,17 @@ def _add_link_ends(
         devices.add(b)
 
 
-def _add_port_only_cables(
-    st: _Build, cables: dict[CableKey, Rate], linked: set[tuple[str, int]]
-) -> None:
+def _add_port_only_cables(st: _Build, cables: dict[CableKey, Rate], linked: bytearray) -> None:
     """Cables of ports that no link names, from the ports' peers (UFM lists only some link
     states in ``resources/links``): added, with one summary Note. A peer that is no known
     device is created from the port's peer node description, with a note, as a link end
     without a port record is."""
-    added = 0
-    unlinked = st.rates.keys() - linked
-    rows = dict(zip(st.keys, range(len(st.keys)), strict=True)) if unlinked else {}
+    if linked.find(0) < 0:  # the usual case: every port is a link end
+        return
+    added, peers = 0, _peers(st)
+    unlinked = compress(st.keys, map(operator.not_, linked))
     for guid, number in sorted(unlinked):
-        port = st.records[rows[guid, number]]
+        port = peers[st.rows[guid, number]]
         peer = _peer(port.peer, st.guids)
         if peer is None:
             continue
@@ -487,7 +633,7 @@ def _add_port_only_cables(
         key = (guid, number, *peer) if (guid, number) <= peer else (*peer, guid, number)
         if key in cables:
             continue
-        own, other = st.rates[guid, number], st.rates.get(peer)
+        own, other = st.rates[st.rows[guid, number]], st.rate(peer)
         cables[key] = rates.slower(own, other) if other is not None else own
         added += 1
     if added:
@@ -502,8 +648,9 @@ def _add_port_only_cables(
 
 def _peer(value: str | None, guids: dict[str, str]) -> tuple[str, int] | None:
     """``<guid>_<port>`` → (guid, port); ``N/A``, empty or odd values → None."""
-    text, sep, number = (value or "").strip().rpartition("_")
-    if not sep or not number.isdigit() or int(number) > 255:
+    text, sep, digits = (value or "").strip().rpartition("_")
+    number = natural(digits) if sep else None
+    if number is None or number > 255:
         return None
     guid = guids.get(text)
     if guid is None:
@@ -512,7 +659,7 @@ def _peer(value: str | None, guids: dict[str, str]) -> tuple[str, int] | None:
         except ValueError:
             return None
         guid = guids[text] = guids.setdefault(guid, guid)
-    return guid, int(number)
+    return guid, number
 
 
 def _add_described_device(
