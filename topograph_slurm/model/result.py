@@ -224,7 +224,22 @@ class Drift:
     new: str
     changes: list[Change] = field(default_factory=list)
     not_compared: list[str] = field(default_factory=list)
+    #: per benchmark level, the medians of both bench records (``diff`` of two recorded sweeps)
+    bench_levels: list[LevelDelta] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return bool(self.changes)
+
+
+@dataclass(frozen=True, slots=True)
+class LevelDelta:
+    """One benchmark level in two recorded sweeps: the median busbw (GB/s) of each (None when
+    that sweep has none), the change as a fraction of the old, and whether it moved beyond the
+    threshold (a change) or not."""
+
+    level: str
+    before: float | None
+    after: float | None
+    change: float | None
+    changed: bool
