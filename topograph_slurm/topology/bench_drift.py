@@ -23,25 +23,18 @@ from topograph_slurm.topology.bench_judge import KIND_SLOW_LINK, KIND_SLOW_NODE,
 
 KIND_BENCH_SLOWER = "bench-slower"
 KIND_BENCH_FASTER = "bench-faster"
-KIND_SLOW_NODE_APPEARED = "slow-node-appeared"
-KIND_SLOW_NODE_CLEARED = "slow-node-cleared"
-KIND_SLOW_LINK_APPEARED = "slow-link-appeared"
-KIND_SLOW_LINK_CLEARED = "slow-link-cleared"
+#: The finding kinds compared, each with its (appeared, cleared) change kinds.
+_FINDING_KINDS = {
+    KIND_SLOW_NODE: ("slow-node-appeared", "slow-node-cleared"),
+    KIND_SLOW_LINK: ("slow-link-appeared", "slow-link-cleared"),
+}
 #: Every bench change kind, in the order a drift lists them (after the fabric's).
 KINDS: tuple[str, ...] = (
     KIND_BENCH_SLOWER,
     KIND_BENCH_FASTER,
-    KIND_SLOW_NODE_APPEARED,
-    KIND_SLOW_NODE_CLEARED,
-    KIND_SLOW_LINK_APPEARED,
-    KIND_SLOW_LINK_CLEARED,
+    *(kind for pair in _FINDING_KINDS.values() for kind in pair),
 )
 _ORDER = {kind: i for i, kind in enumerate(KINDS)}
-#: The finding kinds compared, each with its (appeared, cleared) change kinds.
-_FINDING_KINDS = {
-    KIND_SLOW_NODE: (KIND_SLOW_NODE_APPEARED, KIND_SLOW_NODE_CLEARED),
-    KIND_SLOW_LINK: (KIND_SLOW_LINK_APPEARED, KIND_SLOW_LINK_CLEARED),
-}
 DEFAULT_THRESHOLD = JudgeSettings().drift
 
 
