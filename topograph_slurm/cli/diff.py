@@ -31,6 +31,7 @@ from topograph_slurm.topology.bench_drift import DEFAULT_THRESHOLD, with_bench
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_THRESHOLD,
     show_default=True,
+    metavar="FRACTION",
     help="With two bench records: a level median that moved more than this fraction is a "
     "change (bench's --drift default).",
 )
