@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import InputError
+from topograph_slurm.model.bench import BenchSummary
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Analysis, BlockTopology, Drift, Finding
 from topograph_slurm.model.summary import FabricSummary
 from topograph_slurm.sources import summary as summary_file
+from topograph_slurm.sources.snapshot import BENCH_FILE, load_bench, looks_like_bench
 from topograph_slurm.topology.drift import drift
 from topograph_slurm.topology.keep_missing import (
     TIME_FORMAT,
@@ -156,7 +158,8 @@ def _from_output(output: Path) -> FabricSummary | None:
 
 def load_side(spec: str, settings: Settings, warn: Warn) -> FabricSummary:
     """A ``diff`` input as a summary: ``sim:SPEC``, a snapshot directory, a kept summary, a
-    topology.conf/topology.yaml, or an ibnetdiscover dump (in this order of recognition)."""
+    bench record (no fabric facts), a topology.conf/topology.yaml, or an ibnetdiscover dump
+    (in this order of recognition)."""
     from dataclasses import replace
 
     from topograph_slurm.sources.layout import looks_like_topology, parse_topology
@@ -172,6 +175,8 @@ def load_side(spec: str, settings: Settings, warn: Warn) -> FabricSummary:
         raise InputError(f"cannot read {spec}: {err.strerror}") from None
     if summary_file.looks_like_summary(data):
         return summary_file.decode(data, spec)
+    if looks_like_bench(data):  # a bench.json alone: its record is the side, no fabric
+        return FabricSummary(spec)
     text = data.decode("utf-8", errors="replace")
     if looks_like_topology(text):
         return from_topology(parse_topology(text, spec), spec)
@@ -184,7 +189,35 @@ def _fabric(settings: Settings, warn: Warn) -> FabricSummary:
     from topograph_slurm.topology.analysis import analyse
 
     inputs = pipeline.load_inputs(settings, warn)
+    if _holds_nothing(inputs):
+        return FabricSummary(inputs.fabric.source)
     analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
     blocks = _blocks(settings, inputs, analysis)
     seen = datetime.now(UTC).strftime(TIME_FORMAT)
     return summarize(analysis, blocks, seen, _domains(settings, inputs))
+
+
+def _holds_nothing(inputs: Inputs) -> bool:
+    """A snapshot with neither a fabric nor node outputs (what ``bench --record`` creates
+    for a record alone) shows no fabric fact: compared as one, all nodes would vanish."""
+    snapshot = inputs.snapshot
+    fabric = inputs.fabric
+    return snapshot is not None and not snapshot.nodes and not fabric.switches and not fabric.cas
+
+
+def load_bench_side(spec: str) -> BenchSummary | None:
+    """The bench record of a ``diff`` input: a snapshot's ``bench.json`` or a bench record
+    file; None for any other input (``load_side`` has read it, or said why it cannot). A
+    damaged record is an InputError (exit 3), as it is for ``health``."""
+    path = Path(spec)
+    if path.is_dir():
+        found = (path / BENCH_FILE).is_file()
+    else:
+        try:
+            found = not spec.startswith(SIM_PREFIX) and looks_like_bench(path.read_bytes())
+        except OSError:
+            found = False
+    if not found:
+        return None
+    record = load_bench(path)
+    return BenchSummary(spec, record.created, record.medians, record.findings)

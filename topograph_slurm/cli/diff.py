@@ -13,6 +13,7 @@ import click
 from topograph_slurm.cli.options import naming_options, parse_rewrites, warn
 from topograph_slurm.config import load_settings, override
 from topograph_slurm.errors import Exit
+from topograph_slurm.topology.bench_drift import DEFAULT_THRESHOLD, with_bench
 
 
 @click.command()
@@ -23,6 +24,16 @@ from topograph_slurm.errors import Exit
     "--slurm-version",
     metavar="X.Y",
     help="Slurm release whose block rules form a fabric's blocks (default 24.11).",
+)
+@click.option(
+    "--drift",
+    "bench_drift",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_THRESHOLD,
+    show_default=True,
+    metavar="FRACTION",
+    help="With two bench records: a level median that moved more than this fraction is a "
+    "change (bench's --drift default).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON.")
 @click.option(
@@ -35,17 +46,21 @@ def diff(
     old: str,
     new: str,
     rewrites: Sequence[str],
+    bench_drift: float,
     as_json: bool,
     **flags: Any,
 ) -> None:
     """Say what changed between two fabrics: nodes appeared or vanished, cables moved (a node
     to another leaf, block or NVLink domain; a rail to another switch port), rail disagreement
     appeared or healed, links degraded or restored (per cable), switches added or removed,
-    blocks and BlockSizes changed.
+    blocks and BlockSizes changed. When both inputs carry a `bench --record` record, also
+    each level's median busbw before and after (beyond --drift: a change), and slow nodes and
+    slow links that appeared or cleared.
 
     OLD and NEW are each an ibnetdiscover dump, a `collect` snapshot directory, sim:SPEC (a
-    simulated fabric), one of our topology.conf/topology.yaml files, or the fabric summary
-    `generate -o FILE` keeps beside FILE (.FILE.fabric.json). A topology file shows only
+    simulated fabric), one of our topology.conf/topology.yaml files, the fabric summary
+    `generate -o FILE` keeps beside FILE (.FILE.fabric.json), or a bench.json (a record
+    alone: no fabric facts). A topology file shows only
     nodes, their leaves and blocks, and BlockSizes; what the two inputs cannot both show is
     listed as not compared.
 
@@ -57,8 +72,9 @@ def diff(
       topograph-slurm diff /etc/slurm/.topology.conf.fabric.json today.txt --json
       topograph-slurm diff /etc/slurm/topology.conf /var/lib/topograph/snap
       topograph-slurm diff sim:nodes=64 sim:nodes=64,degraded=2,disagree=5
+      topograph-slurm diff /var/lib/topograph/bench-monday /var/lib/topograph/bench-today
     """
-    from topograph_slurm.fabric_state import load_side
+    from topograph_slurm.fabric_state import load_bench_side, load_side
     from topograph_slurm.render.drift import render_drift
     from topograph_slurm.render.environment import environment
     from topograph_slurm.topology.drift import drift
@@ -70,7 +86,8 @@ def diff(
     settings = dataclasses.replace(settings, ibnetdiscover=None, sim=None, ufm=None, snapshot=None)
     before = dataclasses.replace(load_side(old, settings, warn), source=old)
     after = dataclasses.replace(load_side(new, settings, warn), source=new)
-    result = drift(before, after)
+    records = load_bench_side(old), load_bench_side(new)
+    result = with_bench(drift(before, after), *records, bench_drift)
     env = environment(Path(settings.templates) if settings.templates else None)
     click.echo(render_drift(env, result, "json" if as_json else "text"), nl=False)
     ctx.exit(Exit.DIFFERS if result.changed else Exit.OK)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from topograph_slurm.model.result import Finding
+
 #: The nccl-tests binaries ``bench`` knows by name (``--test``).
 TESTS: tuple[str, ...] = ("all_reduce_perf", "all_gather_perf", "alltoall_perf")
 
@@ -132,3 +134,14 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.busbw is not None and not self.error
+
+
+@dataclass(slots=True)
+class BenchSummary:
+    """A recorded sweep as ``diff`` compares it: where it was read (``source``), when it ran,
+    each level's median busbw in the record's level order, and its findings."""
+
+    source: str
+    created: str
+    medians: dict[str, float]
+    findings: list[Finding] = field(default_factory=list)

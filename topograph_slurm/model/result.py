@@ -206,8 +206,9 @@ class Analysis:
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One difference between two fabric summaries: ``kind`` is a stable key (``node-moved``,
-    ``link-degraded``, …; see :mod:`topograph_slurm.topology.drift`), ``subject`` the node,
+    """One difference between two fabric summaries (or bench records): ``kind`` is a stable key
+    (``node-moved``, ``link-degraded``, …; see :mod:`topograph_slurm.topology.drift` and
+    :mod:`~topograph_slurm.topology.bench_drift`), ``subject`` the node,
     cable, switch or block it is about, ``message`` what it was and what it is."""
 
     kind: str
@@ -224,7 +225,22 @@ class Drift:
     new: str
     changes: list[Change] = field(default_factory=list)
     not_compared: list[str] = field(default_factory=list)
+    #: per benchmark level, the medians of both bench records (``diff`` of two recorded sweeps)
+    bench_levels: list[LevelDelta] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return bool(self.changes)
+
+
+@dataclass(frozen=True, slots=True)
+class LevelDelta:
+    """One benchmark level in two recorded sweeps: the median busbw (GB/s) of each (None when
+    that sweep has none), the change as a fraction of the old, and whether it moved beyond the
+    threshold (a change) or not."""
+
+    level: str
+    before: float | None
+    after: float | None
+    change: float | None
+    changed: bool

@@ -27,6 +27,7 @@ def drift_data(drift: Drift) -> dict[str, Any]:
         "changed": drift.changed,
         "changes": [dataclasses.asdict(change) for change in drift.changes],
         "not_compared": drift.not_compared,
+        "bench_levels": [dataclasses.asdict(level) for level in drift.bench_levels],
     }
 
 

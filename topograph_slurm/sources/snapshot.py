@@ -134,6 +134,17 @@ def _read_json(path: Path, missing: str) -> Any:
         raise InputError(f"{path}: invalid JSON (nested too deeply)") from None
 
 
+def looks_like_bench(data: bytes) -> bool:
+    """Whether *data* claims to be a bench record (then :func:`load_bench` judges the rest)."""
+    if not data.lstrip().startswith(b"{"):
+        return False
+    try:
+        claimed = json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(claimed, dict) and claimed.get("format") == BENCH_FORMAT
+
+
 def load_bench(path: Path | str) -> BenchRecord:
     """Read a ``bench.json`` (or the one in a snapshot directory *path*). InputError when it
     is missing, not JSON, not a bench record, or of another version."""
