@@ -14,6 +14,9 @@ Fixtures:
   slurmctld and slurmd logs.
 - ``validate(nodes, topology_conf=..., topology_yaml=..., ...)``: ``harness.validate_topology``
   bound to the version and image (slurmctld alone, no slurmd per node).
+- ``host_env``: the environment for topograph-slurm run on the host (see the fixture).
+- ``shims(cluster, "scontrol", ..., **options)``: ``harness.Cluster.shims`` writing to the
+  test's tmp_path; returns ``host_env`` with those commands first on PATH.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import harness  # noqa: E402  (lives in slurm-test-cluster/, not in the package)
 
 SLURM_VERSIONS = tuple(harness.VERSIONS)
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 
 
 def in_ci() -> bool:
@@ -138,3 +142,28 @@ def validate(docker_client: Any, slurm_version: str, slurm_image: str) -> Valida
         )
 
     return run
+
+
+@pytest.fixture
+def host_env() -> dict[str, str]:
+    """This process's environment for topograph-slurm on the host: without the ``SLURM_*``
+    variables of a job pytest itself may run in (they would point the tool at that job), and
+    with the repository on PYTHONPATH (a subprocess finds the package from any directory)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
+    return env
+
+
+Shims = Callable[..., dict[str, str]]
+
+
+@pytest.fixture
+def shims(tmp_path: Path, host_env: dict[str, str]) -> Shims:
+    """``shims(cluster, *commands, **options)``: the commands as the controller's real ones
+    (``harness.Cluster.shims``, options ``env``, ``copy_in``, ``copy_out``) in
+    ``tmp_path/shims``; returns ``host_env`` with them first on PATH."""
+
+    def make(cluster: harness.Cluster, *commands: str, **options: Any) -> dict[str, str]:
+        return cluster.shims(tmp_path / "shims", commands, environ=host_env, **options)
+
+    return make
