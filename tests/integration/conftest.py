@@ -12,6 +12,8 @@ Fixtures:
 - ``make_cluster(spec, wait=True)``: starts a ``harness.Cluster`` and waits until all nodes are
   idle; every cluster is torn down after the test, and a failed test's report carries the
   slurmctld and slurmd logs.
+- ``make_module_cluster``: the same for a cluster the tests of one module share (a cluster
+  start is the costliest step of a test; tests that only read its state should share one).
 - ``validate(nodes, topology_conf=..., topology_yaml=..., ...)``: ``harness.validate_topology``
   bound to the version and image (slurmctld alone, no slurmd per node).
 - ``host_env``: the environment for topograph-slurm run on the host (see the fixture).
@@ -62,9 +64,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Attach the daemon logs of the test's clusters to a failed test's report."""
+    """Attach the daemon logs of the test's clusters (its own and its module's) to a failed
+    test's report."""
     report = yield
-    clusters: list[harness.Cluster] = getattr(item, "_slurm_clusters", [])
+    clusters = [c for node in item.listchain() for c in getattr(node, "_slurm_clusters", [])]
     if report.failed and report.when == "call":
         for cluster in clusters:
             if not cluster._torn_down:
@@ -109,12 +112,11 @@ def slurm_image(docker_client: Any, slurm_version: str) -> str:
 MakeCluster = Callable[..., harness.Cluster]
 
 
-@pytest.fixture
-def make_cluster(
-    request: pytest.FixtureRequest, docker_client: Any, slurm_image: str
-) -> Iterator[MakeCluster]:
+def cluster_starter(node: Any, docker_client: Any, slurm_image: str) -> Iterator[MakeCluster]:
+    """``start(spec, wait=True, timeout=120)`` for the clusters of one pytest ``node`` (a test
+    or a module): each is listed on the node for the failure report and torn down after it."""
     clusters: list[harness.Cluster] = []
-    request.node._slurm_clusters = clusters
+    node._slurm_clusters = clusters
 
     def start(
         spec: harness.ClusterSpec, wait: bool = True, timeout: float = 120
@@ -129,6 +131,21 @@ def make_cluster(
     yield start
     for cluster in clusters:
         cluster.teardown()
+
+
+@pytest.fixture
+def make_cluster(
+    request: pytest.FixtureRequest, docker_client: Any, slurm_image: str
+) -> Iterator[MakeCluster]:
+    yield from cluster_starter(request.node, docker_client, slurm_image)
+
+
+@pytest.fixture(scope="module")
+def make_module_cluster(
+    request: pytest.FixtureRequest, docker_client: Any, slurm_image: str
+) -> Iterator[MakeCluster]:
+    """``make_cluster`` for a cluster the tests of one module share (per Slurm version)."""
+    yield from cluster_starter(request.node, docker_client, slurm_image)
 
 
 Validate = Callable[..., harness.ValidationResult]
