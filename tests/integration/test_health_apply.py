@@ -40,7 +40,6 @@ SIM = SimSpec(nodes=8, gpus=4, rails=2, su=4, tiers=2, prefix="node")
 NODES = [SIM.node_name(i) for i in range(SIM.nodes)]
 SLOW, UNPLUGGED = "node0001", "node0003"
 HEALTHY = [n for n in NODES if n not in (SLOW, UNPLUGGED)]
-REPO = Path(__file__).resolve().parents[2]
 
 
 def unplug(text: str, hca: str) -> str:

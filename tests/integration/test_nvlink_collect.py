@@ -65,7 +65,6 @@ RACKS, PER_RACK, GPUS = 3, 4, 4
 SIM = SimSpec(nodes=RACKS * PER_RACK, gpus=GPUS, rails=1, su=PER_RACK, tiers=2, prefix="gb")
 NODES = [SIM.node_name(i) for i in range(SIM.nodes)]
 UNHEALTHY = "gb0006"
-REPO = Path(__file__).resolve().parents[2]
 
 
 def rack(index: int) -> list[str]:
