@@ -30,6 +30,7 @@ import io
 import os
 import posixpath
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -709,6 +710,39 @@ def _read_file(container: Container, path: str) -> str:
     return data.decode(errors="replace") if data else ""
 
 
+#: A host command that runs the controller's own (see :meth:`Cluster.shims`). The command runs
+#: in the background so that the shim can forward SIGTERM/SIGINT into the container: ``docker
+#: exec`` does not, and a timed-out srun must be cancelled in the cluster, not only on the host.
+SHIM = """#!/bin/sh
+# {command} of the test cluster's controller {ctl}, run from the host (harness.Cluster.shims)
+tag="shim-$$"
+after() {{
+{after}:
+}}
+forward() {{
+  docker exec {ctl} sh -c "kill -TERM \\$(cat /tmp/$tag.pid)"
+  wait $child
+  after
+  exit 143
+}}
+{before}docker exec {env}{ctl} \\
+  sh -c 'echo $$ > /tmp/'"$tag"'.pid; exec "$@"' {command} {command} "$@" &
+child=$!
+trap forward TERM INT
+wait $child
+rc=$?
+after
+exit $rc
+"""
+
+
+def on_path(directory: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``environ`` (default: this process's) with ``directory`` first on PATH."""
+    env = dict(os.environ if environ is None else environ)
+    env["PATH"] = f"{directory}{os.pathsep}{env.get('PATH', os.defpath)}"
+    return env
+
+
 class Cluster:
     """A controller and one container per node on a private network; a context manager.
 
@@ -913,6 +947,51 @@ class Cluster:
         if container is None:
             raise HarnessError(f"no container for {node or CONTROLLER} (cluster not started?)")
         return container
+
+    def shims(
+        self,
+        directory: Path,
+        commands: Iterable[str],
+        *,
+        env: Sequence[str] = (),
+        copy_in: Mapping[str, str] | None = None,
+        copy_out: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> dict[str, str]:
+        """Host commands (``scontrol``, ``srun``, ...) that are the controller's real ones.
+
+        The tool under test runs on the host (the image has no Python) and calls Slurm's
+        commands by name; each shim written to ``directory`` execs its command in the
+        controller container with the caller's arguments and exit code, passes the caller's
+        values of the variables named in ``env`` (``SLURM_JOB_ID``: a step in the caller's
+        allocation), and forwards SIGTERM/SIGINT to the command in the container. Around each
+        call it copies host files into the controller (``copy_in``: host path -> controller
+        path, e.g. a topology.conf the host just wrote, as a shared /etc/slurm would hold it)
+        and controller files back (``copy_out``: controller path -> host path, e.g. the
+        slurmctld log). stdin is not passed: nothing here feeds a Slurm command on stdin.
+        Returns ``environ`` (default: this process's) with ``directory`` first on PATH.
+        """
+        ctl = shlex.quote(self._container(None).name or "")
+        before = "".join(
+            f"docker exec -i {ctl} sh -c {shlex.quote('cat > ' + shlex.quote(inside))}"
+            f" < {shlex.quote(host)}\n"
+            for host, inside in (copy_in or {}).items()
+        )
+        after = "".join(
+            f"docker exec {ctl} cat {shlex.quote(inside)} > {shlex.quote(host)}\n"
+            for inside, host in (copy_out or {}).items()
+        )
+        passed = "".join(f"-e {shlex.quote(name)} " for name in env)
+        directory.mkdir(parents=True, exist_ok=True)
+        for command in commands:
+            shim = directory / command
+            shim.write_text(
+                SHIM.format(
+                    command=shlex.quote(command), ctl=ctl, env=passed, before=before, after=after
+                )
+            )
+            shim.chmod(0o755)
+        return on_path(directory, environ)
 
     def sbatch(self, args: str) -> str:
         """Submit with ``sbatch --parsable <args>``; returns the job id or raises with stderr."""

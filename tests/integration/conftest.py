@@ -12,8 +12,13 @@ Fixtures:
 - ``make_cluster(spec, wait=True)``: starts a ``harness.Cluster`` and waits until all nodes are
   idle; every cluster is torn down after the test, and a failed test's report carries the
   slurmctld and slurmd logs.
+- ``make_module_cluster``: the same for a cluster the tests of one module share (a cluster
+  start is the costliest step of a test; tests that only read its state should share one).
 - ``validate(nodes, topology_conf=..., topology_yaml=..., ...)``: ``harness.validate_topology``
   bound to the version and image (slurmctld alone, no slurmd per node).
+- ``host_env``: the environment for topograph-slurm run on the host (see the fixture).
+- ``shims(cluster, "scontrol", ..., **options)``: ``harness.Cluster.shims`` writing to the
+  test's tmp_path; returns ``host_env`` with those commands first on PATH.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import harness  # noqa: E402  (lives in slurm-test-cluster/, not in the package)
 
 SLURM_VERSIONS = tuple(harness.VERSIONS)
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 
 
 def in_ci() -> bool:
@@ -58,9 +64,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Attach the daemon logs of the test's clusters to a failed test's report."""
+    """Attach the daemon logs of the test's clusters (its own and its module's) to a failed
+    test's report."""
     report = yield
-    clusters: list[harness.Cluster] = getattr(item, "_slurm_clusters", [])
+    clusters = [c for node in item.listchain() for c in getattr(node, "_slurm_clusters", [])]
     if report.failed and report.when == "call":
         for cluster in clusters:
             if not cluster._torn_down:
@@ -105,12 +112,11 @@ def slurm_image(docker_client: Any, slurm_version: str) -> str:
 MakeCluster = Callable[..., harness.Cluster]
 
 
-@pytest.fixture
-def make_cluster(
-    request: pytest.FixtureRequest, docker_client: Any, slurm_image: str
-) -> Iterator[MakeCluster]:
+def cluster_starter(node: Any, docker_client: Any, slurm_image: str) -> Iterator[MakeCluster]:
+    """``start(spec, wait=True, timeout=120)`` for the clusters of one pytest ``node`` (a test
+    or a module): each is listed on the node for the failure report and torn down after it."""
     clusters: list[harness.Cluster] = []
-    request.node._slurm_clusters = clusters
+    node._slurm_clusters = clusters
 
     def start(
         spec: harness.ClusterSpec, wait: bool = True, timeout: float = 120
@@ -127,6 +133,21 @@ def make_cluster(
         cluster.teardown()
 
 
+@pytest.fixture
+def make_cluster(
+    request: pytest.FixtureRequest, docker_client: Any, slurm_image: str
+) -> Iterator[MakeCluster]:
+    yield from cluster_starter(request.node, docker_client, slurm_image)
+
+
+@pytest.fixture(scope="module")
+def make_module_cluster(
+    request: pytest.FixtureRequest, docker_client: Any, slurm_image: str
+) -> Iterator[MakeCluster]:
+    """``make_cluster`` for a cluster the tests of one module share (per Slurm version)."""
+    yield from cluster_starter(request.node, docker_client, slurm_image)
+
+
 Validate = Callable[..., harness.ValidationResult]
 
 
@@ -138,3 +159,28 @@ def validate(docker_client: Any, slurm_version: str, slurm_image: str) -> Valida
         )
 
     return run
+
+
+@pytest.fixture
+def host_env() -> dict[str, str]:
+    """This process's environment for topograph-slurm on the host: without the ``SLURM_*``
+    variables of a job pytest itself may run in (they would point the tool at that job), and
+    with the repository on PYTHONPATH (a subprocess finds the package from any directory)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
+    return env
+
+
+Shims = Callable[..., dict[str, str]]
+
+
+@pytest.fixture
+def shims(tmp_path: Path, host_env: dict[str, str]) -> Shims:
+    """``shims(cluster, *commands, **options)``: the commands as the controller's real ones
+    (``harness.Cluster.shims``, options ``env``, ``copy_in``, ``copy_out``) in
+    ``tmp_path/shims``; returns ``host_env`` with them first on PATH."""
+
+    def make(cluster: harness.Cluster, *commands: str, **options: Any) -> dict[str, str]:
+        return cluster.shims(tmp_path / "shims", commands, environ=host_env, **options)
+
+    return make

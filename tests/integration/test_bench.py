@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import Shims
 from harness import Cluster, ClusterSpec, NodeSpec
 
 from tests.conftest import real_fixture
@@ -40,27 +41,6 @@ NODES = [f"bn{i:04d}" for i in range(1, 10)]
 GPUS = 2
 SLOW_NODE, LEAF3 = "bn0002", NODES[6:]
 BINARY = "/usr/local/bin/all_reduce_perf"
-
-SHIM = """#!/bin/sh
-# the controller's real srun, in the allocation; SIGTERM reaches it in the container
-tag="bench-$$"
-docker exec -i -e SLURM_JOB_ID="$SLURM_JOB_ID" {ctl} \\
-  sh -c 'echo $$ > /tmp/'"$tag"'.pid; exec srun "$@"' srun "$@" &
-child=$!
-trap 'docker exec {ctl} sh -c "kill -TERM \\$(cat /tmp/$tag.pid)"; wait $child; exit 143' TERM INT
-wait $child
-"""
-
-
-def shim_env(tmp_path: Path, cluster: Cluster, job: str) -> dict[str, str]:
-    bindir = tmp_path / "bin"
-    bindir.mkdir(exist_ok=True)
-    (bindir / "srun").write_text(SHIM.format(ctl=cluster.controller.name))
-    (bindir / "srun").chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
-    env["PYTHONPATH"] = f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}"
-    return {**env, "SLURM_JOB_ID": job, "SLURM_JOB_NODELIST": "bn[0001-0009]"}
 
 
 def install(cluster: Cluster, table: str) -> None:
@@ -89,13 +69,15 @@ def bench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_bench_finds_the_planted_node_and_uplink_through_real_srun(
-    make_cluster: Callable[..., Cluster], tmp_path: Path, slurm_version: str
+    make_cluster: Callable[..., Cluster], tmp_path: Path, slurm_version: str, shims: Shims
 ) -> None:
     cluster = make_cluster(ClusterSpec(nodes=[NodeSpec(n, cpus=4, gpus=GPUS) for n in NODES]))
     install(cluster, scale_table({SLOW_NODE: 0.4}, [(0.5, LEAF3)]))
     job = cluster.sbatch(f"--exclusive -N {len(NODES)} --gres=gpu:{GPUS} --wrap 'sleep 900'")
     cluster.wait_job(job)
-    env = shim_env(tmp_path, cluster, job)
+    # srun steps in that allocation; a timed-out step's SIGTERM reaches the real srun
+    srun = shims(cluster, "srun", env=["SLURM_JOB_ID"])
+    env = {**srun, "SLURM_JOB_ID": job, "SLURM_JOB_NODELIST": "bn[0001-0009]"}
     run = launcher(cluster)
     common = ["--sim", SIM, "--launcher", run, "--binary", BINARY, "--args", "-b 1M -e 8G -f 2"]
 

@@ -46,15 +46,16 @@ def cli(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def split_job(
-    make_cluster: Callable[..., Cluster], tmp_path: Path
+    make_module_cluster: Callable[..., Cluster], tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Cluster, str, list[str], Path]:
-    """A running 4-node job placed 2+2 across two blocks; the cluster's topology.conf."""
+    """A running 4-node job placed 2+2 across two blocks; the cluster's topology.conf. One per
+    Slurm version for the module: the tests only read the placement (a step runs alongside)."""
     conf = topology_conf()
     nodes = [NodeSpec(node(i), cpus=4, gpus=GPUS) for i in range(1, BLOCK_SIZE * BLOCKS + 1)]
     spec = ClusterSpec(nodes=nodes, topology_plugin="topology/block", topology_conf=conf)
-    cluster = make_cluster(spec)
+    cluster = make_module_cluster(spec)
     for b in range(BLOCKS):
         for k in (1, 2):
             busy = node(b * BLOCK_SIZE + k)
@@ -62,7 +63,7 @@ def split_job(
     job = cluster.sbatch(f"--exclusive -N 4 --segment=2 --gres=gpu:{GPUS} {SLEEP}")
     placed = cluster.wait_job(job).nodes
     assert len(placed) == 4 and len({BLOCK_OF[n] for n in placed}) == 2, placed
-    path = tmp_path / "topology.conf"
+    path = tmp_path_factory.mktemp("split-job") / "topology.conf"
     path.write_text(conf)
     return cluster, job, placed, path
 

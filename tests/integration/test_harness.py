@@ -4,8 +4,11 @@ log, and nothing it created is left behind (failed start, Ctrl-C, crashed earlie
 from __future__ import annotations
 
 import socket
+import subprocess
+import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import harness
@@ -22,7 +25,7 @@ def leftovers(client: Any, cluster: Cluster) -> list[Any]:
 
 
 def test_exec_reconfigure_and_logs(
-    make_cluster: Callable[..., Cluster], docker_client: Any
+    make_cluster: Callable[..., Cluster], docker_client: Any, tmp_path: Path
 ) -> None:
     spec = ClusterSpec.simple(2, gpus=2)
     cluster = make_cluster(spec)
@@ -47,9 +50,53 @@ def test_exec_reconfigure_and_logs(
     assert [(s.name, s.nodes) for s in switches] == [("leaf", ["node01", "node02"])]
     cluster.wait_idle()
     assert "started on cluster" in cluster.slurmctld_log()
+    check_shims(cluster, tmp_path)
 
     cluster.teardown()
     assert leftovers(docker_client, cluster) == []
+
+
+def check_shims(cluster: Cluster, tmp_path: Path) -> None:
+    """Host commands that are the controller's: arguments, exit code, the named variables,
+    files copied in before and out after each call, and SIGTERM reaching the command."""
+    staged, copied = tmp_path / "staged.txt", tmp_path / "hostname.txt"
+    staged.write_text("from the host\n")
+    env = cluster.shims(
+        tmp_path / "bin",
+        ["srun", "sinfo"],
+        env=["PROBE"],
+        copy_in={str(staged): "/tmp/staged.txt"},
+        copy_out={"/etc/hostname": str(copied)},
+    )
+    env = {**env, "PROBE": "passed", "UNNAMED": "kept on the host"}
+    script = 'echo "$PROBE|${UNNAMED:-}|$1"; exit 3'
+    argv = ["srun", "-N", "1", "-w", "node01", "sh", "-c", script, "sh", "two words"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (3, "passed||two words\n"), done.stderr
+    assert cluster.read_file("/tmp/staged.txt") == b"from the host\n"
+    assert copied.read_text() == "slurmctld\n"
+    assert (
+        subprocess.run(["sinfo", "-h", "-o", "%D"], env=env, capture_output=True).stdout == b"2\n"
+    )
+
+    copied.unlink()
+    argv = ["srun", "-N", "1", "-w", "node02", "sleep", "300"]
+    hung = subprocess.Popen(argv, env=env, start_new_session=True)
+    try:
+        wait_for(lambda: cluster.exec(["pgrep", "-x", "sleep"], node="node02").rc == 0)
+        hung.terminate()
+        assert hung.wait(timeout=30) == 143
+        wait_for(lambda: cluster.exec(["pgrep", "-x", "sleep"], node="node02").rc == 1)
+        assert copied.read_text() == "slurmctld\n"  # copied out after a signal too
+    finally:
+        hung.kill()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.5)
 
 
 def test_failed_node_start_is_one_error_with_slurmd_log(

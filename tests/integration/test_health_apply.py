@@ -20,7 +20,6 @@ PATH execs the controller container's real scontrol (only the transport is a shi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Shims
 from harness import Cluster, ClusterSpec, NodeSpec
 
 from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
@@ -40,7 +40,6 @@ SIM = SimSpec(nodes=8, gpus=4, rails=2, su=4, tiers=2, prefix="node")
 NODES = [SIM.node_name(i) for i in range(SIM.nodes)]
 SLOW, UNPLUGGED = "node0001", "node0003"
 HEALTHY = [n for n in NODES if n not in (SLOW, UNPLUGGED)]
-REPO = Path(__file__).resolve().parents[2]
 
 
 def unplug(text: str, hca: str) -> str:
@@ -49,19 +48,6 @@ def unplug(text: str, hca: str) -> str:
     return "\n\n".join(
         "\n".join(line for line in b.split("\n") if f'"{hca}"' not in line) for b in blocks
     )
-
-
-def scontrol_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:
-    """Environment whose ``scontrol`` is the controller container's real scontrol."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir(exist_ok=True)
-    shim = bindir / "scontrol"
-    shim.write_text(f'#!/bin/sh\nexec docker exec -i {cluster.controller.name} scontrol "$@"\n')
-    shim.chmod(0o755)
-    env = dict(os.environ)
-    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
-    env["PYTHONPATH"] = f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}"
-    return env
 
 
 def nodes(cluster: Cluster) -> dict[str, dict[str, Any]]:
@@ -94,13 +80,13 @@ def registered(cluster: Cluster, timeout: float = 90) -> None:
 
 
 def test_health_apply_on_real_slurm(
-    make_cluster: Callable[..., Cluster], slurm_version: str, tmp_path: Path
+    make_cluster: Callable[..., Cluster], slurm_version: str, tmp_path: Path, shims: Shims
 ) -> None:
     spec = ClusterSpec(
         nodes=[NodeSpec(n, cpus=2, features=("admin_a",) if n == SLOW else ()) for n in NODES]
     )
     cluster = make_cluster(spec)
-    env = scontrol_shim(tmp_path, cluster)
+    env = shims(cluster, "scontrol")
     faulty = tmp_path / "faulty.txt"
     faulty.write_text(
         unplug(generate_ibnetdiscover(replace(SIM, degraded=1)), f"{UNPLUGGED} mlx5_1")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import Shims
 from harness import Cluster, ClusterSpec, NodeSpec, parse_show_topology
 
 from topograph_slurm.cli.main import main
@@ -32,16 +33,6 @@ LEAF = "leaf-su002-r0"
 JOB = "--exclusive -N 4 -w gpu[0005-0008] -J neighbours --wrap 'sleep 120'"
 
 
-def scontrol_shim(tmp_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``scontrol`` on PATH is the controller container's real scontrol."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    shim = bindir / "scontrol"
-    shim.write_text(f'#!/bin/sh\nexec docker exec -i {cluster.controller.name} scontrol "$@"\n')
-    shim.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-
-
 def generate(*args: str) -> tuple[int, dict]:
     """The real CLI with a JSON report; returns (exit code, report)."""
     report = Path(args[args.index("-o") + 1]).with_suffix(".report.json")
@@ -52,7 +43,10 @@ def generate(*args: str) -> tuple[int, dict]:
 
 
 def test_a_node_off_keeps_its_leaf_and_runs_a_multi_node_job(
-    make_cluster: Callable[..., Cluster], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_cluster: Callable[..., Cluster],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shims: Shims,
 ) -> None:
     out = tmp_path / "topology.conf"
     generate("--sim", ALL_ON, "-o", str(out))  # the last run: every node on
@@ -62,7 +56,7 @@ def test_a_node_off_keeps_its_leaf_and_runs_a_multi_node_job(
         topology_conf=out.read_text(),
     )
     cluster = make_cluster(spec)
-    scontrol_shim(tmp_path, cluster, monkeypatch)
+    monkeypatch.setenv("PATH", shims(cluster, "scontrol")["PATH"])  # the in-process CLI's
     today = tmp_path / "today.txt"
     today.write_text(sim.generate_ibnetdiscover(sim.parse_sim_spec(ONE_OFF)))
 

@@ -22,7 +22,6 @@ node's recorded-format output (``sim_gpu.fake_nvidia_smi_script``); gb0001 also 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -31,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Cluster, ClusterSpec, NodeSpec, ValidationResult
+from conftest import Shims
+from harness import Cluster, ClusterSpec, NodeSpec, ValidationResult, on_path
 
 from tests.support.sim_gpu import (
     fake_nvidia_smi_script,
@@ -65,7 +65,6 @@ RACKS, PER_RACK, GPUS = 3, 4, 4
 SIM = SimSpec(nodes=RACKS * PER_RACK, gpus=GPUS, rails=1, su=PER_RACK, tiers=2, prefix="gb")
 NODES = [SIM.node_name(i) for i in range(SIM.nodes)]
 UNHEALTHY = "gb0006"
-REPO = Path(__file__).resolve().parents[2]
 
 
 def rack(index: int) -> list[str]:
@@ -98,20 +97,6 @@ def install_fakes(cluster: Cluster, ibnetdiscover_on: str | None = None) -> None
         cluster.put_file(ibnetdiscover_on, "/usr/local/bin/ibnetdiscover", script, mode=0o755)
 
 
-def srun_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:
-    """Environment whose ``srun`` is the controller container's real srun."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir(exist_ok=True)
-    shim = bindir / "srun"
-    shim.write_text(f'#!/bin/sh\nexec docker exec -i {cluster.controller.name} srun "$@"\n')
-    shim.chmod(0o755)
-    env = dict(os.environ)
-    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
-    env["PYTHONPATH"] = f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}"
-    env.pop("SLURM_JOB_ID", None)
-    return env
-
-
 SSH_CONFIG = """Host *
   User root
   IdentityFile {key}
@@ -123,8 +108,8 @@ SSH_CONFIG = """Host *
 """
 
 
-def ssh_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:
-    """Environment whose ``ssh`` reaches each node container's real sshd: the host's ssh with
+def ssh_shim(tmp_path: Path, cluster: Cluster, host_env: dict[str, str]) -> dict[str, str]:
+    """``host_env`` whose ``ssh`` reaches each node container's real sshd: the host's ssh with
     a config file naming the containers' addresses and a throwaway key."""
     ssh = shutil.which("ssh")
     if ssh is None:
@@ -144,17 +129,13 @@ def ssh_shim(tmp_path: Path, cluster: Cluster) -> dict[str, str]:
     bindir.mkdir(exist_ok=True)
     (bindir / "ssh").write_text(f'#!/bin/sh\nexec {ssh} -F {config} "$@"\n')
     (bindir / "ssh").chmod(0o755)
-    env = dict(os.environ)
-    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
-    env["PYTHONPATH"] = f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}"
-    return env
+    return on_path(bindir, host_env)
 
 
-def run_collect(
-    tmp_path: Path, cluster: Cluster, mode: str = "batch", env: dict[str, str] | None = None
-) -> Path:
-    """``topograph-slurm collect`` on the host: through srun (``mode``: batch or per-node), or
-    over ssh with ClusterShell when ``mode`` is ``clush`` (``env`` from :func:`ssh_shim`)."""
+def run_collect(tmp_path: Path, env: dict[str, str], mode: str = "batch") -> Path:
+    """``topograph-slurm collect`` on the host: through srun (``mode``: batch or per-node;
+    ``env`` with the srun shim), or over ssh with ClusterShell when ``mode`` is ``clush``
+    (``env`` from :func:`ssh_shim`)."""
     snap = tmp_path / f"snapshot-{mode}"
     transport = ["--via", "clush"] if mode == "clush" else ["--via", "srun", "--srun-mode", mode]
     argv = [
@@ -162,7 +143,6 @@ def run_collect(
         *("--nodes", f"gb[0001-{len(NODES):04d}]", "--ibnetdiscover-on", NODES[0]),
         *("--snapshot", str(snap), "--timeout", "60"),
     ]
-    env = env if env is not None else srun_shim(tmp_path, cluster)
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return snap
@@ -179,6 +159,8 @@ def test_collect_blocks_and_yaml_on_real_slurm(
     validate: Callable[..., ValidationResult],
     slurm_version: str,
     tmp_path: Path,
+    shims: Shims,
+    host_env: dict[str, str],
 ) -> None:
     version = SlurmVersion.parse(slurm_version)
     spec = ClusterSpec(nodes=[NodeSpec(n, cpus=4, gpus=GPUS) for n in NODES])
@@ -186,14 +168,15 @@ def test_collect_blocks_and_yaml_on_real_slurm(
     install_fakes(cluster, ibnetdiscover_on=NODES[0])
 
     # 1. collect through the real srun
-    snap = run_collect(tmp_path, cluster)
+    srun = shims(cluster, "srun")
+    snap = run_collect(tmp_path, srun)
     manifest = json.loads((snap / "manifest.json").read_text())
     assert manifest["via"] == "srun" and manifest["nodes"] == NODES
     assert manifest["srun_mode"] == "batch"
     # the per-node mode, and ClusterShell over the nodes' real sshd, read exactly the same
     # from every node
-    per_node = run_collect(tmp_path, cluster, "per-node")
-    clush = run_collect(tmp_path, cluster, "clush", ssh_shim(tmp_path, cluster))
+    per_node = run_collect(tmp_path, srun, "per-node")
+    clush = run_collect(tmp_path, ssh_shim(tmp_path, cluster, host_env), "clush")
     over_ssh = json.loads((clush / "manifest.json").read_text())
     assert over_ssh["via"] == "clush" and over_ssh["nodes"] == NODES
     assert all(r["exit_code"] == 0 for r in over_ssh["results"]), over_ssh["results"]

@@ -16,12 +16,12 @@ must leave the other 2 out because Slurm does not know them.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import Shims
 from harness import Cluster, ClusterSpec, NodeSpec
 
 from topograph_slurm.cli.main import main
@@ -38,33 +38,12 @@ NODES = [f"gpu{i:04d}" for i in range(1, 5)]
 SIM = "nodes=6,rails=1,su=2,tiers=2"  # leaves of 2: gpu[0001-0002], [0003-0004], [0005-0006]
 START = "SwitchName=s1 Nodes=gpu[0001-0004]\n"
 RECONFIGURES = "Processing Reconfiguration Request"
-SHIM = """#!/bin/sh
-docker exec -i {ctrl} sh -c 'cat > /etc/slurm/{name}' < {conf}
-docker exec -i {ctrl} {command} "$@"; rc=$?
-docker exec {ctrl} cat /var/log/slurm/slurmctld.log > {log}
-exit $rc
-"""
 #: A tree template whose file slurmctld refuses: the first leaf defined twice.
 BROKEN = "\nSwitchName={{ tree.leaves[0].name }} Nodes={{ tree.leaves[0].nodes | hostlist }}\n"
 
 
-def shims(tmp_path: Path, cluster: Cluster, conf: Path, log: Path) -> dict[str, str]:
-    """Environment whose scontrol and sinfo are the controller's (see the module docstring)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    assert cluster.controller is not None
-    for command in ("scontrol", "sinfo"):
-        shim = bindir / command
-        text = SHIM.format(
-            ctrl=cluster.controller.name, command=command, conf=conf, name=conf.name, log=log
-        )
-        shim.write_text(text)
-        shim.chmod(0o755)
-    return {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
-
-
 def started(
-    make_cluster: Any, tmp_path: Path, name: str, text: str, **spec: Any
+    make_cluster: Any, shims: Shims, tmp_path: Path, name: str, text: str, **spec: Any
 ) -> tuple[Cluster, Path, dict[str, str]]:
     """The 4-node cluster with a daemonized slurmctld running *text* as /etc/slurm/*name*, the
     same file on the host, a config naming the log copy, and the shims' environment."""
@@ -74,7 +53,14 @@ def started(
     conf, log = tmp_path / name, tmp_path / "slurmctld.log"
     conf.write_text(text)
     (tmp_path / "config.yaml").write_text(f"slurmctld_log: {log}\n")
-    return cluster, conf, shims(tmp_path, cluster, conf, log)
+    env = shims(
+        cluster,
+        "scontrol",
+        "sinfo",
+        copy_in={str(conf): f"/etc/slurm/{name}"},
+        copy_out={"/var/log/slurm/slurmctld.log": str(log)},
+    )
+    return cluster, conf, env
 
 
 def generate(
@@ -110,10 +96,11 @@ def metrics(tmp_path: Path) -> dict[str, float]:
 
 
 def test_reconfigure_applies_skips_and_rolls_back(
-    make_cluster: Any, slurm_version: str, tmp_path: Path
+    make_cluster: Any, shims: Shims, slurm_version: str, tmp_path: Path
 ) -> None:
     cluster, conf, env = started(
         make_cluster,
+        shims,
         tmp_path,
         "topology.conf",
         START,
@@ -180,12 +167,12 @@ YAML_START = """\
 
 
 def test_reconfigure_checks_every_topology_of_a_yaml(
-    make_cluster: Any, slurm_version: str, tmp_path: Path
+    make_cluster: Any, shims: Shims, slurm_version: str, tmp_path: Path
 ) -> None:
     if slurm_version < "25.05":
         pytest.skip(f"topology.yaml needs Slurm 25.05+, this is {slurm_version}")
     cluster, conf, env = started(
-        make_cluster, tmp_path, "topology.yaml", YAML_START, topology_yaml=YAML_START
+        make_cluster, shims, tmp_path, "topology.yaml", YAML_START, topology_yaml=YAML_START
     )
     result, _ = generate(tmp_path, env, "--format", "yaml", output="topology.yaml")
     assert result.exit_code == Exit.OK, result.output

@@ -39,6 +39,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import Shims
 from harness import (
     Cluster,
     ClusterSpec,
@@ -534,27 +535,16 @@ def test_cli_filter_options_match_the_fakes(tp: TpCluster) -> None:
 
 
 def test_explain_says_a_tp_size_job_keeps_every_tp_group_in_a_block(
-    tp: TpCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tp: TpCluster, monkeypatch: pytest.MonkeyPatch, shims: Shims
 ) -> None:
     """`explain JOBID` reads the job (nodes in Slurm's rank order, GPUs per node, tp from the
     filter's record) and the running topology through the real scontrol of the controller."""
     job = tp.sbatch("--tp-size=8 -N 4 --exclusive --wrap 'sleep 300'")
     nodes = tp.cluster.wait_job(job).nodes
-    assert controller_scontrol(tp, tmp_path, monkeypatch)
+    monkeypatch.setenv("PATH", shims(tp.cluster, "scontrol")["PATH"])  # the in-process CLI's
     result = CliRunner().invoke(main, ["--config", os.devnull, "explain", job, "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["layout"]["tp"] == 8 and data["gpus_per_node"] == GPUS
     assert sorted(data["nodes"]) == sorted(nodes)
     assert data["kinds"]["tp"]["crossing"]["domain"] == 0, data
-
-
-def controller_scontrol(tp: TpCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An ``scontrol`` first on PATH that runs the controller container's own."""
-    assert tp.cluster.controller is not None
-    wrapper = tmp_path / "bin" / "scontrol"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec docker exec {tp.cluster.controller.name} scontrol "$@"\n')
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
-    return wrapper
