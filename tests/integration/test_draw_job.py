@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import Shims
 from harness import Cluster
 from test_explain_order import BLOCK_OF, split_job  # noqa: F401  (split_job is a fixture)
 
@@ -28,14 +29,10 @@ def test_draw_a_running_job_from_real_scontrol(
     split_job: tuple[Cluster, str, list[str], Path],  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    shims: Shims,
 ) -> None:
     cluster, job, placed, _conf = split_job
-    assert cluster.controller is not None
-    shim = tmp_path / "bin" / "scontrol"
-    shim.parent.mkdir()
-    shim.write_text(f'#!/bin/sh\nexec docker exec {cluster.controller.name} scontrol "$@"\n')
-    shim.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", shims(cluster, "scontrol")["PATH"])  # the in-process CLI's
     out = tmp_path / "job.svg"
     result = CliRunner().invoke(
         main, ["--config", os.devnull, "draw", job, "--tp", "8", "-o", str(out)]
