@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from topograph_slurm.cli.main import main
 from topograph_slurm.sources.layout import parse_topology
-from topograph_slurm.sources.sim import SimSpec
+from topograph_slurm.sources.sim import SimSpec, parse_sim_spec
 
 
 @st.composite
@@ -63,7 +63,7 @@ def test_every_node_once_in_tree_and_blocks_and_names_unique(spec: str, version:
     tree = parse_topology(tree_text).tree
     blocks = parse_topology(block_text).blocks
     assert tree is not None and blocks is not None
-    sim = SimSpec(**_ints(spec))
+    sim = parse_sim_spec(spec)
     expected = sorted(map(sim.node_name, range(sim.nodes)))
     if "storage=1" in spec:  # its servers are hosts too (--slurm-nodes all)
         expected += [f"stor-{i + 1:03d}" for i in range(max(2, -(-sim.nodes // 16)))]
@@ -84,9 +84,3 @@ def test_every_node_once_in_tree_and_blocks_and_names_unique(spec: str, version:
     assert sorted(in_blocks) == sorted(expected)
     for exclusion in tree_report["exclusions"]:  # type: ignore[attr-defined]
         assert exclusion["reason"], exclusion
-
-
-def _ints(spec: str) -> dict[str, int]:
-    """The spec's keys that :class:`SimSpec` needs to name the simulated nodes."""
-    pairs = dict(item.split("=") for item in spec.split(","))
-    return {key: int(pairs[key]) for key in ("nodes", "su", "islands", "rails")}
