@@ -3,6 +3,8 @@ that belong to one logical leaf only (so that leaf names stay unique)."""
 
 from __future__ import annotations
 
+import pytest
+
 from topograph_slurm.model.result import LeafGroup
 from topograph_slurm.topology.leaf import KIND_RAIL_DISAGREE, group_leaves
 
@@ -62,24 +64,23 @@ def test_a_tie_follows_the_first_rail_whichever_unit_it_is_on() -> None:
     _assert_partition(rails, groups)
 
 
-def test_a_two_to_two_tie_of_four_rails_follows_the_first_rail() -> None:
-    rails = _units(units=2, nodes=4, rails=4)
-    _move(rails, "gpu10", 0, "su0-r0")
-    _move(rails, "gpu10", 1, "su0-r1")
-    leaves, groups, messages = _group(rails)
-    assert "gpu10" in leaves["su0-r0"]
-    _assert_partition(rails, groups)
-    assert "no majority (2 of 4 rails" in messages[0]
-
-
-def test_a_three_way_tie_follows_the_first_rail() -> None:
-    rails = _units(units=3, nodes=4, rails=3)
-    _move(rails, "gpu11", 0, "su2-r0")
-    _move(rails, "gpu11", 2, "su0-r2")
-    leaves, groups, messages = _group(rails)
-    assert "gpu11" in leaves["su2-r0"]
-    _assert_partition(rails, groups)
-    assert messages[0].startswith("rails reach 3 leaf groups")
+@pytest.mark.parametrize(
+    ("units", "rails", "node", "moves", "placed", "told"),
+    [  # a 2:2 tie of four rails; a three-way 1:1:1 tie of three
+        (2, 4, "gpu10", {0: "su0-r0", 1: "su0-r1"}, "su0-r0", "no majority (2 of 4 rails"),
+        (3, 3, "gpu11", {0: "su2-r0", 2: "su0-r2"}, "su2-r0", "rails reach 3 leaf groups"),
+    ],
+)
+def test_any_tie_follows_the_first_rail(
+    units: int, rails: int, node: str, moves: dict[int, str], placed: str, told: str
+) -> None:
+    cabled = _units(units=units, nodes=4, rails=rails)
+    for rail, leaf in moves.items():
+        _move(cabled, node, rail, leaf)
+    leaves, groups, messages = _group(cabled)
+    assert node in leaves[placed]
+    _assert_partition(cabled, groups)
+    assert told in messages[0]
 
 
 def test_a_majority_keeps_the_node_and_its_group_keeps_its_own_name() -> None:
