@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import real_fixture
 from topograph_slurm.model.result import LeafGroup
+from topograph_slurm.sources.ibnetdiscover.parse import read_ibnetdiscover
+from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.leaf import KIND_RAIL_DISAGREE, group_leaves
+from topograph_slurm.topology.naming import NamingPolicy
 
 Rails = dict[str, list[tuple[str, str]]]
 
@@ -106,3 +110,19 @@ def test_a_leaf_only_moved_cables_reach_joins_one_group() -> None:
         "spare": ["gpu00", "gpu01", "gpu02", "gpu03"],
         "su1-r0": ["gpu10", "gpu11", "gpu12", "gpu13"],
     }
+
+
+def test_a_real_fabric_s_dual_homed_hosts_tie_and_no_leaf_switch_is_shared() -> None:
+    """sat11 (a real HDR capture): two UFM hosts have one HCA on each of two leaves, a 1:1 vote.
+    Each once pulled the other leaf into its group, so one switch sat in two logical leaves."""
+    fabric = read_ibnetdiscover(
+        real_fixture("ibnetdiscover/mellanox-sat11-hdr-putty-log-notabs.txt")
+    )
+    analysis = analyse(fabric, NamingPolicy())
+    leaves = analysis.tree.leaves
+    _assert_partition(analysis.hosts.rails, leaves)
+    ties = {f.subject: f.message for f in analysis.findings if f.kind == KIND_RAIL_DISAGREE}
+    assert sorted(ties) == ["sat11-0101-0902-01ufm", "sat11-0101-0902-02ufm"]
+    assert all("no majority (1 of 2 rails" in message for message in ties.values())
+    placed = {node: leaf.name for leaf in leaves for node in leaf.nodes}
+    assert placed["sat11-0101-0902-02ufm"] == "sat11-0101-0902-01ib0"  # its first rail's leaf
