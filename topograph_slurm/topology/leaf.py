@@ -79,16 +79,20 @@ def group_leaves(
     for signature, nodes in by_signature.items():
         # every signature overlaps a primary (_primary_sets), so there is always a vote
         votes = Counter(index_of[leaf] for leaf in signature if leaf in index_of)
+        unclaimed = signature.difference(index_of)  # probes per leaf; "- keys()" walks them all
+        if len(votes) == 1:  # the usual signature: every rail in one group, no node to judge
+            (only,) = votes
+            members[only].extend(nodes)
+            strays.update({leaf: only for leaf in unclaimed if leaf not in strays})
+            continue
         tied = _tied(votes)
-        unclaimed = sorted(signature - index_of.keys())
         for node in nodes:
             first = None if len(tied) == 1 else _first_rail(rails[node], tied, index_of)
             best = tied[0] if first is None else index_of[_LEAF(first)]
             members[best].append(node)
-            strays.update((leaf, best) for leaf in unclaimed if leaf not in strays)
-            if len(votes) > 1:
-                why = _placed_why(votes[best], len(rails[node]), first, switch_names)
-                findings.append(_disagreement(node, rails[node], len(votes), why, switch_names))
+            strays.update({leaf: best for leaf in unclaimed if leaf not in strays})
+            why = _placed_why(votes[best], len(rails[node]), first, switch_names)
+            findings.append(_disagreement(node, rails[node], len(votes), why, switch_names))
     for leaf, group in strays.items():
         primaries[group].add(leaf)
     groups = []
