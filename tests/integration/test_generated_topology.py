@@ -32,6 +32,7 @@ SIMS = {
     "sim-3tier": "nodes=64,rails=2,su=8,tiers=3,pod=2",
     "sim-islands": "nodes=16,rails=2,su=4,islands=2",
     "sim-disagree": "nodes=24,rails=4,su=8,disagree=3,degraded=2",
+    "sim-tie": "nodes=16,rails=2,su=8,disagree=3",  # a 1:1 rail vote: once two leaves alike
 }
 DUMPS = sorted(p.name for p in (REAL_FIXTURES / "ibnetdiscover").glob("*.txt"))
 

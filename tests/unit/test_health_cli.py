@@ -86,11 +86,13 @@ def test_dry_run_prints_verdicts_and_commands_and_exits_1(slurm: Path) -> None:
     assert "node0001         degraded  1 -> 1001     -       degraded-link" in out
     assert "node0006         degraded  1 -> 1001     -       rail-disagreement" in out
     assert "login1           unknown" in out and "not in the fabric sweep" in out
-    assert "Commands (3):" in out  # nodes with the same change share one
+    assert "Commands (4):" in out  # nodes with the same change share one
+    assert "scontrol update NodeName='node[0002-0004]' AvailableFeatures=topo_ok," in out
+    # node0006's rails split 1:1: it stays in its own unit, with its first rail
     assert (
-        "scontrol update NodeName='node[0001,0006]' Weight=1001 AvailableFeatures=topo_degraded,"
-        "topo_leaf_leaf-su001-r0,topo_block_leaf-su001-r0 ActiveFeatures=topo_degraded,"
-        "topo_leaf_leaf-su001-r0,topo_block_leaf-su001-r0"
+        "scontrol update NodeName=node0006 Weight=1001 AvailableFeatures=topo_degraded,"
+        "topo_leaf_leaf-su002-r0,topo_block_leaf-su002-r0 ActiveFeatures=topo_degraded,"
+        "topo_leaf_leaf-su002-r0,topo_block_leaf-su002-r0"
     ) in out
     assert updates(slurm) == []
 
@@ -103,7 +105,7 @@ def test_apply_runs_exactly_the_printed_commands_then_nothing_is_pending(slurm: 
     assert [["scontrol", *line.split()] for line in ran] == [
         shlex.split(line) for line in dry["commands"]
     ]
-    assert result.stderr.count("applied: scontrol update") == 3
+    assert result.stderr.count("applied: scontrol update") == 4
     assert "NodeName=node[0002-0004] AvailableFeatures=topo_ok," in ran[1]
     # Slurm now holds what was applied: the next dry run proposes nothing
     held = {
@@ -134,7 +136,7 @@ def test_json_lists_every_node_with_its_verdict_and_causes(slurm: Path) -> None:
     first = next(row for row in data["nodes"] if row["node"] == "node0001")
     assert first["verdict"] == "degraded" and first["weight"] == {"now": 1, "new": 1001}
     assert [f["kind"] for f in first["findings"]] == ["degraded-link"]
-    assert [f["kind"] for f in data["not_per_node"]] == ["block-base-below-unit"]
+    assert data["not_per_node"] == []  # two full units of 4: the base is the unit size
 
 
 def test_an_admin_drain_and_features_are_kept(slurm: Path) -> None:
@@ -156,8 +158,8 @@ def test_a_refused_update_is_one_line_in_slurms_words_and_the_rest_still_runs(
     assert result.exit_code == Exit.APPLY, result.output
     error = [line for line in result.stderr.splitlines() if "error:" in line]
     assert len(error) == 1 and "Invalid node state specified" in error[0]
-    assert "(1 of 3 commands failed)" in error[0]
-    assert len(updates(slurm)) == 3
+    assert "(1 of 4 commands failed)" in error[0]
+    assert len(updates(slurm)) == 4
 
 
 def test_slurm_unreachable_is_a_collect_error(slurm: Path) -> None:

@@ -20,6 +20,7 @@ from topograph_slurm.model.result import (
 )
 from topograph_slurm.render.environment import environment
 from topograph_slurm.render.topology_yaml import (
+    check_names,
     check_topologies,
     default_partitions,
     partitions_from_map,
@@ -192,3 +193,27 @@ def test_partition_lines_from_a_mapping() -> None:
         partitions_from_map({"gpu": "nope"}, three())
     with pytest.raises(ConfigError, match="invalid partition name"):
         partitions_from_map({"gpu part": "nvl"}, three())
+
+
+@pytest.mark.parametrize(
+    ("tree", "blocks", "message"),
+    [
+        (  # two logical leaves of one name: the block output would list one of them twice
+            Tree([LeafGroup("su1", ["g1"], ["n1"]), LeafGroup("su1", ["g2"], ["n2"])], [], []),
+            None,
+            "duplicate switch name 'su1'",
+        ),
+        (
+            Tree([LeafGroup("su1", ["g1"], ["n1"]), LeafGroup("su2", ["g2"], ["n1"])], [], []),
+            None,
+            "node n1 is in leaves su1 and su2",
+        ),
+        (None, BlockTopology([Block("b", ["n1"]), Block("b", ["n2"])], [1]), "duplicate block"),
+    ],
+)
+def test_topology_conf_names_repeat_nowhere(
+    tree: Tree | None, blocks: BlockTopology | None, message: str
+) -> None:
+    """topology.conf passes the same last check as topology.yaml (Slurm checks neither)."""
+    with pytest.raises(ConfigError, match=message):
+        check_names(tree, blocks)

@@ -16,6 +16,7 @@ strictly, so :func:`check_topologies` does, before the template renders anything
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import jinja2
@@ -47,28 +48,56 @@ def _check_name(name: str, what: str) -> None:
 
 
 def check_names(tree: Tree | None, blocks: BlockTopology | None, where: str = "") -> None:
-    """Every switch, block and node name about to be rendered passes the one Slurm name rule.
+    """Every switch, block and node name about to be rendered passes the one Slurm name rule,
+    and none repeats.
 
     Sources and readers check the names they bring (the layout reader its block names, the
     naming its hosts and switches); this is the last check before any template, topology.conf
-    or topology.yaml, so a name from a source nobody checked still cannot inject a line."""
+    or topology.yaml, so a name from a source nobody checked still cannot inject a line. Slurm
+    checks neither that names are unique nor that leaves and blocks are disjoint: two leaves
+    or blocks of one name would each claim the nodes of one, and a node listed twice sits
+    wherever slurmctld last read it, so either is refused here rather than written."""
     found: list[tuple[str, list[str]]] = []
+    prefix = f"{where}: " if where else ""
     if tree is not None:
         switches = [leaf.name for leaf in tree.leaves] + [s.name for s in tree.uppers]
         found += [("switch", switches), ("node", [n for leaf in tree.leaves for n in leaf.nodes])]
+        _check_unique(switches, "switch", prefix)
+        _check_disjoint([(leaf.name, leaf.nodes) for leaf in tree.leaves], "leaves", prefix)
     if blocks is not None:
-        found.append(("block", [block.name for block in blocks.blocks]))
-        found.append(("node", [node for block in blocks.blocks for node in block.nodes]))
+        block_names = [block.name for block in blocks.blocks]
+        found += [("block", block_names), ("node", [n for b in blocks.blocks for n in b.nodes])]
+        _check_unique(block_names, "block", prefix)
+        _check_disjoint([(block.name, block.nodes) for block in blocks.blocks], "blocks", prefix)
     for what, listed in found:
         slurm_names.check(listed, what, where, ConfigError)
+
+
+def _check_unique(listed: list[str], what: str, prefix: str) -> None:
+    repeated = next((name for name, n in Counter(listed).items() if n > 1), None)
+    if repeated is not None:
+        raise ConfigError(f"{prefix}duplicate {what} name {repeated!r}")
+
+
+def _check_disjoint(groups: list[tuple[str, list[str]]], what: str, prefix: str) -> None:
+    """No node in two of *groups* (leaves or blocks); the usual case in one set pass."""
+    nodes = [node for _, members in groups for node in members]
+    if len(set(nodes)) == len(nodes):
+        return
+    seen: dict[str, str] = {}
+    for name, members in groups:
+        for node in members:
+            if node in seen:
+                raise ConfigError(
+                    f"{prefix}node {node} is in {what} {seen[node]} and {name}; Slurm does not "
+                    f"check that {what} are disjoint"
+                )
+            seen[node] = name
 
 
 def _check_tree(topo: NamedTopology, tree: Tree) -> None:
     if not tree.leaves:
         raise ConfigError(f"topology {topo.name!r}: the tree has no leaf switch")
-    names = [leaf.name for leaf in tree.leaves] + [switch.name for switch in tree.uppers]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"topology {topo.name!r}: duplicate switch names")
 
 
 def _check_blocks(topo: NamedTopology, blocks: BlockTopology) -> None:
@@ -76,19 +105,6 @@ def _check_blocks(topo: NamedTopology, blocks: BlockTopology) -> None:
     if not nonempty:
         raise ConfigError(f"topology {topo.name!r}: no block has nodes")
     validate_block_sizes(blocks.block_sizes, len(nonempty))
-    seen: dict[str, str] = {}
-    names: set[str] = set()
-    for block in blocks.blocks:
-        if block.name in names:
-            raise ConfigError(f"topology {topo.name!r}: duplicate block name {block.name!r}")
-        names.add(block.name)
-        for node in block.nodes:
-            if node in seen:
-                raise ConfigError(
-                    f"topology {topo.name!r}: node {node} is in blocks {seen[node]} and "
-                    f"{block.name}; Slurm does not check that blocks are disjoint"
-                )
-            seen[node] = block.name
 
 
 def check_topologies(

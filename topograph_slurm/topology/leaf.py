@@ -5,7 +5,11 @@ scalable unit has its own leaf switch, so a node sits under eight leaves at once
 plugin wants each node under exactly one leaf, so the leaves that carry the same node set are
 folded into one *logical leaf*. A node whose rails disagree (one cable moved to another unit's
 leaf) must not merge two units: it joins the group that holds the majority of its rails and is
-reported as a finding.
+reported as a finding. With no majority (two rails split 1:1, four split 2:2) it joins the group
+of its first rail (lowest HCA GUID): a rule that depends on the node alone, so the same fabric
+from UFM or ibnetdiscover places it the same way. Each leaf switch belongs to exactly one
+logical leaf, and a logical leaf is named after its first switch, so the names are as unique as
+the switch names.
 """
 
 from __future__ import annotations
@@ -43,29 +47,54 @@ def _primary_sets(by_signature: dict[frozenset[str], list[str]]) -> list[set[str
     return primaries
 
 
+def _tied(votes: Counter[int]) -> list[int]:
+    """The groups holding the most of a signature's rails (one unless there is no majority)."""
+    most = max(votes.values())
+    return sorted(group for group, held in votes.items() if held == most)
+
+
+def _first_rail(
+    node_rails: list[tuple[str, str]], tied: list[int], index_of: Mapping[str, int]
+) -> tuple[str, str]:
+    """The node's first rail (rails are sorted by HCA GUID) whose leaf is in a tied group."""
+    return next(rail for rail in node_rails if index_of.get(_LEAF(rail)) in tied)
+
+
 def group_leaves(
     rails: Mapping[str, list[tuple[str, str]]], switch_names: Mapping[str, str]
 ) -> tuple[list[LeafGroup], list[Finding]]:
     """Fold leaf switches into logical leaves and place every node under exactly one of them.
 
     Returns the groups sorted by name (a group is named after its first leaf by name) and a
-    finding for every node whose rails reach more than one logical leaf.
+    finding for every node whose rails reach more than one logical leaf. A leaf switch that no
+    primary signature claims (reached only by moved cables) joins the group of the first node
+    placed that reaches it, never a second group.
     """
     by_signature = _signatures(rails)
     primaries = _primary_sets(by_signature)
-    members: list[list[str]] = [[] for _ in primaries]
-    findings: list[Finding] = []
     index_of = {leaf: i for i, leaves in enumerate(primaries) for leaf in leaves}
+    members: list[list[str]] = [[] for _ in primaries]
+    strays: dict[str, int] = {}
+    findings: list[Finding] = []
     for signature, nodes in by_signature.items():
+        # every signature overlaps a primary (_primary_sets), so there is always a vote
         votes = Counter(index_of[leaf] for leaf in signature if leaf in index_of)
-        if not votes:  # cannot happen: every signature overlaps some primary
+        unclaimed = signature.difference(index_of)  # probes per leaf; "- keys()" walks them all
+        if len(votes) == 1:  # the usual signature: every rail in one group, no node to judge
+            (only,) = votes
+            members[only].extend(nodes)
+            strays.update({leaf: only for leaf in unclaimed if leaf not in strays})
             continue
-        best = min(votes, key=lambda i: (-votes[i], i))
-        primaries[best] |= signature
+        tied = _tied(votes)
         for node in nodes:
+            first = None if len(tied) == 1 else _first_rail(rails[node], tied, index_of)
+            best = tied[0] if first is None else index_of[_LEAF(first)]
             members[best].append(node)
-            if len(votes) > 1:
-                findings.append(_disagreement(node, rails[node], votes, switch_names))
+            strays.update({leaf: best for leaf in unclaimed if leaf not in strays})
+            why = _placed_why(votes[best], len(rails[node]), first, switch_names)
+            findings.append(_disagreement(node, rails[node], len(votes), why, switch_names))
+    for leaf, group in strays.items():
+        primaries[group].add(leaf)
     groups = []
     for leaves, nodes in zip(primaries, members, strict=True):
         ordered = sorted(leaves, key=lambda guid: (switch_names.get(guid, guid), guid))
@@ -75,17 +104,28 @@ def group_leaves(
     return groups, findings
 
 
+def _placed_why(
+    held: int, total: int, first: tuple[str, str] | None, switch_names: Mapping[str, str]
+) -> str:
+    """Where a disagreeing node went: the majority, or (on a tie) its first rail's group."""
+    if first is None:
+        return f"placed with the group holding {held} of {total} rails"
+    hca, leaf = first
+    return (
+        f"no majority ({held} of {total} rails in each of the top groups): placed with the "
+        f"group of its first rail (HCA {hca} on {switch_names.get(leaf, leaf)})"
+    )
+
+
 def _disagreement(
     node: str,
     node_rails: list[tuple[str, str]],
-    votes: Counter[int],
+    groups: int,
+    why: str,
     switch_names: Mapping[str, str],
 ) -> Finding:
     """Describe which leaf switches a node's rails land on and where it was placed."""
     leaves = ", ".join(sorted({switch_names.get(leaf, leaf) for _, leaf in node_rails}))
     return Finding(
-        KIND_RAIL_DISAGREE,
-        node,
-        f"rails reach {len(votes)} leaf groups (leaves {leaves}); placed with the group "
-        f"holding {max(votes.values())} of {len(node_rails)} rails",
+        KIND_RAIL_DISAGREE, node, f"rails reach {groups} leaf groups (leaves {leaves}); {why}"
     )
