@@ -310,3 +310,13 @@ def test_an_in_process_caller_gets_the_exit_code_back() -> None:
     with contextlib.redirect_stdout(io.StringIO()) as out:
         code = main(["--config", os.devnull, "generate", "--sim", "demo"], standalone_mode=False)
     assert code == 0 and "SwitchName=" in out.getvalue()
+
+
+def test_output_dash_is_stdout_and_writes_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["--config", os.devnull, "generate", "--sim", "demo", "--slurm-nodes", "all", "-o", "-"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "\nSwitchName=spine-001 " in result.stdout and list(tmp_path.iterdir()) == []

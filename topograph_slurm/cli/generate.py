@@ -3,6 +3,7 @@ guarded writes → exit code."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,10 @@ def _write(
     "default tree.",
 )
 @click.option(
-    "-o", "--output", metavar="PATH", help="Write here (atomic, only on change) instead of stdout."
+    "-o",
+    "--output",
+    metavar="PATH",
+    help="Write here (atomic, only on change) instead of stdout ('-' = stdout).",
 )
 @click.option(
     "--check", is_flag=True, help="Write nothing; exit 1 with a diff when PATH is out of date."
@@ -214,6 +218,8 @@ def generate(
         format=fmt,
         **flags,
     )
+    if settings.output == "-":  # stdout, as without -o: no file named '-', no state beside it
+        settings = dataclasses.replace(settings, output=None)
     if (check or diff) and settings.output is None and settings.filter_dir is None:
         raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
     settings = operations.check_flags(settings, check, flags)
