@@ -132,7 +132,10 @@ def print_sample(run: Callable[[], None]) -> None:
 
 def sample(command: list[str], cwd: Path | None = None) -> Sample:
     """The :class:`Sample` a child process (*command*) printed last."""
-    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=cwd)
+    out = subprocess.run(command, check=False, capture_output=True, text=True, cwd=cwd)
+    if out.returncode:
+        sys.stderr.write(out.stderr)  # the child's own error, not just its exit status
+        out.check_returncode()
     data = json.loads(out.stdout.strip().splitlines()[-1])
     return Sample(data["seconds"], data["cpu_seconds"], data["peak_rss_mb"])
 
