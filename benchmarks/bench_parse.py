@@ -2,6 +2,7 @@
 
     python benchmarks/bench_parse.py                      # 2,048 and 16,384 nodes x 8 rails
     python benchmarks/bench_parse.py --nodes 2048 --repeat 5
+    python benchmarks/bench_parse.py --base /tmp/old     # every stage with that code too, paired
 
 Every stage runs in its own child process (so peak RSS is that stage's alone, read from
 ``ru_maxrss``), interleaved with the bare scan, ``--repeat`` times; the table shows the best
@@ -9,6 +10,10 @@ time of each (shared CI machines are noisy), the ratio of best to best in the sa
 ("paired") the median over rounds of each stage's time over the bare scan just before it.
 The target from the project issue: the whole ``generate`` within 3x the bare scan and
 500 MB peak RSS on the 16,384-node fabric; ``generate`` runs the real CLI in-process.
+
+``--base DIR`` adds a ``STAGE@base`` stage for every stage but the bare scan: that stage with
+another checkout's code, in the same rounds, so an A/B of two commits shares the machine's
+state of each moment.
 
 To measure another stage, add a function ``f(path) -> None`` to ``STAGES``; it is timed from
 the start of reading the file to the end (imports happen before the clock starts, in
@@ -100,13 +105,17 @@ def _usage() -> tuple[float, float, float]:
     return cpu, me.ru_maxrss / 1024, kids.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
 
 
-def _child(stage_name: str, path: str) -> None:
-    """Entry point inside the child process: prints one JSON sample.
+def _child(stage_name: str, path: str, repo: str) -> None:
+    """Entry point inside the child process: prints one JSON sample of the code in *repo*.
 
     Peak RSS is this process's plus its largest child's: an upper bound on what the stage
     held at once, since the forked child's pages shared with the parent count twice."""
+    sys.path.insert(0, repo)
     stage = STAGES[stage_name]
     stage.prepare()
+    if "topograph_slurm" in sys.modules:
+        module = sys.modules["topograph_slurm"].__file__ or ""
+        assert Path(module).is_relative_to(repo), module
     print_sample(lambda: stage.run(path))
 
 
@@ -123,13 +132,16 @@ def print_sample(run: Callable[[], None]) -> None:
 
 def sample(command: list[str], cwd: Path | None = None) -> Sample:
     """The :class:`Sample` a child process (*command*) printed last."""
-    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=cwd)
+    out = subprocess.run(command, check=False, capture_output=True, text=True, cwd=cwd)
+    if out.returncode:
+        sys.stderr.write(out.stderr)  # the child's own error, not just its exit status
+        out.check_returncode()
     data = json.loads(out.stdout.strip().splitlines()[-1])
     return Sample(data["seconds"], data["cpu_seconds"], data["peak_rss_mb"])
 
 
-def run_stage(stage_name: str, path: Path) -> Sample:
-    return sample([sys.executable, __file__, "--child", stage_name, str(path)])
+def run_stage(stage_name: str, path: Path, repo: Path = REPO) -> Sample:
+    return sample([sys.executable, __file__, "--child", stage_name, str(path), str(repo)])
 
 
 def write_fabric(nodes: int, rails: int, directory: Path) -> tuple[Path, float]:
@@ -154,12 +166,18 @@ class Measured:
     paired_ratio: float
 
 
-def measure(path: Path, stages: list[str], repeat: int) -> dict[str, Measured]:
-    """*repeat* rounds, each running every stage once in order (the bare scan first)."""
-    samples: dict[str, list[Sample]] = {name: [] for name in stages}
+def measure(
+    path: Path, stages: list[str], repeat: int, base: Path | None = None
+) -> dict[str, Measured]:
+    """*repeat* rounds, each running every stage once in order (the bare scan first), and
+    with *base* every stage but the bare scan again with that checkout's code."""
+    runs = [(name, name, REPO) for name in stages]
+    if base is not None:
+        runs += [(f"{name}@base", name, base) for name in stages[1:]]
+    samples: dict[str, list[Sample]] = {label: [] for label, _, _ in runs}
     for _ in range(repeat):
-        for name in stages:
-            samples[name].append(run_stage(name, path))
+        for label, name, repo in runs:
+            samples[label].append(run_stage(name, path, repo))
     bare = samples[stages[0]]
     return {
         name: Measured(
@@ -186,28 +204,30 @@ def scale_parser(description: str, stages: list[str]) -> argparse.ArgumentParser
 
 def main(argv: list[str] | None = None) -> int:
     parser = scale_parser(__doc__.split("\n\n")[0], list(STAGES))
-    parser.add_argument("--child", nargs=2, metavar=("STAGE", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--base", type=Path, help="also time every stage with this checkout")
+    child = ("STAGE", "PATH", "REPO")
+    parser.add_argument("--child", nargs=3, metavar=child, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         _child(*args.child)
         return 0
     stages = ["bare-scan", *[s for s in args.stages if s != "bare-scan"]]
     header = ("nodes", "rails", "MB", "stage", "wall s", "x bare", "paired", "cpu s", "x bare")
-    print("{:>6} {:>5} {:>6} {:<11} {:>7} {:>6} {:>6} {:>7} {:>6} {:>7}".format(*header, "RSS MB"))
+    print("{:>6} {:>5} {:>6} {:<13} {:>7} {:>6} {:>6} {:>7} {:>6} {:>7}".format(*header, "RSS MB"))
     with tempfile.TemporaryDirectory(prefix="topograph-bench-") as tmp:
         for nodes in args.nodes:
             path, gen_seconds = write_fabric(nodes, args.rails, Path(tmp))
             size_mb = path.stat().st_size / 1e6
-            result = measure(path, stages, args.repeat)
+            result = measure(path, stages, args.repeat, args.base and args.base.resolve())
             bare = result["bare-scan"].best
-            for name in stages:
+            for name in result:
                 s, paired = result[name].best, result[name].paired_ratio
                 print(
-                    f"{nodes:>6} {args.rails:>5} {size_mb:>6.1f} {name:<11} {s.seconds:>7.2f} "
+                    f"{nodes:>6} {args.rails:>5} {size_mb:>6.1f} {name:<13} {s.seconds:>7.2f} "
                     f"{s.seconds / bare.seconds:>6.2f} {paired:>6.2f} {s.cpu_seconds:>7.2f} "
                     f"{s.cpu_seconds / bare.cpu_seconds:>6.2f} {s.peak_rss_mb:>7.0f}"
                 )
-            print(f"{'':>6} {'':>5} {'':>6} {'(sim write)':<11} {gen_seconds:>7.2f}")
+            print(f"{'':>6} {'':>5} {'':>6} {'(sim write)':<13} {gen_seconds:>7.2f}")
             path.unlink()
     return 0
 

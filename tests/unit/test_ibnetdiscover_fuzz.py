@@ -261,10 +261,18 @@ def test_fixture_folder_is_used() -> None:
     assert Path(DUMPS / LARGE[0]).stat().st_size > 1 << 20
 
 
-def test_a_switch_port_line_moved_after_a_ca_block_is_not_handed_back_to_the_switch() -> None:
+@pytest.mark.parametrize("chunk", [bulk._CHUNK, 1])
+def test_a_switch_port_line_moved_after_a_ca_block_is_not_handed_back_to_the_switch(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Found by the fuzz above: the switch's port 2 line, moved to just after the first CA's
     block (where the line parser reads it as that CA's cable, a contradiction), must not be
-    rejoined to the switch when the fast path cuts the single-port CA block out."""
+    rejoined to the switch when the fast path cuts the single-port CA block out, whether the
+    switch block shares the CA blocks' chunk or not (chunk 1: a chunk per block)."""
+    monkeypatch.setattr(bulk, "_CHUNK", chunk)
+    fine = "".join(_lines("ibm-pcm-2009-sdr-1sw-2ca.txt"))
+    fast, slow = bulk.parse(fine, "x"), reference.parse(fine, "x")
+    assert fast is not None and Counter(fast.links) == Counter(slow.links)
     lines = list(_lines("ibm-pcm-2009-sdr-1sw-2ca.txt"))
     port2 = next(i for i, line in enumerate(lines) if line.startswith('[2]     "H-'))
     moved = lines.pop(port2)

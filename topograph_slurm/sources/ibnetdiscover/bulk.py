@@ -236,7 +236,10 @@ def _chunk(chunk: str, acc: _Accumulated) -> bool:
         return _blocks(chunk, acc)
     step = _CA_BLOCK_RE.groups + 1
     rest = "".join(parts[::step])
-    if _CA_HEADER_RE.search(rest) or any(map(_owns_port_line, parts[step::step])):
+    # the text after each block is part of rest: when rest holds no port line's start, none
+    # gives a block a port line, and the check per CA block (a Python call each) is skipped
+    owned = "\n[" in rest and any(map(_owns_port_line, parts[step::step]))
+    if _CA_HEADER_RE.search(rest) or owned:
         return _blocks(chunk, acc)
     guids, own_port = parts[2::step], parts[4::step]
     nports, own_ports = _numbers(parts[1::step], NPORTS), _numbers(own_port, PORTS)
