@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -44,3 +45,12 @@ def real_fixtures() -> Path:
     if not REAL_FIXTURES.is_dir():
         pytest.skip(f"real fixtures folder {REAL_FIXTURES} not found (../shared absent)")
     return REAL_FIXTURES
+
+
+def unavailable(what: str, reason: str) -> NoReturn:
+    """Skip a test whose real component (*what*: the Slurm test cluster, the headless browser)
+    is missing here, but fail it under ``CI=true``: a CI run that skipped them would pass while
+    proving nothing."""
+    if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI=true but {what} is unavailable: {reason}", pytrace=False)
+    pytest.skip(f"{what} unavailable: {reason}")

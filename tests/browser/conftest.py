@@ -8,25 +8,20 @@ would pass without anyone having looked at a page.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
+
+from tests.conftest import unavailable
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 WINDOW = (1400, 900)
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def _unavailable(reason: str) -> None:
-    if _in_ci():
-        pytest.fail(f"CI=true but the headless browser is unavailable: {reason}", pytrace=False)
-    pytest.skip(f"headless browser unavailable: {reason}")
+def _unavailable(reason: str) -> NoReturn:
+    unavailable("the headless browser", reason)
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ import os
 import sys
 from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -37,20 +37,15 @@ if str(HARNESS_DIR) not in sys.path:
 
 import harness  # noqa: E402  (lives in slurm-test-cluster/, not in the package)
 
+import tests.conftest as tests_conftest  # noqa: E402
+
 SLURM_VERSIONS = tuple(harness.VERSIONS)
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def unavailable(reason: str) -> None:
-    """Skip outside CI, fail inside it (see the module docstring for why)."""
-    if in_ci():
-        pytest.fail(f"CI=true but the Slurm test cluster is unavailable: {reason}", pytrace=False)
-    pytest.skip(f"Slurm test cluster unavailable: {reason}")
+def unavailable(reason: str) -> NoReturn:
+    tests_conftest.unavailable("the Slurm test cluster", reason)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
