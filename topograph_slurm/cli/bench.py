@@ -16,11 +16,11 @@ from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.errors import CollectError, Exit, InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.bench import TESTS, BenchPlan, RunResult
+from topograph_slurm.topology.bench_judge import JudgeSettings
 
 if TYPE_CHECKING:
     from topograph_slurm.collect.bench import BenchCommand
     from topograph_slurm.fabric_view import FabricView
-    from topograph_slurm.topology.bench_judge import JudgeSettings
 
 _DEFAULT_ARGS = "-b 512M -e 8G -f 2 -g 1"
 _BENCH_KEYS = (
@@ -42,6 +42,8 @@ _BENCH_KEYS = (
     "baseline",
     "as_json",
 )
+#: The judge's default thresholds, shown by --help (one place for the numbers).
+_JUDGE = JudgeSettings()
 _FRACTION = click.FloatRange(0, 1, min_open=True, max_open=True)
 
 
@@ -112,21 +114,21 @@ _FRACTION = click.FloatRange(0, 1, min_open=True, max_open=True)
 @click.option(
     "--slow-fraction",
     type=_FRACTION,
-    default=0.8,
+    default=_JUDGE.slow_fraction,
     show_default=True,
     help="A run below this fraction of its level's median is slow.",
 )
 @click.option(
     "--expected-fraction",
     type=_FRACTION,
-    default=0.5,
+    default=_JUDGE.expected_fraction,
     show_default=True,
     help="A run below this fraction of the fabric's rate (NVLink, IB rails) is slow.",
 )
 @click.option(
     "--drift",
     type=click.FloatRange(min=0, min_open=True),
-    default=0.1,
+    default=_JUDGE.drift,
     show_default=True,
     help="A level median that moved more than this fraction since the baseline is a finding.",
 )
@@ -263,7 +265,7 @@ def _run(
     from topograph_slurm.collect.bench import check_launcher, check_record, write_record
     from topograph_slurm.render.bench import record_data, render_report
     from topograph_slurm.render.environment import environment
-    from topograph_slurm.topology.bench_judge import JudgeSettings, expected_rates, judge
+    from topograph_slurm.topology.bench_judge import expected_rates, judge
 
     thresholds = JudgeSettings(opts["slow_fraction"], opts["expected_fraction"], opts["drift"])
     baseline = _baseline(opts["baseline"], opts["record"])
