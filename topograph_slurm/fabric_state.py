@@ -180,6 +180,11 @@ def load_side(spec: str, settings: Settings, warn: Warn) -> FabricSummary:
     text = data.decode("utf-8", errors="replace")
     if looks_like_topology(text):
         return from_topology(parse_topology(text, spec), spec)
+    if data.lstrip()[:1] in (b"{", b"["):  # JSON, and no dump starts so: say what it is not
+        raise InputError(
+            f"{spec}: JSON that is neither a kept fabric summary nor a bench record "
+            "(diff reads dumps, snapshots, topology files, summaries and bench.json)"
+        )
     return _fabric(replace(settings, ibnetdiscover=spec), warn)
 
 

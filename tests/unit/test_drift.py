@@ -274,6 +274,8 @@ def test_a_real_dump_against_itself_is_the_same() -> None:
             "invalid fabric summary",
         ),
         ("SwitchName=s1 Switches=nope\n", "unknown switch"),
+        ('{"nodes": []}', "JSON that is neither a kept fabric summary nor a bench record"),
+        ("  [1, 2]\n", "JSON that is neither"),
     ],
 )
 def test_unreadable_input_is_one_line_and_exit_3(
