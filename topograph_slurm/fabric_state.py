@@ -59,16 +59,22 @@ class Tracked:
 
 
 def track(
-    settings: Settings, inputs: Inputs, analysis: Analysis, now: datetime, needs_blocks: bool
+    settings: Settings,
+    inputs: Inputs,
+    analysis: Analysis,
+    now: datetime,
+    needs_blocks: bool,
+    listed: frozenset[str] | None,
 ) -> Tracked | None:
-    """Put the missing nodes that may keep their place back (into ``analysis.tree``, then
+    """Put the missing nodes that may keep their place (those in *listed*, the nodes Slurm
+    still lists; none without a node list) back (into ``analysis.tree``, then
     into the blocks), build today's summary and compare it with the last run's. None when
     the output is no file (``-o /dev/null``: there is nothing to keep a summary beside)."""
     output = Path(settings.output) if settings.output else None
     if output is None or (output.exists() and not output.is_file()):
         return None
     previous, findings = previous_summary(output)
-    policy = KeepPolicy(parse_duration(settings.keep_missing), _slurm_nodes(settings), now)
+    policy = KeepPolicy(parse_duration(settings.keep_missing), listed, now)
     keep, refused = candidates(previous, analysis.hosts.rails, policy)
     analysis.tree, leaves = place_in_tree(analysis.tree, keep)
     blocks, in_blocks = place_in_blocks(_blocks(settings, inputs, analysis, needs_blocks), keep)
@@ -102,13 +108,6 @@ def _blocks(
         return pipeline.choose_blocks(settings, inputs, analysis, version)
     except InputError:
         return None
-
-
-def _slurm_nodes(settings: Settings) -> frozenset[str] | None:
-    """The nodes Slurm lists, when the run was given them (``--slurm-nodes``)."""
-    from topograph_slurm import pipeline
-
-    return pipeline.naming_policy(settings).slurm_nodes if settings.slurm_nodes else None
 
 
 def _domains(settings: Settings, inputs: Inputs) -> dict[str, str] | None:

@@ -276,10 +276,15 @@ def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
 
 
 def _track(
-    settings: Settings, inputs: Inputs, analysis: Analysis, needs_blocks: bool
+    settings: Settings,
+    inputs: Inputs,
+    analysis: Analysis,
+    needs_blocks: bool,
+    listed: frozenset[str] | None,
 ) -> Tracked | None:
-    """With ``-o FILE``: nodes that are off keep their place, and what changed since the last
-    run (see :mod:`topograph_slurm.fabric_state`); the summary is recorded by the CLI last."""
+    """With ``-o FILE``: nodes that are off keep their place (those Slurm still lists: *listed*,
+    the run's node list), and what changed since the last run (see
+    :mod:`topograph_slurm.fabric_state`); the summary is recorded by the CLI last."""
     if not settings.output:
         return None
     from datetime import UTC, datetime
@@ -287,7 +292,7 @@ def _track(
     from topograph_slurm.fabric_state import track
 
     now = datetime.now(UTC).replace(microsecond=0)
-    return track(settings, inputs, analysis, now, needs_blocks)
+    return track(settings, inputs, analysis, now, needs_blocks, listed)
 
 
 def _report_page(
@@ -315,11 +320,12 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     settings = slurm_auto.resolve_version(settings, notes)
     version = SlurmVersion.parse(settings.slurm_version)
     inputs = load_inputs(settings, warn)
-    analysis = analyse(inputs.fabric, naming_policy(settings, notes), settings.max_tiers)
+    policy = naming_policy(settings, notes)  # asks Slurm for its nodes once per run
+    analysis = analyse(inputs.fabric, policy, settings.max_tiers)
     analysis.findings += notes
     wants_blocks = settings.format != KIND_TREE or settings.filter_dir
     # before the blocks: kept nodes are in them
-    tracked = _track(settings, inputs, analysis, bool(wants_blocks))
+    tracked = _track(settings, inputs, analysis, bool(wants_blocks), policy.slurm_nodes)
     if tracked is not None:
         blocks = tracked.blocks if wants_blocks else None
     else:
