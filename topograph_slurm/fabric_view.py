@@ -20,7 +20,6 @@ from topograph_slurm.errors import UsageError
 from topograph_slurm.model.gpu import GpuTopology
 from topograph_slurm.model.placement import FabricMap
 from topograph_slurm.model.result import Analysis, BlockTopology, Finding, Tree
-from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.explain import PathFacts, path_facts
 from topograph_slurm.topology.gpus import typical_gpus
 from topograph_slurm.topology.placement import fabric_map
@@ -73,8 +72,7 @@ def from_settings(
 
 def from_fabric(settings: Settings, warn: pipeline.Warn, facts: bool = True) -> FabricView:
     """Analyse the fabric source as ``generate`` does; NVLink blocks when a snapshot has them."""
-    inputs = pipeline.load_inputs(settings, warn)
-    analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
+    inputs, analysis = pipeline.read_and_analyse(settings, warn)
     nvlink = pipeline.wants_nvlink(settings, inputs.snapshot)
     version = slurm_auto.release(settings)
     blocks = pipeline.choose_blocks(settings, inputs, analysis, version) if nvlink else None

@@ -151,6 +151,13 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
     return Inputs(ibnetdiscover.parse_ibnetdiscover(text, command.binary))
 
 
+def read_and_analyse(settings: Settings, warn: Warn) -> tuple[Inputs, Analysis]:
+    """The fabric source read and analysed as ``generate`` does, for the commands that look at
+    a fabric rather than write its topology (health, explain/order, draw)."""
+    inputs = load_inputs(settings, warn)
+    return inputs, analyse(inputs.fabric, naming_policy(settings), settings.max_tiers)
+
+
 def naming_policy(settings: Settings, notes: list[Finding] | None = None) -> NamingPolicy:
     """Node-name map, rewrites, the HCA selection and the Slurm node list from settings;
     *notes* gets the finding that says where an ``auto`` node list came from."""

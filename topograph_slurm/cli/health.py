@@ -16,7 +16,6 @@ from topograph_slurm.errors import Exit
 from topograph_slurm.model.health import HealthPlan
 from topograph_slurm.model.result import Finding
 from topograph_slurm.render.environment import environment
-from topograph_slurm.topology.analysis import analyse
 from topograph_slurm.topology.proposal import HealthPolicy, plan
 from topograph_slurm.topology.verdict import judge, node_labels
 
@@ -28,8 +27,7 @@ def health_plan(settings: Settings, bench: str | None = None) -> HealthPlan:
     from topograph_slurm.sources.slurm import scontrol_node_states
     from topograph_slurm.sources.snapshot import load_bench
 
-    inputs = pipeline.load_inputs(settings, warn)
-    analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
+    inputs, analysis = pipeline.read_and_analyse(settings, warn)
     version = slurm_auto.release(settings)
     blocks = pipeline.choose_blocks(settings, inputs, analysis, version)
     findings: list[Finding] = [*analysis.findings, *(blocks.findings if blocks else [])]
