@@ -87,3 +87,70 @@ def test_a_failed_fork_means_the_value_is_computed_here(monkeypatch: pytest.Monk
     monkeypatch.setattr(os, "fork", no_fork)
     pending = fork.in_background(os.getpid)
     assert pending.pid is None and pending.result() == os.getpid()
+
+
+def _fed(feed: fork.Feed[list[int]]) -> tuple[int, int]:
+    """What a child computes from a fed value: its pid and the value's sum."""
+    return os.getpid(), sum(feed.get())
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@needs_fork
+def test_a_child_waits_for_the_value_the_parent_feeds_after_the_fork() -> None:
+    before = _open_fds()
+    feed: fork.Feed[list[int]] = fork.Feed()
+    pending = fork.in_background(lambda: _fed(feed), feed)
+    big = list(range(1 << 20))  # larger than a pipe holds: the parent must not block on it
+    feed.put(big)
+    pid, total = pending.result()
+    assert pid not in (os.getpid(), None) and total == sum(big)
+    assert feed.file < 0, "the parent's ends are closed once the value is handed over"
+    assert _open_fds() == before
+
+
+@needs_fork
+def test_a_child_whose_parent_never_feeds_it_fails_and_the_value_is_computed_here() -> None:
+    """The parent gives up its ends without feeding: the child sees EOF (no hang) and fails,
+    and the parent computes the value with what it holds."""
+    feed: fork.Feed[list[int]] = fork.Feed()
+    pending = fork.in_background(lambda: _fed(feed), feed)
+    feed.close()
+    feed.value = [1, 2]
+    assert pending.result() == (os.getpid(), 3)
+
+
+@needs_fork
+def test_cancel_stops_a_child_waiting_for_its_feed() -> None:
+    feed: fork.Feed[list[int]] = fork.Feed()
+    pending = fork.in_background(lambda: _fed(feed), feed)
+    pid = pending.pid
+    assert pid is not None
+    pending.cancel()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    assert feed.file < 0
+
+
+def test_without_a_fork_the_fed_value_is_used_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fork, "spare_cpu", lambda: False)
+    feed: fork.Feed[list[int]] = fork.Feed()
+    pending = fork.in_background(lambda: _fed(feed), feed)
+    feed.put([4, 5])
+    assert pending.pid is None and feed.file < 0
+    assert pending.result() == (os.getpid(), 9)
+
+
+def test_a_failed_fork_with_a_feed_leaves_no_descriptor_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fork, "spare_cpu", lambda: True)
+    monkeypatch.setattr(os, "fork", lambda: (_ for _ in ()).throw(OSError(11, "EAGAIN")))
+    before = _open_fds()
+    feed: fork.Feed[list[int]] = fork.Feed()
+    pending = fork.in_background(lambda: _fed(feed), feed)
+    assert pending.pid is None and _open_fds() == before
+    feed.put([1])
+    assert pending.result() == (os.getpid(), 1)

@@ -33,10 +33,12 @@ from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
 from topograph_slurm.sources.ufm import (
     ENDPOINTS,
     UfmResponses,
+    cables,
     fabric_from_ufm,
+    schema,
     snapshot_files,
-    translate,
 )
+from topograph_slurm.sources.ufm.columns import decode, port_ids
 from topograph_slurm.sources.ufm.responses import load_list
 from topograph_slurm.topology.naming import NamingPolicy, host_of, name_switches
 
@@ -362,23 +364,24 @@ def _fabric_state(fabric: Fabric) -> tuple[object, ...]:
 
 
 @pytest.mark.skipif(not translate_fork.spare_cpu(), reason="needs a second CPU to fork onto")
-def test_rates_and_links_read_by_a_forked_child_give_the_same_fabric(
+def test_cables_read_by_a_forked_child_give_the_same_fabric(
     small: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Large answers have their port rates and links decoded by a forked child while the
-    ports' devices are read; the Fabric is the same (a degraded port and the mismatch note
-    included), and every cable end is still the very string that keys its device."""
+    """Large answers have their links decoded and matched to the ports by a forked child
+    while the ports' devices are read; the Fabric is the same (a degraded port and the
+    mismatch note included), and every cable end is still the very string that keys its
+    device."""
     responses = _with_field(small, "ports", "active_width", '"1x"')
     here = fabric_from_ufm(responses)
     children: list[int | None] = []
     start = translate_fork.in_background
 
-    def spy(compute: Any) -> Any:
-        pending = start(compute)
+    def spy(compute: Any, feed: Any = None) -> Any:
+        pending = start(compute, feed)
         children.append(pending.pid)
         return pending
 
-    monkeypatch.setattr(translate, "_FORK_AT", 0)
+    monkeypatch.setattr(cables, "_FORK_AT", 0)
     monkeypatch.setattr(translate_fork, "in_background", spy)
     forked = fabric_from_ufm(responses)
     assert children and children[0] is not None, "the links were not read by a child"
@@ -393,7 +396,7 @@ def test_a_bad_links_answer_read_in_the_child_is_the_same_error_after_the_ports(
 ) -> None:
     """The child fails, the parent reads the links itself and raises their ParseError; a bad
     ports answer is still reported first, as without the fork."""
-    monkeypatch.setattr(translate, "_FORK_AT", 0)
+    monkeypatch.setattr(cables, "_FORK_AT", 0)
     bad_links = _with_field(small, "links", "source_port", '"999"')
     with pytest.raises(ParseError, match=r"ufm/links\[0\]: field 'source_port': bad port"):
         fabric_from_ufm(bad_links)
@@ -404,26 +407,41 @@ def test_a_bad_links_answer_read_in_the_child_is_the_same_error_after_the_ports(
         fabric_from_ufm(bad_rate)
 
 
-def test_rates_travel_pickled_unchanged(small: dict[str, Any]) -> None:
-    ports = json.dumps(small["ports"])
-    read = translate._read_in_background(ports, json.dumps(small["links"]), "ufm")
-    back = pickle.loads(pickle.dumps(read))
-    assert back.rates == read.rates == translate._port_rates(ports, "ufm")
-    assert len(set(map(id, back.rates))) == len(set(back.rates)), "one tuple per rate"
+def _port_ids(ports: str | bytes) -> tuple[list[schema.Port], cables.PortIds]:
+    records = decode(ports, "ufm", "ports", schema.Port)
+    return records, cables.PortIds(*port_ids(records, ports, "ufm", {}))
 
 
-def test_link_columns_travel_pickled_unchanged(small: dict[str, Any]) -> None:
-    columns = translate._link_columns(json.dumps(small["links"]).encode(), "ufm")
-    back = pickle.loads(pickle.dumps(columns))
-    assert (back.a, back.a_port, back.b, back.b_port, back.widths) == (
-        columns.a,
-        columns.a_port,
-        columns.b,
-        columns.b_port,
-        columns.widths,
-    )
-    empty = pickle.loads(pickle.dumps(translate._link_columns(b"[]", "ufm")))
-    assert (empty.a, empty.b, empty.a_port) == ([], [], [])
+def test_cables_travel_pickled_unchanged(small: dict[str, Any]) -> None:
+    """What crosses the fork (the ports' identities there, the cable end rows, widths and
+    linked flags back) arrives as it was computed, as a few byte strings rather than a list
+    per cable; an empty links answer too."""
+    ports, links = json.dumps(small["ports"]), json.dumps(small["links"])
+    ids = _port_ids(ports)[1]
+    assert pickle.loads(pickle.dumps(ids)) == ids and len(ids.guids) == len(small["ports"])
+    read = cables.read_cables(ports, links, "ufm", lambda: ids)
+    data = pickle.dumps(read)
+    assert pickle.loads(data) == read and len(read.a) == len(small["links"]) > 10
+    assert read.linked.count(1) == len(read.linked) == len(small["ports"])
+    empty = cables.read_cables(ports, "[]", "ufm", lambda: ids)
+    per_cable = (len(data) - len(pickle.dumps(empty))) / len(read.a)
+    assert per_cable < 16, "more than 4 bytes per column and cable"
+    empty = pickle.loads(pickle.dumps(empty))
+    assert (len(empty.a), empty.linked.count(0)) == (0, len(read.linked))
+
+
+def test_cables_are_rated_by_the_slower_of_their_ports(small: dict[str, Any]) -> None:
+    """A cable runs at the slower rate of its two ports: a 1x port makes its cable 1x and is
+    counted as a mismatch; every rate is one shared tuple."""
+    responses = _with_field(small, "ports", "active_width", '"1x"')
+    ids = _port_ids(responses.ports)[1]
+    found = cables.read_cables(responses.ports, responses.links, "ufm", lambda: ids)
+    interned: dict[str, str] = {}
+    links, mismatches = found.links(ids.guids, ids.numbers, interned.setdefault), found.mismatches
+    assert mismatches.count == 1 and mismatches.first.endswith("[1] 1xNDR vs 4xNDR")
+    assert sorted(set(zip(links.width, links.speed, strict=True))) == [("1x", "NDR"), ("4x", "NDR")]
+    rates = found.rates.all()
+    assert len(set(map(id, rates))) == len(set(rates)) == 2
 
 
 def test_a_port_listed_twice_counts_once_and_is_linked(small: dict[str, Any]) -> None:
@@ -436,3 +454,17 @@ def test_a_port_listed_twice_counts_once_and_is_linked(small: dict[str, Any]) ->
     unlinked = small | {"links": small["links"][1:], "ports": [*small["ports"], small["ports"][0]]}
     notes = [note.message for note in fabric_from_ufm(_responses(unlinked)).notes]
     assert any(message.startswith("1 cable(s) appear in UFM ports") for message in notes)
+
+
+def test_a_switch_takes_the_first_lid_its_ports_give(small: dict[str, Any]) -> None:
+    """A switch's LID is its lowest port's; when that port gives none (0, ``N/A``), the
+    next port that gives one, in port order; none at all is no LID."""
+    switch = sorted(fabric_from_ufm(_responses(small)).switches)[0]
+    ports = [dict(port) for port in small["ports"]]
+    own = sorted((p["number"], i) for i, p in enumerate(ports) if p["guid"] == switch)
+    (_, lowest), (_, second) = own[0], own[1]
+    ports[lowest]["lid"], ports[second]["lid"] = 0, 4321
+    assert fabric_from_ufm(_responses(small | {"ports": ports})).switches[switch].lid == 4321
+    for _, row in own:
+        ports[row]["lid"] = "N/A"
+    assert fabric_from_ufm(_responses(small | {"ports": ports})).switches[switch].lid is None

@@ -9,20 +9,27 @@ it across. The child sends its result back pickled through a pipe and leaves wit
 The answer never depends on whether the fork happened: without a spare CPU, or when the child
 fails in any way (an exception, a crash, a kill), :meth:`Pending.result` computes the value in
 the parent instead.
+
+A child can also wait for a value the parent works out after the fork (:class:`Feed`), so
+that work the two would otherwise both do is done once, by the parent, while the child does
+what does not need it yet.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
+import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 T = TypeVar("T")
+V = TypeVar("V")
 _READ = 1 << 20
 
 
@@ -43,11 +50,13 @@ class Pending(Generic[T]):
     compute: Callable[[], T]
     pid: int | None = None
     pipe: int = -1
+    feed: Feed[object] | None = None
 
     def result(self) -> T:
         """The child's value; computed here when there is no child or it failed."""
         if self.pid is None:
             return self.compute()
+        self._close_feed()
         with os.fdopen(self.pipe, "rb") as reader:
             data = b"".join(iter(partial(reader.read, _READ), b""))
         _, status = os.waitpid(self.pid, 0)
@@ -60,15 +69,75 @@ class Pending(Generic[T]):
     def cancel(self) -> None:
         """Stop and reap the child: the caller is unwinding and will not ask for the value."""
         if self.pid is not None:
+            self._close_feed()
             os.close(self.pipe)
             os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
             self.pid = None
 
+    def _close_feed(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
 
-def in_background(compute: Callable[[], T]) -> Pending[T]:
-    """Start *compute* in a forked child when :func:`spare_cpu` allows."""
-    if not spare_cpu():
+
+@dataclass
+class Feed(Generic[V]):
+    """A value the parent hands a forked child after the fork (:meth:`put`), which the
+    child's computation waits for (:meth:`get`). It travels through an anonymous file (a
+    memfd, or an unlinked temporary file), so the parent never blocks on a child that is not
+    reading yet, and a pipe that says it is there; a child whose parent is gone gets EOFError
+    instead of waiting forever. Without a fork (or in the parent, computing a failed child's
+    value) :meth:`get` returns the value :meth:`put` kept."""
+
+    value: V | None = None
+    parent: int = field(default_factory=os.getpid)
+    file: int = -1
+    ready: tuple[int, int] = (-1, -1)
+
+    def put(self, value: V) -> None:
+        self.value = value
+        if self.file < 0:
+            return
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        os.pwrite(self.file, data, 0)
+        with contextlib.suppress(BrokenPipeError):  # the child is gone: result() computes it
+            os.write(self.ready[1], len(data).to_bytes(8, "little"))
+        self.close()
+
+    def get(self) -> V:
+        if os.getpid() == self.parent or self.file < 0:
+            return cast(V, self.value)
+        head = os.read(self.ready[0], 8)
+        if len(head) < 8:
+            raise EOFError("the parent went away before handing its value over")
+        return cast(V, pickle.loads(os.pread(self.file, int.from_bytes(head, "little"), 0)))
+
+    def open(self) -> bool:
+        """Before the fork: the file and the pipe both processes will share (False when no
+        file can be made: then there is no fork)."""
+        try:
+            if hasattr(os, "memfd_create"):
+                self.file = os.memfd_create("topograph-feed", os.MFD_CLOEXEC)
+            else:  # pragma: no cover - Linux has memfd
+                with tempfile.TemporaryFile() as temporary:
+                    self.file = os.dup(temporary.fileno())
+        except OSError:
+            return False
+        self.ready = os.pipe()
+        return True
+
+    def close(self) -> None:
+        """The parent's ends (after :meth:`put`, or when the child is not needed any more)."""
+        if self.file >= 0:
+            os.close(self.ready[1])
+            os.close(self.file)
+            self.file = -1
+
+
+def in_background(compute: Callable[[], T], feed: Feed[V] | None = None) -> Pending[T]:
+    """Start *compute* in a forked child when :func:`spare_cpu` allows; *feed*, when given,
+    is how the parent hands it a value later."""
+    if not spare_cpu() or (feed is not None and not feed.open()):
         return Pending(compute)
     reader, writer = os.pipe()
     try:
@@ -76,11 +145,16 @@ def in_background(compute: Callable[[], T]) -> Pending[T]:
     except OSError:  # a process limit (EAGAIN) or no memory: compute it here later
         os.close(reader)
         os.close(writer)
+        if feed is not None:
+            feed.close()
+            os.close(feed.ready[0])
         return Pending(compute)
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         status = 1
         try:
             os.close(reader)
+            if feed is not None:
+                os.close(feed.ready[1])
             data = pickle.dumps(compute(), protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(writer, "wb") as out:
                 out.write(data)
@@ -88,4 +162,6 @@ def in_background(compute: Callable[[], T]) -> Pending[T]:
         finally:
             os._exit(status)
     os.close(writer)
-    return Pending(compute, pid, reader)
+    if feed is not None:
+        os.close(feed.ready[0])
+    return Pending(compute, pid, reader, cast(Feed[object] | None, feed))

@@ -14,11 +14,14 @@ testable and a snapshot can be rebuilt offline:
   ``collect --ufm`` stores (:func:`snapshot_files`) and ``generate --snapshot`` reloads
   (:func:`load_responses`);
 * :mod:`.translate` (:func:`fabric_from_ufm`): systems, ports, links and unhealthy ports become
-  switches, CAs, links and notes, exactly as the ibnetdiscover parser would model them.
+  switches, CAs, links and notes, exactly as the ibnetdiscover parser would model them; the
+  devices are read there, the cables in :mod:`.cables` (by a forked child for a large answer),
+  both a column at a time with the helpers of :mod:`.columns`.
 """
 
 from __future__ import annotations
 
+from topograph_slurm.sources.ufm.cables import ufm_speed, ufm_width
 from topograph_slurm.sources.ufm.client import (
     MIB,
     FetchOptions,
@@ -38,7 +41,7 @@ from topograph_slurm.sources.ufm.responses import (
     load_responses,
     snapshot_files,
 )
-from topograph_slurm.sources.ufm.translate import fabric_from_ufm, ufm_speed, ufm_width
+from topograph_slurm.sources.ufm.translate import fabric_from_ufm
 
 __all__ = [
     "CREDENTIAL_ENV_VARS",

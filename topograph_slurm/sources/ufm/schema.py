@@ -45,11 +45,17 @@ class System(msgspec.Struct, gc=False):
     description: str | None = None
 
 
-class Port(msgspec.Struct, gc=False):
-    """A ``resources/ports`` entry; ``guid`` is the node GUID of its switch ASIC or HCA."""
+class PortId(msgspec.Struct, gc=False):
+    """What names a ``resources/ports`` entry: ``guid`` is the node GUID of its switch ASIC or
+    HCA, ``number`` its port on it."""
 
     guid: str | None = None
     number: PortNumber | None = None
+
+
+class Port(PortId, gc=False):
+    """The fields of a ``resources/ports`` entry that its device needs."""
+
     description: str | None = None
     node_description: str | None = None
     systemID: str | None = None
