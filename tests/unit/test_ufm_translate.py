@@ -468,3 +468,28 @@ def test_a_switch_takes_the_first_lid_its_ports_give(small: dict[str, Any]) -> N
     for _, row in own:
         ports[row]["lid"] = "N/A"
     assert fabric_from_ufm(_responses(small | {"ports": ports})).switches[switch].lid is None
+
+
+def test_isolated_devices_are_noted_whether_or_not_every_port_is_linked(
+    small: dict[str, Any],
+) -> None:
+    """A switch system that lists no port is an isolated switch, also when every port is a
+    link end (the fast case); a CA port that no link and no port's peer names makes its CA
+    isolated too."""
+    lonely = "0002c9ffffffff01"
+    system = {"system_guid": lonely, "type": "switch", "system_name": "spare", "model": "QM9700"}
+    data = small | {"systems": [*small["systems"], system]}
+    notes = fabric_from_ufm(_responses(data)).notes
+    assert [note.guid for note in notes if note.kind == "isolated"] == [lonely]
+    ca_port = next(p for p in small["ports"] if p["description"] == "Computer IB Port")
+    links = [
+        link
+        for link in small["links"]
+        if ca_port["guid"] not in (link["source_guid"], link["destination_guid"])
+    ]
+    end = f"{ca_port['guid']}_{ca_port['number']}"
+    ports = [p | {"peer": "N/A"} if end in (p["peer"], p["name"]) else p for p in small["ports"]]
+    notes = fabric_from_ufm(_responses(data | {"links": links, "ports": ports})).notes
+    assert sorted(n.guid for n in notes if n.kind == "isolated") == sorted(
+        [lonely, ca_port["guid"]]
+    )

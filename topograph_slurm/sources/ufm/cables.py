@@ -166,7 +166,8 @@ class Cables:
         if self.unlisted:
             guids = guids + [intern(guid, guid) for guid, _ in self.unlisted]
             numbers = numbers + [port for _, port in self.unlisted]
-        width, speed = _columns_of(list(map(self.rates.table.__getitem__, self.rate)))
+        widths, speeds = [w for w, _ in self.rates.table], [s for _, s in self.rates.table]
+        width, speed = (list(map(table.__getitem__, self.rate)) for table in (widths, speeds))
         return Links(
             list(map(guids.__getitem__, self.a)),
             list(map(numbers.__getitem__, self.a)),
@@ -310,6 +311,8 @@ def _unlisted(
 def _linked(rows: dict[tuple[str, int], int], records: int, *ends: list[int | None]) -> bytearray:
     """A flag per port record: 0 for a port no link names. A record that a later one of the
     same port repeats is flagged 1 too, so each port counts once (as *rows* keeps it)."""
+    if len(rows) == records and len(set(ends[0]).union(*ends[1:]).difference((None,))) == records:
+        return bytearray(b"\x01") * records  # the usual case: every port is a link end
     flags = bytearray(records)
     if len(rows) < records:
         flags = bytearray(b"\x01") * records

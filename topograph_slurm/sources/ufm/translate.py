@@ -79,6 +79,7 @@ class _Build:
     guids: dict[str, str] = field(default_factory=dict)
     port_guids: list[str] = field(default_factory=list)  # each record's node GUID
     numbers: list[int] = field(default_factory=list)  # each record's port number
+    portless: list[str] = field(default_factory=list)  # switch systems that listed no port
     records: list[schema.Port] = field(default_factory=list)
     fabric: Fabric = field(default_factory=Fabric)
 
@@ -114,7 +115,7 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     )
     _add_link_ends(st, links)
     st.fabric.links = _add_port_only_cables(st, links, found)
-    _note_isolated(st)
+    _note_isolated(st, found.linked.find(0) < 0)
     if mismatches.count:
         st.fabric.notes.append(
             Note(
@@ -198,6 +199,7 @@ def _read_ports(st: _Build) -> None:
     for guid, sys in st.systems.items():
         if sys.type == "switch" and guid not in with_ports and fab.kind_of(guid) is None:
             fab.switches[guid] = Switch(guid, _switch_description(st, guid, guid), 0, None)
+            st.portless.append(guid)
 
 
 def _lid(value: int | str | None) -> int | None:
@@ -386,10 +388,16 @@ def _add_described_device(
     )
 
 
-def _note_isolated(st: _Build) -> None:
+def _note_isolated(st: _Build, every_port_linked: bool) -> None:
+    """A note for each device no cable reaches. When every port record is a link end, only
+    the switch systems that listed no port can be one (usually there is none), so the cable
+    ends are not looked through for the others."""
     fab = st.fabric
+    candidates = st.portless if every_port_linked else fab.switches.keys() | fab.cas.keys()
+    if not candidates:
+        return
     linked = set(fab.links.a).union(fab.links.b)
-    for guid in sorted((fab.switches.keys() | fab.cas.keys()) - linked):
+    for guid in sorted(set(candidates) - linked):
         fab.notes.append(Note("isolated", guid, f"{guid} has no active link"))
 
 
