@@ -102,12 +102,14 @@ def _open_fds() -> int:
 def test_a_child_waits_for_the_value_the_parent_feeds_after_the_fork() -> None:
     before = _open_fds()
     feed: fork.Feed[list[int]] = fork.Feed()
-    pending = fork.in_background(lambda: _fed(feed), feed)
+    other: fork.Feed[list[int]] = fork.Feed()
+    pending = fork.in_background(lambda: (*_fed(feed), sum(other.get())), feed, other)
     big = list(range(1 << 20))  # larger than a pipe holds: the parent must not block on it
     feed.put(big)
-    pid, total = pending.result()
-    assert pid not in (os.getpid(), None) and total == sum(big)
-    assert feed.file < 0, "the parent's ends are closed once the value is handed over"
+    other.put([5])
+    pid, total, then = pending.result()
+    assert pid not in (os.getpid(), None) and (total, then) == (sum(big), 5)
+    assert feed.file < 0 and other.file < 0, "the parent's ends close once it handed over"
     assert _open_fds() == before
 
 

@@ -376,8 +376,8 @@ def test_cables_read_by_a_forked_child_give_the_same_fabric(
     children: list[int | None] = []
     start = translate_fork.in_background
 
-    def spy(compute: Any, feed: Any = None) -> Any:
-        pending = start(compute, feed)
+    def spy(compute: Any, *feeds: Any) -> Any:
+        pending = start(compute, *feeds)
         children.append(pending.pid)
         return pending
 
@@ -407,9 +407,12 @@ def test_a_bad_links_answer_read_in_the_child_is_the_same_error_after_the_ports(
         fabric_from_ufm(bad_rate)
 
 
-def _port_ids(ports: str | bytes) -> tuple[list[schema.Port], cables.PortIds]:
+def _cables(ports: str | bytes, links: str | bytes) -> tuple[cables.PortIds, cables.Cables]:
+    """The ports' identities and the cables, as the parent and the child work them out."""
     records = decode(ports, "ufm", "ports", schema.Port)
-    return records, cables.PortIds(*port_ids(records, ports, "ufm", {}))
+    ids = cables.PortIds(*port_ids(records, ports, "ufm", {}))
+    rates = cables.port_rates(records)
+    return ids, cables.read_cables(links, "ufm", lambda: ids, lambda: rates)
 
 
 def test_cables_travel_pickled_unchanged(small: dict[str, Any]) -> None:
@@ -417,13 +420,12 @@ def test_cables_travel_pickled_unchanged(small: dict[str, Any]) -> None:
     linked flags back) arrives as it was computed, as a few byte strings rather than a list
     per cable; an empty links answer too."""
     ports, links = json.dumps(small["ports"]), json.dumps(small["links"])
-    ids = _port_ids(ports)[1]
+    ids, read = _cables(ports, links)
     assert pickle.loads(pickle.dumps(ids)) == ids and len(ids.guids) == len(small["ports"])
-    read = cables.read_cables(ports, links, "ufm", lambda: ids)
     data = pickle.dumps(read)
     assert pickle.loads(data) == read and len(read.a) == len(small["links"]) > 10
     assert read.linked.count(1) == len(read.linked) == len(small["ports"])
-    empty = cables.read_cables(ports, "[]", "ufm", lambda: ids)
+    empty = _cables(ports, "[]")[1]
     per_cable = (len(data) - len(pickle.dumps(empty))) / len(read.a)
     assert per_cable < 16, "more than 4 bytes per column and cable"
     empty = pickle.loads(pickle.dumps(empty))
@@ -434,8 +436,7 @@ def test_cables_are_rated_by_the_slower_of_their_ports(small: dict[str, Any]) ->
     """A cable runs at the slower rate of its two ports: a 1x port makes its cable 1x and is
     counted as a mismatch; every rate is one shared tuple."""
     responses = _with_field(small, "ports", "active_width", '"1x"')
-    ids = _port_ids(responses.ports)[1]
-    found = cables.read_cables(responses.ports, responses.links, "ufm", lambda: ids)
+    ids, found = _cables(responses.ports, responses.links)
     interned: dict[str, str] = {}
     links, mismatches = found.links(ids.guids, ids.numbers, interned.setdefault), found.mismatches
     assert mismatches.count == 1 and mismatches.first.endswith("[1] 1xNDR vs 4xNDR")

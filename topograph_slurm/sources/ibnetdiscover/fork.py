@@ -10,9 +10,9 @@ The answer never depends on whether the fork happened: without a spare CPU, or w
 fails in any way (an exception, a crash, a kill), :meth:`Pending.result` computes the value in
 the parent instead.
 
-A child can also wait for a value the parent works out after the fork (:class:`Feed`), so
+A child can also wait for values the parent works out after the fork (:class:`Feed`), so
 that work the two would otherwise both do is done once, by the parent, while the child does
-what does not need it yet.
+what does not need them yet.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -50,7 +50,7 @@ class Pending(Generic[T]):
     compute: Callable[[], T]
     pid: int | None = None
     pipe: int = -1
-    feed: Feed[object] | None = None
+    feeds: tuple[Feed[Any], ...] = ()
 
     def result(self) -> T:
         """The child's value; computed here when there is no child or it failed."""
@@ -76,8 +76,8 @@ class Pending(Generic[T]):
             self.pid = None
 
     def _close_feed(self) -> None:
-        if self.feed is not None:
-            self.feed.close()
+        for feed in self.feeds:
+            feed.close()
 
 
 @dataclass
@@ -134,26 +134,25 @@ class Feed(Generic[V]):
             self.file = -1
 
 
-def in_background(compute: Callable[[], T], feed: Feed[V] | None = None) -> Pending[T]:
-    """Start *compute* in a forked child when :func:`spare_cpu` allows; *feed*, when given,
-    is how the parent hands it a value later."""
-    if not spare_cpu() or (feed is not None and not feed.open()):
+def in_background(compute: Callable[[], T], *feeds: Feed[Any]) -> Pending[T]:
+    """Start *compute* in a forked child when :func:`spare_cpu` allows; *feeds* are how the
+    parent hands it values later, one each."""
+    if not spare_cpu() or not _opened(feeds):
         return Pending(compute)
     reader, writer = os.pipe()
     try:
         pid = os.fork()
     except OSError:  # a process limit (EAGAIN) or no memory: compute it here later
-        os.close(reader)
-        os.close(writer)
-        if feed is not None:
+        for fd in (reader, writer, *(feed.ready[0] for feed in feeds)):
+            os.close(fd)
+        for feed in feeds:
             feed.close()
-            os.close(feed.ready[0])
         return Pending(compute)
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         status = 1
         try:
             os.close(reader)
-            if feed is not None:
+            for feed in feeds:
                 os.close(feed.ready[1])
             data = pickle.dumps(compute(), protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(writer, "wb") as out:
@@ -162,6 +161,17 @@ def in_background(compute: Callable[[], T], feed: Feed[V] | None = None) -> Pend
         finally:
             os._exit(status)
     os.close(writer)
-    if feed is not None:
+    for feed in feeds:
         os.close(feed.ready[0])
-    return Pending(compute, pid, reader, cast(Feed[object] | None, feed))
+    return Pending(compute, pid, reader, feeds)
+
+
+def _opened(feeds: tuple[Feed[Any], ...]) -> bool:
+    """Every feed opened (before the fork), or none left open."""
+    for count, feed in enumerate(feeds):
+        if not feed.open():
+            for opened in feeds[:count]:
+                os.close(opened.ready[0])
+                opened.close()
+            return False
+    return True

@@ -1,13 +1,13 @@
 """UFM's cables: every link once, its ends in canonical order, at the slower rate of the two
 ports at its ends (UFM's links carry a width but no speed).
 
-The cables need the links answer, the ports' rates and the ports' identities, never the
-devices, so for a large answer a forked child works them out (:func:`in_background`): it
-reads the links and the port rates while the parent decodes the ports, then takes the ports'
-identities from the parent (:class:`PortIds`, so they are worked out once) and matches the
-links' ends to them while the parent builds the devices. The cables come back as port record
-rows (:class:`Cables`), which the parent turns into its own GUID strings. On two cores each
-side has about half of the work (benchmarks/PERFORMANCE.md, "UFM path").
+The cables need the links answer and the ports' identities and rates, never the devices, so
+for a large answer a forked child works them out (:func:`in_background`): it reads the links
+while the parent decodes the ports, then takes the ports' identities and, later, their rates
+from the parent (:class:`PortIds`, :class:`PortRates`: so the ports are decoded once) and
+matches the links' ends to them while the parent builds the devices. The cables come back as
+port record rows (:class:`Cables`), which the parent turns into its own GUID strings. On two
+cores each side has about half of the work (benchmarks/PERFORMANCE.md, "UFM path").
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import operator
 import re
 from array import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import compress, count, repeat
@@ -121,12 +121,11 @@ class PortRates:
         return list(map(self.table.__getitem__, self.index))
 
 
-def port_rates(ports: JsonText, source: str) -> PortRates:
+def port_rates(ports: Sequence[schema.Port]) -> PortRates:
     """Each port's (width, speed) as ibnetdiscover names them, in answer order, worked out
     once per distinct pair UFM sends (a speed given as a number may be a port rate, which
     needs the width)."""
-    records = decode(ports, source, "ports", schema.PortRate)
-    pairs = list(zip(column(records, "active_width"), column(records, "active_speed"), strict=True))
+    pairs = list(zip(column(ports, "active_width"), column(ports, "active_speed"), strict=True))
     index = {pair: i for i, pair in enumerate(set(pairs))}
     return PortRates([_rate(*pair) for pair in index], array("I", map(index.__getitem__, pairs)))
 
@@ -209,26 +208,29 @@ class PortIds:
 
 
 def in_background(
-    responses: UfmResponses, source: str, ports: fork.Feed[PortIds]
+    responses: UfmResponses, source: str, ids: fork.Feed[PortIds], rates: fork.Feed[PortRates]
 ) -> fork.Pending[Cables]:
-    """The cables of large answers in a forked child, which reads the links and the port
-    rates while this process reads the ports, then waits for the ports' identities (*ports*,
-    put by the caller). When no CPU is free, and whenever the child fails, they are computed
-    here when asked for: a bad link raises its ParseError from here, after any error the
-    devices side found in the ports."""
-    compute = partial(read_cables, responses.ports, responses.links, source, ports.get)
+    """The cables of large answers in a forked child, which reads the links while this
+    process reads the ports, then takes the ports' identities and later their rates from the
+    parent (*ids*, *rates*: put by the caller in that order). When no CPU is free, and
+    whenever the child fails, they are computed here when asked for: a bad link raises its
+    ParseError from here, after any error the devices side found in the ports."""
+    compute = partial(read_cables, responses.links, source, ids.get, rates.get)
     big = len(responses.ports) + len(responses.links) >= _FORK_AT
-    return fork.in_background(compute, ports) if big else fork.Pending(compute)
+    return fork.in_background(compute, ids, rates) if big else fork.Pending(compute)
 
 
 def read_cables(
-    ports: JsonText, links: JsonText, source: str, ids: Callable[[], PortIds]
+    links: JsonText,
+    source: str,
+    ids: Callable[[], PortIds],
+    rates: Callable[[], PortRates],
 ) -> Cables:
-    """The cables of a ports and a links answer (:class:`Cables`): the links and the port
-    rates are read first, then the ports' identities *ids* gives (in a forked child: once
-    the parent has read them). GUIDs only need to be equal here, not the devices side's
+    """The cables of a links answer (:class:`Cables`) between the ports *ids* gives, at the
+    rates *rates* gives, each asked for only once needed (in a forked child: the parent
+    works them out meanwhile). GUIDs only need to be equal here, not the devices side's
     objects, so none is interned."""
-    columns, rates = link_columns(links, source, None), port_rates(ports, source)
+    columns = link_columns(links, source, None)
     port = ids()
     rows = dict(zip(zip(port.guids, port.numbers, strict=True), count()))
     return _cables(columns, rows, len(port.guids), rates)
@@ -249,7 +251,10 @@ def link_columns(text: JsonText, source: str, guids: dict[str, str] | None) -> L
 
 
 def _cables(
-    links: LinkColumns, rows: dict[tuple[str, int], int], records: int, rates: PortRates
+    links: LinkColumns,
+    rows: dict[tuple[str, int], int],
+    records: int,
+    rates: Callable[[], PortRates],
 ) -> Cables:
     """Every cable once (the first record of a cable wins), ends in canonical order, in
     (guid, port) order of its ends (*rows*: each port's record), rated by :func:`_rated`."""
@@ -271,8 +276,9 @@ def _cables(
         for end_rows in (row_a, row_b)
     )
     widths = list(map(links.widths.__getitem__, order))
-    rate, mismatches = _rated(a_rows, b_rows, widths, rates, len(unlisted), ordered)
-    return Cables(a_rows, b_rows, rate, rates, linked, unlisted, mismatches)
+    port_rates = rates()
+    rate, mismatches = _rated(a_rows, b_rows, widths, port_rates, len(unlisted), ordered)
+    return Cables(a_rows, b_rows, rate, port_rates, linked, unlisted, mismatches)
 
 
 def _rated(

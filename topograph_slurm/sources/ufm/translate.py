@@ -96,13 +96,15 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     """
     st = _Build(source or responses.url or "ufm", responses)
     st.fabric.source = st.source
-    ports: fork.Feed[cables.PortIds] = fork.Feed()
-    background = cables.in_background(responses, st.source, ports)
+    ids: fork.Feed[cables.PortIds] = fork.Feed()
+    rates: fork.Feed[cables.PortRates] = fork.Feed()
+    background = cables.in_background(responses, st.source, ids, rates)
     try:
         st.systems = {system.guid: system for system in _systems(responses.systems, st.source)}
         st.records = decode(responses.ports, st.source, "ports", schema.Port)
         st.port_guids, st.numbers = port_ids(st.records, responses.ports, st.source, st.guids)
-        ports.put(cables.PortIds(st.port_guids, st.numbers))
+        ids.put(cables.PortIds(st.port_guids, st.numbers))
+        rates.put(cables.port_rates(st.records))
         _read_ports(st)
         st.records = []
         found = background.result()
