@@ -107,6 +107,7 @@ class _Accumulated:
     b: list[str] = field(default_factory=list)
     b_port: list[int] = field(default_factory=list)
     ws: list[str] = field(default_factory=list)
+    b_switch: list[bool] = field(default_factory=list)  # the far end is a switch (its line says S)
     # switch-to-switch lines from the end with the smaller GUID and from the other end, as
     # multisets of (this end, port, far end, port, width+speed) (see _multiset)
     forward_cables: int = 0
@@ -147,7 +148,7 @@ _STRINGS = (
     *("ca_guids", "ca_descs", "b", "ws"),
     *("portless", "skipped"),
 )
-_COLUMNS = ("switches", "ca_nports", "a_counts", "a_port", "b_port", *_STRINGS)
+_COLUMNS = ("switches", "ca_nports", "a_counts", "a_port", "b_port", "b_switch", *_STRINGS)
 _TOTALS = ("forward_cables", "backward_cables", "to_ca", "ca_lines")
 
 
@@ -393,6 +394,7 @@ def _cables(acc: _Accumulated, lines: _SwitchLines, lengths: list[int], nports: 
     acc.b.extend(compress(peer, keep))
     acc.b_port.extend(far_ports)
     acc.ws.extend(compress(lines.ws, keep))
+    acc.b_switch.extend(compress(to_switch, keep))
     # every cable is listed from both ends, with the same ports, width and speed (checked in
     # _finish): the multisets of both ends' lines (see _multiset)
     ws = lines.ws
@@ -514,6 +516,9 @@ def _finish(text: str, acc: _Accumulated, source: str) -> Fabric | None:
     keys.update(zip(fab.cas, fab.cas, strict=True))
     b = list(map(keys.get, acc.b, acc.b))
     fab.links = links_from_columns(a, acc.a_port, b, acc.b_port, acc.ws)
+    # every cable was kept from a switch's line, which names its far end's kind: the sums above
+    # proved each S end a switch's block and each H/R end a CA's
+    fab.links.b_switch = acc.b_switch
     st = State(fab.source, fabric=fab, portless=acc.portless)
     if acc.skipped:
         st.skipped = len(acc.skipped)
