@@ -50,16 +50,18 @@ _HEADER_RE = re.compile(
 )
 # The port lines' regexes accept no line that the reference's _PORT_RE rejects (the fuzz tests
 # hold them to it): a port GUID of at most 16 digits, the description quoted, a width of at
-# most two digits.
+# most two digits. A quantifier is possessive (``*+``, ``++``) where what follows it can never
+# be what it gives back (a space after digits, a line break after a token), so the language
+# is the same and the engine skips retrying each shorter run.
 # a switch's port line; the width+speed token must end the line ("-f" extras go the slow way)
 _SWITCH_PORT_RE = re.compile(
-    r'\n\[(\d+)\][ \t]*"([SHR])-([0-9a-f]{16})"\[(\d+)\](?:\([0-9a-f]{1,16}\))?[ \t]*#'
-    r'[ \t]*"[^\n]*" lid \d+ (\d{1,2}x\S+)(?=\r?\n|\Z)'
+    r'\n\[(\d+)\][ \t]*"([SHR])-([0-9a-f]{16})"\[(\d+)\](?:\([0-9a-f]{1,16}\))?[ \t]*+#'
+    r'[ \t]*+"[^\n]*" lid \d++ (\d{1,2}x\S++)(?=\r?\n|\Z)'
 )
 # a CA's port line towards a switch: checked against the switch's line for the same cable
 _CA_PORT_RE = re.compile(
     r'\n\[(\d+)\]\([0-9a-f]{1,16}\)[ \t]*"S-([0-9a-f]{16})"\[(\d+)\][ \t]*#'
-    r'[ \t]*lid \d+ lmc \d+[ \t]+"[^\n]*" lid \d+ (\d{1,2}x\S+)(?=\r?\n|\Z)'
+    r'[ \t]*+lid \d++ lmc \d++[ \t]++"[^\n]*" lid \d++ (\d{1,2}x\S++)(?=\r?\n|\Z)'
 )
 # a whole regular CA block: ids, header, one port line towards a switch (the common case, a
 # single-port HCA), read in one regex pass instead of header, body, count and port passes
@@ -67,7 +69,7 @@ _CA_BLOCK_RE = re.compile(
     r"\n(?:vendid=0x[0-9a-f]+\ndevid=0x[0-9a-f]+\nsysimgguid=0x[0-9a-f]+\n(?:ca|rt)guid=0x[0-9a-f]+\n)?"
     r'(?:Ca|Rt)[ \t]*(\d+)[ \t]+"[HR]-([0-9a-f]{16})"[ \t]*#[ \t]*"([^"\n]*)"[ \t]*\r?'
     r'\n\[(\d+)\]\([0-9a-f]{1,16}\)[ \t]*"S-([0-9a-f]{16})"\[(\d+)\][ \t]*#'
-    r'[ \t]*lid \d+ lmc \d+[ \t]+"[^\n]*" lid \d+ (\d{1,2}x\S+)(?=\r?\n(?!\[)|\Z)'
+    r'[ \t]*+lid \d++ lmc \d++[ \t]++"[^\n]*" lid \d++ (\d{1,2}x\S++)(?=\r?\n(?!\[)|\Z)'
 )
 _CA_HEADER_RE = re.compile(r"\n(?:Ca|Rt)")
 _SWITCH_REST_RE = re.compile(r"[ \t]+(?:enhanced|base)[ \t]+port 0 lid (\d+) lmc \d+\r?")
