@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import accumulate, chain, compress, count, islice, pairwise, repeat
 from operator import and_, eq, ge, gt, le, lt, mul, not_, or_, sub
-from types import MemberDescriptorType
-from typing import Any, TypeVar
+from typing import Any
 
 from topograph_slurm.model.fabric import Ca, Fabric, Switch
 from topograph_slurm.sources.ibnetdiscover import fork
@@ -489,10 +487,8 @@ def _fabric(acc: _Accumulated, source: str) -> Fabric | None:
         }
     except ValueError:  # a LID out of range
         return None
-    columns = (acc.ca_guids, acc.ca_descs, acc.ca_nports)
-    cas = dict(
-        zip(acc.ca_guids, _construct(Ca, ("guid", "description", "nports"), columns), strict=True)
-    )
+    objects = map(Ca, acc.ca_guids, acc.ca_descs, acc.ca_nports)
+    cas = dict(zip(acc.ca_guids, objects, strict=True))
     if len(switches) + len(cas) != len(acc.switches) + len(acc.ca_guids):
         return None
     if (not switches and not cas) or switches.keys() & cas.keys():
@@ -531,24 +527,3 @@ def _finish(text: str, acc: _Accumulated, source: str) -> Fabric | None:
     note_summaries(st)
     return fab
 
-
-_T = TypeVar("_T")
-
-
-def _construct(cls: type[_T], names: Sequence[str], columns: Sequence[Sequence[Any]]) -> list[_T]:
-    """``[cls(*row) for row in zip(*columns)]``, fast. A frozen dataclass's __init__ calls
-    object.__setattr__ once per field, a large share of the parse over every device of a fabric.
-    For a plain slots dataclass whose fields are exactly *names*, the same slot stores run
-    in C-level map loops instead; any other class gets its real constructor."""
-    descriptors = [cls.__dict__.get(name) for name in names]
-    plain = (
-        all(isinstance(d, MemberDescriptorType) for d in descriptors)
-        and tuple(f.name for f in fields(cls)) == tuple(names)  # type: ignore[arg-type]
-        and not hasattr(cls, "__post_init__")
-    )
-    if not plain:
-        return list(map(cls, *columns))
-    objects: list[_T] = list(map(object.__new__, repeat(cls, len(columns[0]))))
-    for descriptor, column in zip(descriptors, columns, strict=True):
-        deque(map(descriptor.__set__, objects, column), maxlen=0)  # type: ignore[union-attr]
-    return objects
