@@ -526,4 +526,3 @@ def _finish(text: str, acc: _Accumulated, source: str) -> Fabric | None:
         note_portless(st, set(acc.portless).intersection(chain(a, b)))
     note_summaries(st)
     return fab
-
