@@ -212,9 +212,11 @@ def _plain_hosts(descriptions: list[str], policy: NamingPolicy) -> list[str | No
     elif _AGGREGATION.search(joined) or _FIRMWARE_DEFAULT.search(joined):
         return None
     hosts: list[str] = list(map(itemgetter(0), map(str.split, stripped)))
-    # split() leaves no whitespace in a host, so "\n" cannot be part of one
-    if not _LOCALHOSTS.isdisjoint(map(str.lower, hosts)) or not SLURM_NAMES.fullmatch(
-        "\n".join(hosts) + "\n"
+    # a node's HCAs name the same host: each distinct name is judged once (in any order: the
+    # answer is one yes or no); split() leaves no whitespace in a host, so no "\n" in one
+    distinct = set(hosts)
+    if not _LOCALHOSTS.isdisjoint(map(str.lower, distinct)) or not SLURM_NAMES.fullmatch(
+        "\n".join(distinct) + "\n"
     ):
         return None
     return list[str | None](hosts)
