@@ -415,9 +415,7 @@ def test_link_rates_are_each_token_split_whether_one_or_many(tokens: list[str]) 
     every cable its own token's width and speed."""
     n = len(tokens)
     links = links_from_columns(["a"] * n, [1] * n, ["b"] * n, list(range(n)), tokens)
-    assert list(zip(links.width, links.speed, strict=True)) == list(
-        map(split_width_speed, tokens)
-    )
+    assert list(zip(links.width, links.speed, strict=True)) == list(map(split_width_speed, tokens))
 
 
 # ---------------------------------------------------------------------------------------------
