@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import real_dump_names, real_fixture
 from topograph_slurm.model.fabric import Fabric
-from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover, read_ibnetdiscover
+from topograph_slurm.sources.ibnetdiscover import bulk, parse_ibnetdiscover, read_ibnetdiscover
 from topograph_slurm.sources.sim import generate_ibnetdiscover, parse_sim_spec
 from topograph_slurm.topology.adjacency import Adjacency, adjacency
 
@@ -54,3 +54,14 @@ def test_loops_are_not_neighbours() -> None:
 def test_sim(spec: str) -> None:
     fabric = parse_ibnetdiscover(generate_ibnetdiscover(parse_sim_spec(spec)))
     assert adjacency(fabric) == _by_definition(fabric)
+
+
+def test_end_kinds_from_the_source_give_the_same_adjacency() -> None:
+    """The bulk parser says which far ends are switches; adjacency read that way is the one
+    looked up end by end, and the one by definition."""
+    text = generate_ibnetdiscover(parse_sim_spec("nodes=64,rails=4,su=16,tiers=3,storage=1"))
+    fabric = bulk.parse(text, "sim")
+    assert fabric is not None and fabric.links.b_switch is not None
+    told = adjacency(fabric)
+    fabric.links.b_switch = None
+    assert told == adjacency(fabric) == _by_definition(fabric)

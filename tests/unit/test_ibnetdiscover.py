@@ -29,6 +29,7 @@ from topograph_slurm.sources.ibnetdiscover import (
     run_ibnetdiscover,
     split_width_speed,
 )
+from topograph_slurm.sources.ibnetdiscover.links import links_from_columns
 from topograph_slurm.sources.sim import generate_ibnetdiscover, parse_sim_spec
 
 D = "ibnetdiscover/"
@@ -406,6 +407,15 @@ def test_ext_ports_and_full_info_take_the_line_parser() -> None:
 )
 def test_split_width_speed(token: str, expected: tuple[str, str]) -> None:
     assert split_width_speed(token) == expected
+
+
+@given(st.lists(st.sampled_from(["4xNDR", "4x EDR", "1xSDR", "4x 10.0 Gbps"]), min_size=1))
+def test_link_rates_are_each_token_split_whether_one_or_many(tokens: list[str]) -> None:
+    """One rate on every cable takes the repeated-value path, several the lookup: both give
+    every cable its own token's width and speed."""
+    n = len(tokens)
+    links = links_from_columns(["a"] * n, [1] * n, ["b"] * n, list(range(n)), tokens)
+    assert list(zip(links.width, links.speed, strict=True)) == list(map(split_width_speed, tokens))
 
 
 # ---------------------------------------------------------------------------------------------

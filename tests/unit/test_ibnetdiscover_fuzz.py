@@ -188,6 +188,10 @@ def assert_same(fast: Fabric, slow: Fabric) -> None:
     assert Counter(fast.links) == Counter(slow.links)
     assert fast.notes == slow.notes
     assert fast.source == slow.source
+    # the end kinds the bulk path hands the analysis are the ones the devices say
+    assert fast.links.b_switch is not None, "every bulk-read cable was read from a switch"
+    assert all(map(slow.switches.__contains__, fast.links.a))
+    assert fast.links.b_switch == list(map(slow.switches.__contains__, fast.links.b))
 
 
 def _check(text: str) -> None:

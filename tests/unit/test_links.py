@@ -50,3 +50,12 @@ def test_columns_are_the_link_fields() -> None:
     )
     assert links[0] == Link("0000000000000001", 7, "00000000000000aa", 3, "4x", "NDR")
     assert Links.of([]) == Links() and list(Links()) == []
+
+
+def test_known_end_kinds_are_dropped_by_append_and_ignored_by_equality() -> None:
+    link = Link("0000000000000001", 7, "00000000000000aa", 3, "4x", "NDR")
+    links = Links.of([link])
+    links.b_switch = [False]
+    assert links == Links.of([link]), "the hint restates the devices: not part of equality"
+    links.append(link)
+    assert links.b_switch is None, "a row added without kinds leaves them unknown"

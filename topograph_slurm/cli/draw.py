@@ -8,10 +8,11 @@ from typing import Any
 
 import click
 
-from topograph_slurm.cli.options import no_cyclic_gc, warn
+from topograph_slurm.cli.options import warn
 from topograph_slurm.cli.placement import job_options, prepare_job, split_flags
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.fabric_view import FabricView, from_settings
+from topograph_slurm.gc_pause import no_cyclic_gc
 from topograph_slurm.render.draw import FORMATS, Picture, output_format, render_page, render_svg
 from topograph_slurm.render.environment import environment
 

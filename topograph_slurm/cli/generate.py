@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from topograph_slurm import operations, pipeline
-from topograph_slurm.cli.options import fabric_options, log, no_cyclic_gc, parse_rewrites, warn
+from topograph_slurm.cli.options import fabric_options, log, parse_rewrites, warn
 from topograph_slurm.config import (
     Settings,
     choices_metavar,
@@ -19,6 +19,7 @@ from topograph_slurm.config import (
     override,
 )
 from topograph_slurm.errors import Exit, InputError
+from topograph_slurm.gc_pause import no_cyclic_gc
 from topograph_slurm.render.environment import environment
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -69,20 +67,6 @@ def ufm_options(url_help: str) -> Callable[[F], F]:
         return func
 
     return apply
-
-
-@contextlib.contextmanager
-def no_cyclic_gc() -> Iterator[None]:
-    """Cyclic GC off while a fabric is read and analysed (a batch run allocating ~1M objects
-    that form no cycles worth collecting), back to what it was afterwards, so an in-process
-    caller (tests, a site's wrapper) keeps its own setting."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def log(ctx: click.Context, message: str) -> None:

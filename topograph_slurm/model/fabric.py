@@ -120,6 +120,11 @@ class Links:
     b_port: list[int] = field(default_factory=list)
     width: list[str] = field(default_factory=list)
     speed: list[str] = field(default_factory=list)
+    #: What a source that read every cable from a switch knows anyway: ``a[i]`` is a switch on
+    #: every row, and ``b_switch[i]`` says whether ``b[i]`` is one too. None when the source
+    #: does not say; the analysis then looks each end up among the switches, two passes over
+    #: every cable. Not part of equality: it restates what the devices say.
+    b_switch: list[bool] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, links: Iterable[Link]) -> Links:
@@ -131,6 +136,7 @@ class Links:
         return self.a, self.a_port, self.b, self.b_port, self.width, self.speed
 
     def append(self, link: Link) -> None:
+        self.b_switch = None  # the new row's ends are not known to be switches
         self.a.append(link.a_guid)
         self.a_port.append(link.a_port)
         self.b.append(link.b_guid)

@@ -11,9 +11,9 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain, compress
-from operator import and_, gt, lt
+from operator import and_, gt, lt, not_
 
-from topograph_slurm.model.fabric import Fabric
+from topograph_slurm.model.fabric import Fabric, Links
 
 
 @dataclass(slots=True)
@@ -30,21 +30,31 @@ def adjacency(fabric: Fabric) -> Adjacency:
     (each source creates the devices it sees only as peers), so an end that is not a switch
     is a CA."""
     links, switches = fabric.links, fabric.switches
-    a_switch = list(map(switches.__contains__, links.a))
-    b_switch = list(map(switches.__contains__, links.b))
-    both = list(map(and_, a_switch, b_switch))
+    a_ca, b_ca, both = _end_kinds(links, switches)
     ends = (list(compress(links.a, both)), list(compress(links.b, both)))
     neighbours: dict[str, set[str]] = {guid: set() for guid in switches}
     for here, there in (ends, ends[::-1]):
         deque(map(set.add, map(neighbours.__getitem__, here), there), maxlen=0)
     for guid, peers in neighbours.items():  # loop cables: a handful, cheaper to undo than test
         peers.discard(guid)
-    a_ca = list(map(lt, a_switch, b_switch))  # False < True: b is the switch, a the CA
-    b_ca = list(map(gt, a_switch, b_switch))
     cas = list(chain(compress(links.a, a_ca), compress(links.b, b_ca)))
     ports = list(chain(compress(links.a_port, a_ca), compress(links.b_port, b_ca)))
     leaves = list(chain(compress(links.b, a_ca), compress(links.a, b_ca)))
     return Adjacency(_leaves_by_ca(cas, ports, leaves), neighbours)
+
+
+def _end_kinds(
+    links: Links, switches: Mapping[str, object]
+) -> tuple[list[bool], list[bool], list[bool]]:
+    """Per cable: whether only its a end is a CA, whether only its b end is, whether both ends
+    are switches. Taken from the source's ``b_switch`` when it gives one (every a end a
+    switch: no CA on that side), else looked up end by end."""
+    if links.b_switch is not None:
+        return [], list(map(not_, links.b_switch)), links.b_switch
+    a_switch = list(map(switches.__contains__, links.a))
+    b_switch = list(map(switches.__contains__, links.b))
+    a_ca = list(map(lt, a_switch, b_switch))  # False < True: b is the switch, a the CA
+    return a_ca, list(map(gt, a_switch, b_switch)), list(map(and_, a_switch, b_switch))
 
 
 def _leaves_by_ca(

@@ -59,7 +59,7 @@ def _one_subnet_per_node(
 ) -> tuple[HostAttachments, list[Finding]]:
     """:func:`.subnet.keep_main_subnet` when HCAs sit on more than one subnet (checked in bulk:
     nearly every fabric has one, and a 16k-node one has 131k HCAs)."""
-    leaves = chain.from_iterable(links.ca_leaves.values())
+    leaves = set(chain.from_iterable(links.ca_leaves.values()))  # a few per rail and unit
     if len(set(map(component.__getitem__, leaves))) < 2:
         return hosts, []
     return keep_main_subnet(hosts, component, fabric, switch_names)

@@ -18,8 +18,6 @@ from itertools import compress, repeat
 from operator import and_, attrgetter, eq, is_not, itemgetter, not_
 from typing import Any, cast
 
-import regex
-
 from topograph_slurm.errors import ConfigError
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.names import SLURM_NAMES, is_slurm_name, sanitize
@@ -75,6 +73,8 @@ def compile_hcas(pattern: str | None) -> Any:
     """The ``--hcas`` regex (matched against the whole HCA name); a bad one is a config error."""
     if pattern is None:
         return None
+    import regex  # here, not at the top: most runs give no pattern and need no regex engine
+
     try:
         return regex.compile(pattern)
     except regex.error as err:
@@ -86,6 +86,8 @@ def compile_rewrites(rules: Iterable[tuple[str, str]]) -> list[Rewrite]:
     the pattern lacks (``\\9``) is a config error now, not a crash at the first match."""
     compiled = []
     for pattern, replacement in rules:
+        import regex  # as in compile_hcas: only when there is a rule
+
         try:
             compiled_pattern = regex.compile(pattern)
         except regex.error as err:
@@ -212,9 +214,11 @@ def _plain_hosts(descriptions: list[str], policy: NamingPolicy) -> list[str | No
     elif _AGGREGATION.search(joined) or _FIRMWARE_DEFAULT.search(joined):
         return None
     hosts: list[str] = list(map(itemgetter(0), map(str.split, stripped)))
-    # split() leaves no whitespace in a host, so "\n" cannot be part of one
-    if not _LOCALHOSTS.isdisjoint(map(str.lower, hosts)) or not SLURM_NAMES.fullmatch(
-        "\n".join(hosts) + "\n"
+    # a node's HCAs name the same host: each distinct name is judged once (in any order: the
+    # answer is one yes or no); split() leaves no whitespace in a host, so no "\n" in one
+    distinct = set(hosts)
+    if not _LOCALHOSTS.isdisjoint(map(str.lower, distinct)) or not SLURM_NAMES.fullmatch(
+        "\n".join(distinct) + "\n"
     ):
         return None
     return list[str | None](hosts)

@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import accumulate, chain, compress, count, islice, pairwise, repeat
 from operator import and_, eq, ge, gt, le, lt, mul, not_, or_, sub
-from types import MemberDescriptorType
-from typing import Any, TypeVar
+from typing import Any
 
 from topograph_slurm.model.fabric import Ca, Fabric, Switch
 from topograph_slurm.sources.ibnetdiscover import fork
@@ -50,16 +48,18 @@ _HEADER_RE = re.compile(
 )
 # The port lines' regexes accept no line that the reference's _PORT_RE rejects (the fuzz tests
 # hold them to it): a port GUID of at most 16 digits, the description quoted, a width of at
-# most two digits.
+# most two digits. A quantifier is possessive (``*+``, ``++``) where what follows it can never
+# be what it gives back (a space after digits, a line break after a token), so the language
+# is the same and the engine skips retrying each shorter run.
 # a switch's port line; the width+speed token must end the line ("-f" extras go the slow way)
 _SWITCH_PORT_RE = re.compile(
-    r'\n\[(\d+)\][ \t]*"([SHR])-([0-9a-f]{16})"\[(\d+)\](?:\([0-9a-f]{1,16}\))?[ \t]*#'
-    r'[ \t]*"[^\n]*" lid \d+ (\d{1,2}x\S+)(?=\r?\n|\Z)'
+    r'\n\[(\d+)\][ \t]*"([SHR])-([0-9a-f]{16})"\[(\d+)\](?:\([0-9a-f]{1,16}\))?[ \t]*+#'
+    r'[ \t]*+"[^\n]*" lid \d++ (\d{1,2}x\S++)(?=\r?\n|\Z)'
 )
 # a CA's port line towards a switch: checked against the switch's line for the same cable
 _CA_PORT_RE = re.compile(
     r'\n\[(\d+)\]\([0-9a-f]{1,16}\)[ \t]*"S-([0-9a-f]{16})"\[(\d+)\][ \t]*#'
-    r'[ \t]*lid \d+ lmc \d+[ \t]+"[^\n]*" lid \d+ (\d{1,2}x\S+)(?=\r?\n|\Z)'
+    r'[ \t]*+lid \d++ lmc \d++[ \t]++"[^\n]*" lid \d++ (\d{1,2}x\S++)(?=\r?\n|\Z)'
 )
 # a whole regular CA block: ids, header, one port line towards a switch (the common case, a
 # single-port HCA), read in one regex pass instead of header, body, count and port passes
@@ -67,7 +67,7 @@ _CA_BLOCK_RE = re.compile(
     r"\n(?:vendid=0x[0-9a-f]+\ndevid=0x[0-9a-f]+\nsysimgguid=0x[0-9a-f]+\n(?:ca|rt)guid=0x[0-9a-f]+\n)?"
     r'(?:Ca|Rt)[ \t]*(\d+)[ \t]+"[HR]-([0-9a-f]{16})"[ \t]*#[ \t]*"([^"\n]*)"[ \t]*\r?'
     r'\n\[(\d+)\]\([0-9a-f]{1,16}\)[ \t]*"S-([0-9a-f]{16})"\[(\d+)\][ \t]*#'
-    r'[ \t]*lid \d+ lmc \d+[ \t]+"[^\n]*" lid \d+ (\d{1,2}x\S+)(?=\r?\n(?!\[)|\Z)'
+    r'[ \t]*+lid \d++ lmc \d++[ \t]++"[^\n]*" lid \d++ (\d{1,2}x\S++)(?=\r?\n(?!\[)|\Z)'
 )
 _CA_HEADER_RE = re.compile(r"\n(?:Ca|Rt)")
 _SWITCH_REST_RE = re.compile(r"[ \t]+(?:enhanced|base)[ \t]+port 0 lid (\d+) lmc \d+\r?")
@@ -107,6 +107,7 @@ class _Accumulated:
     b: list[str] = field(default_factory=list)
     b_port: list[int] = field(default_factory=list)
     ws: list[str] = field(default_factory=list)
+    b_switch: list[bool] = field(default_factory=list)  # the far end is a switch (its line says S)
     # switch-to-switch lines from the end with the smaller GUID and from the other end, as
     # multisets of (this end, port, far end, port, width+speed) (see _multiset)
     forward_cables: int = 0
@@ -147,7 +148,7 @@ _STRINGS = (
     *("ca_guids", "ca_descs", "b", "ws"),
     *("portless", "skipped"),
 )
-_COLUMNS = ("switches", "ca_nports", "a_counts", "a_port", "b_port", *_STRINGS)
+_COLUMNS = ("switches", "ca_nports", "a_counts", "a_port", "b_port", "b_switch", *_STRINGS)
 _TOTALS = ("forward_cables", "backward_cables", "to_ca", "ca_lines")
 
 
@@ -393,6 +394,7 @@ def _cables(acc: _Accumulated, lines: _SwitchLines, lengths: list[int], nports: 
     acc.b.extend(compress(peer, keep))
     acc.b_port.extend(far_ports)
     acc.ws.extend(compress(lines.ws, keep))
+    acc.b_switch.extend(compress(to_switch, keep))
     # every cable is listed from both ends, with the same ports, width and speed (checked in
     # _finish): the multisets of both ends' lines (see _multiset)
     ws = lines.ws
@@ -485,10 +487,8 @@ def _fabric(acc: _Accumulated, source: str) -> Fabric | None:
         }
     except ValueError:  # a LID out of range
         return None
-    columns = (acc.ca_guids, acc.ca_descs, acc.ca_nports)
-    cas = dict(
-        zip(acc.ca_guids, _construct(Ca, ("guid", "description", "nports"), columns), strict=True)
-    )
+    objects = map(Ca, acc.ca_guids, acc.ca_descs, acc.ca_nports)
+    cas = dict(zip(acc.ca_guids, objects, strict=True))
     if len(switches) + len(cas) != len(acc.switches) + len(acc.ca_guids):
         return None
     if (not switches and not cas) or switches.keys() & cas.keys():
@@ -514,6 +514,9 @@ def _finish(text: str, acc: _Accumulated, source: str) -> Fabric | None:
     keys.update(zip(fab.cas, fab.cas, strict=True))
     b = list(map(keys.get, acc.b, acc.b))
     fab.links = links_from_columns(a, acc.a_port, b, acc.b_port, acc.ws)
+    # every cable was kept from a switch's line, which names its far end's kind: the sums above
+    # proved each S end a switch's block and each H/R end a CA's
+    fab.links.b_switch = acc.b_switch
     st = State(fab.source, fabric=fab, portless=acc.portless)
     if acc.skipped:
         st.skipped = len(acc.skipped)
@@ -523,25 +526,3 @@ def _finish(text: str, acc: _Accumulated, source: str) -> Fabric | None:
         note_portless(st, set(acc.portless).intersection(chain(a, b)))
     note_summaries(st)
     return fab
-
-
-_T = TypeVar("_T")
-
-
-def _construct(cls: type[_T], names: Sequence[str], columns: Sequence[Sequence[Any]]) -> list[_T]:
-    """``[cls(*row) for row in zip(*columns)]``, fast. A frozen dataclass's __init__ calls
-    object.__setattr__ once per field, a large share of the parse over every device of a fabric.
-    For a plain slots dataclass whose fields are exactly *names*, the same slot stores run
-    in C-level map loops instead; any other class gets its real constructor."""
-    descriptors = [cls.__dict__.get(name) for name in names]
-    plain = (
-        all(isinstance(d, MemberDescriptorType) for d in descriptors)
-        and tuple(f.name for f in fields(cls)) == tuple(names)  # type: ignore[arg-type]
-        and not hasattr(cls, "__post_init__")
-    )
-    if not plain:
-        return list(map(cls, *columns))
-    objects: list[_T] = list(map(object.__new__, repeat(cls, len(columns[0]))))
-    for descriptor, column in zip(descriptors, columns, strict=True):
-        deque(map(descriptor.__set__, objects, column), maxlen=0)  # type: ignore[union-attr]
-    return objects

@@ -44,8 +44,14 @@ def build_links(cables: Cables) -> Links:
 def links_from_columns(
     a: list[str], a_port: list[int], b: list[str], b_port: list[int], ws: list[str]
 ) -> Links:
-    """Links from columns; width+speed strings are split once per distinct value."""
-    widths = {w: split_width_speed(w)[0] for w in set(ws)}
+    """Links from columns; width+speed strings are split once per distinct value, and when
+    every cable has the same one (a fabric of one rate, the common case) the two columns are
+    that value repeated, not looked up cable by cable."""
+    tokens = set(ws)
+    if len(tokens) == 1:
+        width, speed = split_width_speed(ws[0])
+        return Links(a, a_port, b, b_port, [width] * len(ws), [speed] * len(ws))
+    widths = {w: split_width_speed(w)[0] for w in tokens}
     speeds = {w: split_width_speed(w)[1] for w in widths}
     return Links(
         a, a_port, b, b_port, list(map(widths.__getitem__, ws)), list(map(speeds.__getitem__, ws))

@@ -8,9 +8,9 @@ how long it takes and who explains what is wrong. ``-p`` reports have a parser o
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
+from topograph_slurm.gc_pause import no_cyclic_gc
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.sources.ibnetdiscover import bulk, ports, reference
 
@@ -24,9 +24,7 @@ def parse_ibnetdiscover(text: str, source: str = "") -> Fabric:
     """
     # Millions of short-lived tuples would trigger full collections over and over; nothing
     # built here has reference cycles, so collecting afterwards is enough.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         if ports.is_ports_format(text):
             return ports.parse(text, source)
         reference.check_last_line(text, source)
@@ -34,9 +32,6 @@ def parse_ibnetdiscover(text: str, source: str = "") -> Fabric:
         if fabric is None:  # anything unusual: the line-by-line parser decides and explains
             fabric = reference.parse(text, source)
         return fabric
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def read_ibnetdiscover(path: str | Path) -> Fabric:
