@@ -51,15 +51,17 @@ def normal(
     """GUID texts in normal form, each GUID one string object (*cache*: text → normal form);
     a missing one (``None``, empty) stays None where *optional*, else is an error. *where* is
     formatted with the bad row. Without a *cache* (columns that only need equal strings, not
-    the same objects) a column already in normal form is returned as it is."""
-    if cache is None and _canonical(texts):  # the common case: UFM's own form
-        return cast(list[str], texts)
-    cache = {} if cache is None else cache
-    new = cast(set[str], set(texts).difference(cache, (None, "")))
+    the same objects) a column already in normal form is returned as it is. Each distinct text
+    is checked once (GUIDs repeat: a switch's on each of its ports)."""
+    interned = {} if cache is None else cache
+    new = cast(set[str], set(texts).difference(interned, (None, "")))
+    missing = not optional and (None in texts or "" in texts)
     if _canonical(list(new)):  # each distinct GUID once; all in UFM's own form, usually
-        cache.update(zip(new, new, strict=True))
+        if cache is None and not missing:
+            return cast(list[str], texts)
+        interned.update(zip(new, new, strict=True))
         new = set()
-    if not optional and (None in texts or "" in texts):
+    if missing:
         new.add(next(text for text in texts if not text) or "")
     for text in new:
         try:
@@ -69,18 +71,16 @@ def normal(
             raise ParseError(
                 f"field {name!r}: bad GUID {text!r}", None, where.format(row=row)
             ) from None
-        cache[text] = cache.setdefault(guid, guid)
-    return list(map(cache.get, texts))  # type: ignore[arg-type]
+        interned[text] = interned.setdefault(guid, guid)
+    return list(map(interned.get, texts))  # type: ignore[arg-type]
 
 
-def _canonical(texts: Sequence[str | None]) -> bool:
+def _canonical(texts: Sequence[str]) -> bool:
     """Whether every text is a GUID in normal form, 16 lowercase hex digits: one length pass
-    and one byte deletion over the whole column, no Python code per text."""
-    if None in texts:
+    and one byte deletion over them all, no Python code per text."""
+    if texts and (min(map(len, texts)) != 16 or max(map(len, texts)) != 16):
         return False
-    if texts and (min(map(len, texts)) != 16 or max(map(len, texts)) != 16):  # type: ignore[arg-type]
-        return False
-    return not "\n".join(texts).encode().translate(None, _HEX_DIGITS)  # type: ignore[arg-type]
+    return not "\n".join(texts).encode().translate(None, _HEX_DIGITS)
 
 
 def port_ids(

@@ -28,7 +28,7 @@ import operator
 import re
 from dataclasses import dataclass, field
 from itertools import compress, count, repeat
-from typing import Any
+from typing import Any, cast
 
 from topograph_slurm.errors import ParseError
 from topograph_slurm.model import rates
@@ -182,7 +182,7 @@ def _read_ports(st: _Build) -> None:
     if None in descriptions:
         descriptions = [text or "" for text in descriptions]
     switch = _switch_ports(st, systems)
-    lids = by_value(column(ports, "lid"), _lid)
+    lids = column(ports, "lid")  # as UFM sends them: only a few are read (_first_lids)
     order = sorted(range(len(keys)), key=keys.__getitem__)  # near-linear: UFM sorts its ports
     is_switch = list(map(switch.__getitem__, order))
     switches = _devices(list(compress(order, is_switch)), guids, numbers, lids)
@@ -266,13 +266,22 @@ def _devices(
 def _first_lids(
     rows: list[int], guids: list[str], devices: list[str], low: list[int], lids: list[Any]
 ) -> dict[str, int]:
-    """The first LID the ports of each device give: its lowest port's (one look per device),
-    unless one lowest port has none; then the first of its ports in *rows* that has one."""
-    lowest = list(map(lids.__getitem__, low))
+    """The first LID the ports of each device give (*lids*: as UFM sends them, see
+    :func:`_lid`): its lowest port's (one look per device), unless one lowest port has none;
+    then the first of its ports in *rows* that has one."""
+    lowest = list(map(_lid, map(lids.__getitem__, low)))
     if all(lowest):
-        return dict(zip(devices, lowest, strict=True))
-    with_lid = list(compress(rows, map(lids.__getitem__, rows)))[::-1]
-    return dict(zip(map(guids.__getitem__, with_lid), map(lids.__getitem__, with_lid), strict=True))
+        return dict(zip(devices, cast(list[int], lowest), strict=True))
+    table = {value: _lid(value) for value in set(map(lids.__getitem__, rows))}
+    given = cast(list[int], list(map(table.__getitem__, map(lids.__getitem__, rows))))
+    with_lid = list(compress(range(len(rows)), given))[::-1]
+    return dict(
+        zip(
+            map(guids.__getitem__, map(rows.__getitem__, with_lid)),
+            map(given.__getitem__, with_lid),
+            strict=True,
+        )
+    )
 
 
 def _switch_description(st: _Build, system_guid: str, guid: str) -> str:
