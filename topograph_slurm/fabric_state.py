@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import InputError
+from topograph_slurm.gc_pause import no_cyclic_gc
 from topograph_slurm.model.bench import BenchSummary
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Analysis, BlockTopology, Drift, Finding
@@ -192,10 +193,11 @@ def _fabric(settings: Settings, warn: Warn) -> FabricSummary:
     from topograph_slurm import pipeline
     from topograph_slurm.topology.analysis import analyse
 
-    inputs = pipeline.load_inputs(settings, warn)
-    if _holds_nothing(inputs):
-        return FabricSummary(inputs.fabric.source)
-    analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
+    with no_cyclic_gc():
+        inputs = pipeline.load_inputs(settings, warn)
+        if _holds_nothing(inputs):
+            return FabricSummary(inputs.fabric.source)
+        analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
     blocks = _blocks(settings, inputs, analysis)
     seen = datetime.now(UTC).strftime(TIME_FORMAT)
     return summarize(analysis, blocks, seen, _domains(settings, inputs))

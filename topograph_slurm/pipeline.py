@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from topograph_slurm import slurm_auto
 from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
 from topograph_slurm.errors import ConfigError, InputError, UsageError
+from topograph_slurm.gc_pause import no_cyclic_gc
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.result import (
     KIND_BLOCK,
@@ -153,9 +154,11 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
 
 def read_and_analyse(settings: Settings, warn: Warn) -> tuple[Inputs, Analysis]:
     """The fabric source read and analysed as ``generate`` does, for the commands that look at
-    a fabric rather than write its topology (health, explain/order, draw)."""
-    inputs = load_inputs(settings, warn)
-    return inputs, analyse(inputs.fabric, naming_policy(settings), settings.max_tiers)
+    a fabric rather than write its topology (health, explain/order, draw), with cyclic GC
+    paused as for ``generate`` (:mod:`topograph_slurm.gc_pause`)."""
+    with no_cyclic_gc():
+        inputs = load_inputs(settings, warn)
+        return inputs, analyse(inputs.fabric, naming_policy(settings), settings.max_tiers)
 
 
 def naming_policy(settings: Settings, notes: list[Finding] | None = None) -> NamingPolicy:

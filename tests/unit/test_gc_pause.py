@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import gc
 import weakref
+from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from tests.support.analysis_watch import watch_analysis
+from topograph_slurm.cli.main import main
 from topograph_slurm.gc_pause import no_cyclic_gc
+
+SIM = "nodes=8,rails=1,su=4"
 
 
 class _Node:
@@ -49,3 +57,16 @@ def test_a_caller_with_collection_off_keeps_it_off() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_diff_reads_its_fabrics_with_collection_paused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """diff (fabric_state) reads and analyses each side as generate does: collection off
+    inside, back on afterwards (health, explain/order and draw: tests/unit/test_health_cli.py)."""
+    seen = watch_analysis(monkeypatch)
+    (tmp_path / "config.yaml").write_text("slurm_nodes: all\nslurm_version: '24.11'\n")
+    args = ["--config", str(tmp_path / "config.yaml"), "diff", f"sim:{SIM}", f"sim:{SIM}"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert gc.isenabled() and seen == [False, False]

@@ -4,6 +4,7 @@ test_slurm_sources.NODE_STATES) and records every ``update`` it is asked for."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shlex
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from tests.support.analysis_watch import watch_analysis
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 
@@ -244,3 +246,11 @@ def test_a_bench_record_slow_node_is_degraded_by_health(slurm: Path, tmp_path: P
     assert slow["verdict"] == "degraded", slow
     assert [f["kind"] for f in slow["findings"]] == ["slow-node"]  # type: ignore[attr-defined]
     one_error(run(slurm, "--bench", str(tmp_path / "none")), Exit.INPUT, "no bench record")
+
+
+def test_health_reads_the_fabric_with_collection_paused(
+    slurm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = watch_analysis(monkeypatch)
+    assert run(slurm).exit_code in (0, 1)
+    assert gc.isenabled() and seen == [False]

@@ -1,0 +1,25 @@
+"""Whether cyclic GC was on while a command analysed its fabric."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+
+from topograph_slurm import fabric_state, pipeline
+from topograph_slurm.topology import analysis
+
+
+def watch_analysis(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether collection was on at each analysis from now on (every module that calls it)."""
+    seen: list[bool] = []
+    real = analysis.analyse
+
+    def watched(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    for module in (pipeline, fabric_state, analysis):
+        monkeypatch.setattr(module, "analyse", watched, raising=False)
+    return seen
