@@ -348,3 +348,21 @@ def test_islands_are_marked_on_their_top_switches() -> None:
     tops = [k for k, c in by_key.items() if "upper" in c]
     assert len(tops) == 2 and all("fault-islands" in by_key[t] for t in tops)
     assert "fault-islands" in legend
+
+
+def test_templates_override_the_built_in_drawing(tmp_path: Path) -> None:
+    """--templates DIR (or the config's templates) replaces a draw template of the same name,
+    the built-in ones fill the gaps; a missing directory is a config error before any work."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "draw.svg.j2").write_text("<svg>{{ picture.title }} by us</svg>\n")
+    drawn = run("draw", "--sim", "nodes=4,rails=1,su=2", "--templates", str(tmp_path / "mine"))
+    assert drawn.exit_code == 0 and drawn.output.endswith(" by us</svg>\n"), drawn.output
+    config = tmp_path / "config.yaml"
+    config.write_text(f"templates: {tmp_path / 'mine'}\n")
+    args = ["--config", str(config), "draw", "--sim", "nodes=4,rails=1,su=2"]
+    assert CliRunner().invoke(main, args).output == drawn.output
+    page = run("draw", "--sim", "nodes=4,rails=1,su=2", "--format", "html")
+    assert page.exit_code == 0 and "<html" in page.output, "the page still from the built-ins"
+    missing = run("draw", "--sim", "nodes=4,rails=1,su=2", "--templates", str(tmp_path / "no"))
+    assert missing.exit_code == Exit.CONFIG and "does not exist" in missing.output
+    assert len(missing.output.strip().splitlines()) == 1

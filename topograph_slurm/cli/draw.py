@@ -38,6 +38,11 @@ from topograph_slurm.render.environment import environment
 )
 @click.option("-o", "--output", metavar="FILE", help="Write here (atomic) instead of stdout.")
 @click.option(
+    "--templates",
+    metavar="DIR",
+    help="Directory whose templates override the built-in ones (draw*.j2; config: templates).",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(list(FORMATS)),
@@ -53,6 +58,7 @@ def draw(
     topo_matrix: str | None,
     unit: str | None,
     output: str | None,
+    templates: str | None,
     fmt: str | None,
     **flags: Any,
 ) -> None:
@@ -84,13 +90,13 @@ def draw(
       topograph-slurm draw --sim demo --nodes 'gpu[0001-0016]' --tp 16 --pp 2 -o job.svg
     """
     fmt = output_format(fmt, output)
+    env = environment(_templates(ctx, templates))  # a bad directory fails before any work
     if node or topo_matrix:
         pictures = [_node_picture(ctx, node, topo_matrix, flags)]
     elif job_id or flags["hostlist"] or flags["hostfile"]:
         pictures = [_job_picture(ctx, job_id, flags)]
     else:
         pictures = _fabric_pictures(ctx, unit, flags)
-    env = environment(None)
     if fmt == "svg":
         if len(pictures) > 1:
             warn(
@@ -106,6 +112,14 @@ def draw(
         write_file(Path(output), text)
     else:
         click.echo(text, nl=False)
+
+
+def _templates(ctx: click.Context, flag: str | None) -> Path | None:
+    """--templates, else the config's ``templates``, as ``generate`` takes them."""
+    from topograph_slurm.config import load_settings
+
+    chosen = flag or load_settings(ctx.obj["config_file"]).templates
+    return Path(chosen) if chosen else None
 
 
 def _fabric_pictures(ctx: click.Context, unit: str | None, flags: dict[str, Any]) -> list[Picture]:
