@@ -126,3 +126,26 @@ def test_a_real_fabric_s_dual_homed_hosts_tie_and_no_leaf_switch_is_shared() -> 
     assert all("no majority (1 of 2 rails" in message for message in ties.values())
     placed = {node: leaf.name for leaf in leaves for node in leaf.nodes}
     assert placed["sat11-0101-0902-02ufm"] == "sat11-0101-0902-01ib0"  # its first rail's leaf
+
+
+def test_a_unit_folded_in_through_another_units_moved_rail_is_reported() -> None:
+    """Unit 0's rail 3 all cabled to unit 1's rail-3 leaf: unit 1's nodes share only that leaf
+    with unit 0's and are folded into its logical leaf, which no vote shows. Each of them is
+    reported; a node that brings one leaf of four along (a spare leaf) is not."""
+    rails = _units(units=2, nodes=4, rails=4)
+    for node in ("gpu00", "gpu01", "gpu02", "gpu03"):
+        _move(rails, node, 3, "su1-r3")
+    leaves, groups, _ = _group(rails)
+    _assert_partition(rails, groups)
+    assert leaves == {
+        "su0-r0": ["gpu00", "gpu01", "gpu02", "gpu03", "gpu10", "gpu11", "gpu12", "gpu13"]
+    }
+    findings = group_leaves(rails, {})[1]
+    assert [f.subject for f in findings] == ["gpu10", "gpu11", "gpu12", "gpu13"]
+    assert findings[0].message.startswith(
+        "rails share only 1 of 4 leaves with leaf group su0-r0 (su1-r3); its other leaves "
+        "(su1-r0, su1-r1, su1-r2) were folded into that group"
+    )
+    spare = _units(units=2, nodes=4, rails=4)
+    _move(spare, "gpu01", 3, "spare")
+    assert group_leaves(spare, {})[1] == []

@@ -5,7 +5,9 @@ scalable unit has its own leaf switch, so a node sits under eight leaves at once
 plugin wants each node under exactly one leaf, so the leaves that carry the same node set are
 folded into one *logical leaf*. A node whose rails disagree (one cable moved to another unit's
 leaf) must not merge two units: it joins the group that holds the majority of its rails and is
-reported as a finding. With no majority (two rails split 1:1, four split 2:2) it joins the group
+reported as a finding. Nodes whose leaves a group holds only partly because a few of them are
+shared with it (a whole unit's rail moved to another unit's leaf) are folded into that group
+and reported too. With no majority (two rails split 1:1, four split 2:2) it joins the group
 of its first rail (lowest HCA GUID): a rule that depends on the node alone, so the same fabric
 from UFM or ibnetdiscover places it the same way. Each leaf switch belongs to exactly one
 logical leaf, and a logical leaf is named after its first switch, so the names are as unique as
@@ -76,6 +78,7 @@ def group_leaves(
     members: list[list[str]] = [[] for _ in primaries]
     strays: dict[str, int] = {}
     findings: list[Finding] = []
+    folded: list[tuple[list[str], frozenset[str], frozenset[str]]] = []
     for signature, nodes in by_signature.items():
         # every signature overlaps a primary (_primary_sets), so there is always a vote
         votes = Counter(index_of[leaf] for leaf in signature if leaf in index_of)
@@ -84,6 +87,8 @@ def group_leaves(
             (only,) = votes
             members[only].extend(nodes)
             strays.update({leaf: only for leaf in unclaimed if leaf not in strays})
+            if 2 * len(unclaimed) >= len(signature):  # most of its leaves came along with it
+                folded.append((nodes, signature, unclaimed))
             continue
         tied = _tied(votes)
         for node in nodes:
@@ -100,8 +105,33 @@ def group_leaves(
         ordered = sorted(leaves, key=lambda guid: (switch_names.get(guid, guid), guid))
         groups.append(LeafGroup(switch_names.get(ordered[0], ordered[0]), ordered, sorted(nodes)))
     groups.sort(key=lambda group: group.name)
+    findings += _folded_findings(folded, groups, switch_names)
     findings.sort(key=lambda finding: finding.subject)
     return groups, findings
+
+
+def _folded_findings(
+    folded: list[tuple[list[str], frozenset[str], frozenset[str]]],
+    groups: list[LeafGroup],
+    switch_names: Mapping[str, str],
+) -> list[Finding]:
+    """A finding for each node of a signature that shares at most half of its leaves with the
+    group it joined: its rails all reach one group only because the group's own nodes reach
+    some of its leaves (a whole unit's rail cabled to another unit's leaf folds two units
+    into one logical leaf, which no node's vote shows)."""
+    group_of = {leaf: group.name for group in groups for leaf in group.switches}
+    findings = []
+    for nodes, signature, unclaimed in folded:
+        shared = sorted(switch_names.get(leaf, leaf) for leaf in signature - unclaimed)
+        own = sorted(switch_names.get(leaf, leaf) for leaf in unclaimed)
+        group = group_of[next(iter(signature - unclaimed))]
+        message = (
+            f"rails share only {len(shared)} of {len(signature)} leaves with leaf group "
+            f"{group} ({', '.join(shared)}); its other leaves ({', '.join(own)}) were folded "
+            "into that group with it: check the cabling of the shared leaves"
+        )
+        findings += [Finding(KIND_RAIL_DISAGREE, node, message) for node in nodes]
+    return findings
 
 
 def _placed_why(
