@@ -156,3 +156,20 @@ def test_a_failed_fork_with_a_feed_leaves_no_descriptor_open(
     assert pending.pid is None and _open_fds() == before
     feed.put([1])
     assert pending.result() == (os.getpid(), 1)
+
+
+@needs_fork
+def test_a_feed_that_cannot_be_written_means_the_value_is_computed_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full memfd (a memory limit) or a short write: the child gets EOF and fails, the
+    parent computes the value itself; no error escapes put()."""
+    feed: fork.Feed[list[int]] = fork.Feed()
+    pending = fork.in_background(lambda: _fed(feed), feed)
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    feed.put([2, 3])
+    assert feed.file < 0 and pending.result() == (os.getpid(), 5)

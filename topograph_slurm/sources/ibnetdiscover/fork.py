@@ -99,9 +99,11 @@ class Feed(Generic[V]):
         if self.file < 0:
             return
         data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        os.pwrite(self.file, data, 0)
-        with contextlib.suppress(BrokenPipeError):  # the child is gone: result() computes it
-            os.write(self.ready[1], len(data).to_bytes(8, "little"))
+        # The child gone (a broken pipe) or the file full (memory limits): closing our ends
+        # makes a waiting child fail with EOF, and Pending.result computes it here.
+        with contextlib.suppress(OSError):
+            if os.pwrite(self.file, data, 0) == len(data):
+                os.write(self.ready[1], len(data).to_bytes(8, "little"))
         self.close()
 
     def get(self) -> V:
