@@ -173,3 +173,20 @@ def test_a_feed_that_cannot_be_written_means_the_value_is_computed_here(
     monkeypatch.setattr(os, "pwrite", full)
     feed.put([2, 3])
     assert feed.file < 0 and pending.result() == (os.getpid(), 5)
+
+
+def test_a_feed_without_descriptors_means_no_fork_and_nothing_left_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fork, "spare_cpu", lambda: True)
+
+    def no_pipe() -> tuple[int, int]:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(os, "pipe", no_pipe)
+    before = _open_fds()
+    feed: fork.Feed[list[int]] = fork.Feed()
+    pending = fork.in_background(lambda: _fed(feed), feed)
+    assert pending.pid is None and feed.file < 0 and _open_fds() == before
+    feed.put([4])
+    assert pending.result() == (os.getpid(), 4)

@@ -56,7 +56,7 @@ class Pending(Generic[T]):
         """The child's value; computed here when there is no child or it failed."""
         if self.pid is None:
             return self.compute()
-        self._close_feed()
+        self._close_feeds()
         with os.fdopen(self.pipe, "rb") as reader:
             data = b"".join(iter(partial(reader.read, _READ), b""))
         _, status = os.waitpid(self.pid, 0)
@@ -69,13 +69,13 @@ class Pending(Generic[T]):
     def cancel(self) -> None:
         """Stop and reap the child: the caller is unwinding and will not ask for the value."""
         if self.pid is not None:
-            self._close_feed()
+            self._close_feeds()
             os.close(self.pipe)
             os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
             self.pid = None
 
-    def _close_feed(self) -> None:
+    def _close_feeds(self) -> None:
         for feed in self.feeds:
             feed.close()
 
@@ -123,10 +123,19 @@ class Feed(Generic[V]):
             else:  # pragma: no cover - Linux has memfd
                 with tempfile.TemporaryFile() as temporary:
                     self.file = os.dup(temporary.fileno())
-        except OSError:
+            self.ready = os.pipe()
+        except OSError:  # out of descriptors or memory
+            if self.file >= 0:
+                os.close(self.file)
+                self.file = -1
             return False
-        self.ready = os.pipe()
         return True
+
+    def discard(self) -> None:
+        """Every end, the child's too: there is no fork after all."""
+        if self.file >= 0:
+            os.close(self.ready[0])
+        self.close()
 
     def close(self) -> None:
         """The parent's ends (after :meth:`put`, or when the child is not needed any more)."""
@@ -145,10 +154,10 @@ def in_background(compute: Callable[[], T], *feeds: Feed[Any]) -> Pending[T]:
     try:
         pid = os.fork()
     except OSError:  # a process limit (EAGAIN) or no memory: compute it here later
-        for fd in (reader, writer, *(feed.ready[0] for feed in feeds)):
-            os.close(fd)
+        os.close(reader)
+        os.close(writer)
         for feed in feeds:
-            feed.close()
+            feed.discard()
         return Pending(compute)
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         status = 1
@@ -173,7 +182,6 @@ def _opened(feeds: tuple[Feed[Any], ...]) -> bool:
     for count, feed in enumerate(feeds):
         if not feed.open():
             for opened in feeds[:count]:
-                os.close(opened.ready[0])
-                opened.close()
+                opened.discard()
             return False
     return True
