@@ -26,7 +26,7 @@ from topograph_slurm.model import rates as rates_
 from topograph_slurm.model.fabric import Links
 from topograph_slurm.sources.ibnetdiscover import fork
 from topograph_slurm.sources.ufm import schema
-from topograph_slurm.sources.ufm.columns import column, decode, ints, normal
+from topograph_slurm.sources.ufm.columns import column, decode, ints, normal, starts
 from topograph_slurm.sources.ufm.responses import UfmResponses
 from topograph_slurm.sources.ufm.schema import JsonText
 
@@ -269,8 +269,8 @@ def _cables(
         row_a[row], row_b[row] = row_b[row], row_a[row]
     order = sorted(range(len(keys)), key=keys.__getitem__)  # stable: a cable's first record first
     ordered = list(map(keys.__getitem__, order))
-    new = list(map(operator.ne, ordered, [None, *ordered]))  # one record per cable
-    order, ordered = list(compress(order, new)), list(compress(ordered, new))
+    first = starts(ordered)  # one record per cable
+    order, ordered = list(compress(order, first)), list(compress(ordered, first))
     a_rows, b_rows = (
         array("I", map(cast(list[int], end_rows).__getitem__, order))  # no None left
         for end_rows in (row_a, row_b)
@@ -293,6 +293,8 @@ def _rated(
     complete = {i for i, rate in enumerate(table) if rate and rate[0] != rates_.UNKNOWN}
     agree = map(operator.and_, map(operator.eq, at_a, at_b), map(complete.__contains__, at_a))
     found, mismatches = {rate: i for i, rate in enumerate(rates.table)}, Mismatches()
+    # New rates get indexes after the ports' ones; one may reuse the no-rate index, which no
+    # cable keeps (an unlisted end never agrees, so every such row is rewritten here).
     for row in compress(range(len(at_a)), map(operator.not_, agree)):  # the few that do not
         width = ufm_width(widths[row])
         rate = _cable_rate(mismatches, width, table[at_a[row]], table[at_b[row]], keys[row])

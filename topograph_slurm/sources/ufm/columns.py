@@ -41,6 +41,12 @@ def by_value(values: list[Any], convert: Callable[[Any], Any]) -> list[Any]:
     return list(map(table.__getitem__, values))
 
 
+def starts(values: list[Any]) -> list[bool]:
+    """Whether each value of a sorted column begins a run of equal ones: the first row of each
+    GUID in (guid, port) order, the first record of each cable in cable order."""
+    return list(map(operator.ne, values, [None, *values]))
+
+
 def normal(
     cache: dict[str, str] | None,
     texts: list[str | None],

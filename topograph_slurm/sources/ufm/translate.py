@@ -37,7 +37,7 @@ from topograph_slurm.model.numbers import natural
 from topograph_slurm.sources.ibnetdiscover import fork
 from topograph_slurm.sources.ufm import cables, schema
 from topograph_slurm.sources.ufm.cables import CableKey
-from topograph_slurm.sources.ufm.columns import by_value, column, decode, normal, port_ids
+from topograph_slurm.sources.ufm.columns import by_value, column, decode, normal, port_ids, starts
 from topograph_slurm.sources.ufm.responses import UfmResponses
 from topograph_slurm.sources.ufm.schema import JsonText
 
@@ -252,7 +252,7 @@ def _devices(
     are looked at (a switch has up to 64 ports). Only switches have a LID in the model (*lids*
     None: none)."""
     names = list(map(guids.__getitem__, rows))
-    firsts = list(compress(range(len(names)), map(operator.ne, names, [None, *names])))
+    firsts = list(compress(range(len(names)), starts(names)))
     lasts = [*map(operator.sub, firsts[1:], repeat(1)), len(names) - 1] if names else []
     low, high = (list(map(rows.__getitem__, ends)) for ends in (firsts, lasts))
     devices = list(map(names.__getitem__, firsts))
