@@ -411,8 +411,7 @@ def _cables(ports: str | bytes, links: str | bytes) -> tuple[cables.PortIds, cab
     """The ports' identities and the cables, as the parent and the child work them out."""
     records = decode(ports, "ufm", "ports", schema.Port)
     ids = cables.PortIds(*port_ids(records, ports, "ufm", {}))
-    rates = cables.port_rates(records)
-    return ids, cables.read_cables(links, "ufm", lambda: ids, lambda: rates)
+    return ids, cables.read_cables(links, ports, "ufm", lambda: ids)
 
 
 def test_cables_travel_pickled_unchanged(small: dict[str, Any]) -> None:

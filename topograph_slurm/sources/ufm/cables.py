@@ -12,21 +12,28 @@ cores each side has about half of the work (benchmarks/PERFORMANCE.md, "UFM path
 
 from __future__ import annotations
 
-import operator
 import re
 from array import array
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import compress, count, repeat
-from typing import TypeAlias, cast
+from typing import Any, TypeAlias
+
+import numpy as np
+from numpy.typing import NDArray
 
 from topograph_slurm.model import rates as rates_
 from topograph_slurm.model.fabric import Links
 from topograph_slurm.sources.ibnetdiscover import fork
 from topograph_slurm.sources.ufm import schema
-from topograph_slurm.sources.ufm.columns import column, decode, ints, normal, starts
+from topograph_slurm.sources.ufm.columns import (
+    column,
+    decode,
+    guid_numbers,
+    ints,
+    normal,
+    run_starts,
+)
 from topograph_slurm.sources.ufm.responses import UfmResponses
 from topograph_slurm.sources.ufm.schema import JsonText
 
@@ -107,6 +114,10 @@ class Mismatches:
 #: A column of rows (of port records, or past them of :attr:`Cables.unlisted` ends) or of
 #: indexes into a table of distinct values: ``array("I")``.
 Rows: TypeAlias = "array[int]"
+#: A column of GUIDs (:func:`.columns.guid_numbers`) or port numbers, as numbers.
+Numbers: TypeAlias = NDArray[np.uint64]
+#: A column of rows, -1 for none.
+Indexes: TypeAlias = NDArray[np.intp]
 
 
 @dataclass(slots=True)
@@ -121,7 +132,7 @@ class PortRates:
         return list(map(self.table.__getitem__, self.index))
 
 
-def port_rates(ports: Sequence[schema.Port]) -> PortRates:
+def port_rates(ports: Sequence[schema.PortRate]) -> PortRates:
     """Each port's (width, speed) as ibnetdiscover names them, in answer order, worked out
     once per distinct pair UFM sends (a speed given as a number may be a port rate, which
     needs the width)."""
@@ -165,15 +176,17 @@ class Cables:
         if self.unlisted:
             guids = guids + [intern(guid, guid) for guid, _ in self.unlisted]
             numbers = numbers + [port for _, port in self.unlisted]
-        widths, speeds = [w for w, _ in self.rates.table], [s for _, s in self.rates.table]
-        width, speed = (list(map(table.__getitem__, self.rate)) for table in (widths, speeds))
+        texts, ports = np.array(guids, dtype=object), np.array(numbers, dtype=object)
+        table = self.rates.table
+        widths, speeds = (np.array([rate[i] for rate in table], dtype=object) for i in (0, 1))
+        a, b, rate = (np.frombuffer(rows, dtype=np.uint32) for rows in (self.a, self.b, self.rate))
         return Links(
-            list(map(guids.__getitem__, self.a)),
-            list(map(numbers.__getitem__, self.a)),
-            list(map(guids.__getitem__, self.b)),
-            list(map(numbers.__getitem__, self.b)),
-            width,
-            speed,
+            texts[a].tolist(),
+            ports[a].tolist(),
+            texts[b].tolist(),
+            ports[b].tolist(),
+            widths[rate].tolist(),
+            speeds[rate].tolist(),
         )
 
 
@@ -208,32 +221,28 @@ class PortIds:
 
 
 def in_background(
-    responses: UfmResponses, source: str, ids: fork.Feed[PortIds], rates: fork.Feed[PortRates]
+    responses: UfmResponses, source: str, ids: fork.Feed[PortIds]
 ) -> fork.Pending[Cables]:
-    """The cables of large answers in a forked child, which reads the links while this
-    process reads the ports, then takes the ports' identities and later their rates from the
-    parent (*ids*, *rates*: put by the caller in that order). When no CPU is free, and
-    whenever the child fails, they are computed here when asked for: a bad link raises its
-    ParseError from here, after any error the devices side found in the ports."""
-    compute = partial(read_cables, responses.links, source, ids.get, rates.get)
+    """The cables of large answers in a forked child, which reads the links and the ports'
+    rates while this process reads the ports' devices, then takes the ports' identities from
+    the parent (*ids*, put by the caller). When no CPU is free, and whenever the child
+    fails, they are computed here when asked for: a bad link or rate raises its ParseError
+    from here, after any error the devices side found in the ports."""
+    compute = partial(read_cables, responses.links, responses.ports, source, ids.get)
     big = len(responses.ports) + len(responses.links) >= _FORK_AT
-    return fork.in_background(compute, ids, rates) if big else fork.Pending(compute)
+    return fork.in_background(compute, ids) if big else fork.Pending(compute)
 
 
 def read_cables(
-    links: JsonText,
-    source: str,
-    ids: Callable[[], PortIds],
-    rates: Callable[[], PortRates],
+    links: JsonText, ports: JsonText, source: str, ids: Callable[[], PortIds]
 ) -> Cables:
-    """The cables of a links answer (:class:`Cables`) between the ports *ids* gives, at the
-    rates *rates* gives, each asked for only once needed (in a forked child: the parent
-    works them out meanwhile). GUIDs only need to be equal here, not the devices side's
-    objects, so none is interned."""
+    """The cables of a links answer (:class:`Cables`) between the ports *ids* gives (asked
+    for only once needed: in a forked child the parent works them out meanwhile), at the
+    rates the *ports* answer gives (decoded here, while the child would wait). GUIDs only
+    need to be equal here, not the devices side's objects, so none is interned."""
     columns = link_columns(links, source, None)
-    port = ids()
-    rows = dict(zip(zip(port.guids, port.numbers, strict=True), count()))
-    return _cables(columns, rows, len(port.guids), rates)
+    rates = port_rates(decode(ports, source, "ports", schema.PortRate))
+    return _cables(columns, _PortIndex.of(ids()), rates)
 
 
 def link_columns(text: JsonText, source: str, guids: dict[str, str] | None) -> LinkColumns:
@@ -250,99 +259,167 @@ def link_columns(text: JsonText, source: str, guids: dict[str, str] | None) -> L
     )
 
 
-def _cables(
-    links: LinkColumns,
-    rows: dict[tuple[str, int], int],
-    records: int,
-    rates: Callable[[], PortRates],
-) -> Cables:
-    """Every cable once (the first record of a cable wins), ends in canonical order, in
-    (guid, port) order of its ends (*rows*: each port's record), rated by :func:`_rated`."""
-    a, ap, b, bp = links.a, links.a_port, links.b, links.b_port
-    ends_a, ends_b = list(zip(a, ap, strict=True)), list(zip(b, bp, strict=True))
-    row_a, row_b = list(map(rows.get, ends_a)), list(map(rows.get, ends_b))
-    linked = _linked(rows, records, row_a, row_b)
-    unlisted = _unlisted(records, (ends_a, row_a), (ends_b, row_b))
-    keys = list(zip(a, ap, b, bp, strict=True))
-    for row in compress(range(len(keys)), map(operator.gt, ends_a, ends_b)):
-        keys[row] = (b[row], bp[row], a[row], ap[row])  # canonical: the smaller end first
-        row_a[row], row_b[row] = row_b[row], row_a[row]
-    order = sorted(range(len(keys)), key=keys.__getitem__)  # stable: a cable's first record first
-    ordered = list(map(keys.__getitem__, order))
-    first = starts(ordered)  # one record per cable
-    order, ordered = list(compress(order, first)), list(compress(ordered, first))
-    a_rows, b_rows = (
-        array("I", map(cast(list[int], end_rows).__getitem__, order))  # no None left
-        for end_rows in (row_a, row_b)
-    )
-    widths = list(map(links.widths.__getitem__, order))
-    port_rates = rates()
-    rate, mismatches = _rated(a_rows, b_rows, widths, port_rates, len(unlisted), ordered)
-    return Cables(a_rows, b_rows, rate, port_rates, linked, unlisted, mismatches)
+@dataclass(frozen=True, slots=True)
+class _PortIndex:
+    """The port records' (guid, port) as sorted numbers, so that the link ends find their
+    records by one vectorised binary search; of records that repeat a port, the last is the
+    port's (as a dict of them would keep)."""
+
+    records: int
+    guids: Numbers  # the distinct GUIDs, sorted
+    keys: Numbers  # each record's GUID index << 8 | port, sorted stably
+    rows: Indexes  # the record of each of *keys*
+
+    @classmethod
+    def of(cls, port: PortIds) -> _PortIndex:
+        guids, at = np.unique(guid_numbers(port.guids), return_inverse=True)
+        keys = at.astype(np.uint64) << np.uint64(8) | np.asarray(port.numbers, dtype=np.uint64)
+        rows = np.argsort(keys, kind="stable")
+        return cls(len(port.guids), guids, keys[rows], rows)
+
+    def find(self, guids: Numbers, ports: Numbers) -> Indexes:
+        """The record of each (guid, port) link end; -1 where no record names it."""
+        if not self.records:
+            return np.full(len(guids), -1, dtype=np.intp)
+        at = np.minimum(np.searchsorted(self.guids, guids), len(self.guids) - 1)
+        key = at.astype(np.uint64) << np.uint64(8) | ports
+        pos = np.searchsorted(self.keys, key, side="right") - 1
+        hit = (self.guids[at] == guids) & (pos >= 0) & (self.keys[pos] == key)
+        rows: Indexes = np.where(hit, self.rows[pos], -1)
+        return rows
+
+    def repeated(self) -> Indexes:
+        """The records that a later record of the same port repeats."""
+        rows: Indexes = self.rows[:-1][self.keys[:-1] == self.keys[1:]]
+        return rows
+
+
+@dataclass(frozen=True, slots=True)
+class _Ends:
+    """One side of every link record as numbers: GUID, port and port record row."""
+
+    guid: Numbers
+    port: Numbers
+    row: Indexes
+
+    @classmethod
+    def of(cls, guids: list[str], ports: list[int], index: _PortIndex) -> _Ends:
+        numbers, port = guid_numbers(guids), np.asarray(ports, dtype=np.uint64)
+        return cls(numbers, port, index.find(numbers, port))
+
+    def where(self, swap: NDArray[np.bool_], other: _Ends) -> _Ends:
+        """These ends, but the *other* side's where *swap* is true."""
+        return _Ends(
+            np.where(swap, other.guid, self.guid),
+            np.where(swap, other.port, self.port),
+            np.where(swap, other.row, self.row),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """The link record each cable was kept from, for the few cables whose rate needs more
+    than their ports' rates."""
+
+    links: LinkColumns
+    records: Indexes  # each cable's record
+    swapped: NDArray[np.bool_]  # for each record, whether its ends were swapped
+
+    def width(self, cable: int) -> str:
+        return self.links.widths[int(self.records[cable])]
+
+    def ends(self, cable: int) -> CableKey:
+        record, links = int(self.records[cable]), self.links
+        a, b = (links.a[record], links.a_port[record]), (links.b[record], links.b_port[record])
+        return (*b, *a) if self.swapped[record] else (*a, *b)
+
+
+def _cables(links: LinkColumns, ports: _PortIndex, rates: PortRates) -> Cables:
+    """Every cable once (the first record of a cable wins), ends in canonical order (the
+    smaller (guid, port) first), in (guid, port) order of its ends, rated by
+    :func:`_rated`. A whole column at a time in numpy: per-record Python was most of the
+    child's work (benchmarks/PERFORMANCE.md, "UFM path")."""
+    a, b = _Ends.of(links.a, links.a_port, ports), _Ends.of(links.b, links.b_port, ports)
+    linked = _linked(ports, a.row, b.row)
+    sides = (links.a, links.a_port, a.row), (links.b, links.b_port, b.row)
+    unlisted = _unlisted(ports.records, *sides)
+    swap = (a.guid > b.guid) | ((a.guid == b.guid) & (a.port > b.port))
+    low, high = a.where(swap, b), b.where(swap, a)
+    order = np.lexsort((high.port, high.guid, low.port, low.guid))  # stable: first record first
+    order = order[run_starts(*(end[order] for end in (low.guid, low.port, high.guid, high.port)))]
+    low_rows, high_rows = low.row[order], high.row[order]
+    kept = _Kept(links, order, swap)
+    rate, mismatches = _rated(low_rows, high_rows, rates, len(unlisted), kept)
+    return Cables(_rows(low_rows), _rows(high_rows), rate, rates, linked, unlisted, mismatches)
+
+
+def _rows(values: NDArray[Any]) -> Rows:
+    rows: Rows = array("I")
+    rows.frombytes(values.astype(np.uint32).tobytes())
+    return rows
 
 
 def _rated(
-    a: Rows, b: Rows, widths: list[str], rates: PortRates, unlisted: int, keys: list[CableKey]
+    a: Indexes, b: Indexes, rates: PortRates, unlisted: int, kept: _Kept
 ) -> tuple[Rows, Mismatches]:
     """Each cable's rate as an index into ``rates.table`` (which gains the rates the ports
-    do not give): its ports' rate when they agree, else :func:`_cable_rate`; an unlisted end
-    has no rate."""
-    index = rates.index + array("I", [len(rates.table)]) * unlisted  # len(table): no rate
+    do not give): its ports' rate when they agree, else :func:`_cable_rate` (with the
+    width and ends of the record it was *kept* from); an unlisted end has no rate."""
     table: list[Rate | None] = [*rates.table, None]
-    at_a, at_b = list(map(index.__getitem__, a)), list(map(index.__getitem__, b))
-    complete = {i for i, rate in enumerate(table) if rate and rate[0] != rates_.UNKNOWN}
-    agree = map(operator.and_, map(operator.eq, at_a, at_b), map(complete.__contains__, at_a))
+    no_rate = np.full(unlisted, len(rates.table), dtype=np.uint32)
+    index = np.concatenate((np.frombuffer(rates.index, dtype=np.uint32), no_rate))
+    at_a, at_b = index[a], index[b]
+    complete = np.array([rate is not None and rate[0] != rates_.UNKNOWN for rate in table])
+    agree = (at_a == at_b) & complete[at_a]
     found, mismatches = {rate: i for i, rate in enumerate(rates.table)}, Mismatches()
     # New rates get indexes after the ports' ones; one may reuse the no-rate index, which no
     # cable keeps (an unlisted end never agrees, so every such row is rewritten here).
-    for row in compress(range(len(at_a)), map(operator.not_, agree)):  # the few that do not
-        width = ufm_width(widths[row])
-        rate = _cable_rate(mismatches, width, table[at_a[row]], table[at_b[row]], keys[row])
-        at_a[row] = found.setdefault(rate, len(found))
+    for cable in np.flatnonzero(~agree).tolist():  # the few that do not
+        pa, pb = table[at_a[cable]], table[at_b[cable]]
+        width = ufm_width(kept.width(cable))
+        rate = _cable_rate(mismatches, width, pa, pb, partial(kept.ends, cable))
+        at_a[cable] = found.setdefault(rate, len(found))
     rates.table[:] = found
-    return array("I", at_a), mismatches
+    return _rows(at_a), mismatches
 
 
-def _unlisted(
-    records: int, *sides: tuple[list[tuple[str, int]], list[int | None]]
-) -> list[tuple[str, int]]:
-    """The link ends no port record names, in order of appearance: each side's (ends, end
-    rows) has their rows (None) set to rows past the port records."""
+def _unlisted(records: int, *sides: tuple[list[str], list[int], Indexes]) -> list[tuple[str, int]]:
+    """The link ends no port record names, in order of appearance: each side's (GUIDs,
+    ports, end rows) has its missing rows (-1) set to rows past the port records."""
     unlisted: dict[tuple[str, int], int] = {}
-    for ends, rows in sides:
-        if None in rows:
-            for i in [i for i, row in enumerate(rows) if row is None]:
-                rows[i] = unlisted.setdefault(ends[i], records + len(unlisted))
+    for guids, ports, rows in sides:
+        for i in np.flatnonzero(rows < 0).tolist():
+            rows[i] = unlisted.setdefault((guids[i], ports[i]), records + len(unlisted))
     return list(unlisted)
 
 
-def _linked(rows: dict[tuple[str, int], int], records: int, *ends: list[int | None]) -> bytearray:
+def _linked(ports: _PortIndex, *end_rows: Indexes) -> bytearray:
     """A flag per port record: 0 for a port no link names. A record that a later one of the
-    same port repeats is flagged 1 too, so each port counts once (as *rows* keeps it)."""
-    if len(rows) == records and len(set(ends[0]).union(*ends[1:]).difference((None,))) == records:
-        return bytearray(b"\x01") * records  # the usual case: every port is a link end
-    flags = bytearray(records)
-    if len(rows) < records:
-        flags = bytearray(b"\x01") * records
-        deque(map(flags.__setitem__, rows.values(), repeat(0)), maxlen=0)
-    for end_rows in ends:
-        known = cast(list[int], compress(end_rows, map(operator.is_not, end_rows, repeat(None))))
-        deque(map(flags.__setitem__, known, repeat(1)), maxlen=0)
+    same port repeats is flagged 1 too, so each port counts once."""
+    flags = bytearray(ports.records)
+    view = np.frombuffer(flags, dtype=np.uint8)
+    view[ports.repeated()] = 1
+    for rows in end_rows:
+        view[rows[rows >= 0]] = 1
     return flags
 
 
 def _cable_rate(
-    mismatches: Mismatches, width: str, pa: Rate | None, pb: Rate | None, ends: CableKey
+    mismatches: Mismatches,
+    width: str,
+    pa: Rate | None,
+    pb: Rate | None,
+    ends: Callable[[], CableKey],
 ) -> Rate:
     """The slower of the two ports' (width, speed); a port without a width takes the cable's.
-    Ends that disagree are counted in *mismatches*."""
+    Ends that disagree are counted in *mismatches* (the first by its *ends*)."""
     ra = (pa[0] if pa[0] != rates_.UNKNOWN else width, pa[1]) if pa else None
     rb = (pb[0] if pb[0] != rates_.UNKNOWN else width, pb[1]) if pb else None
     if ra is None or rb is None:
         return ra or rb or (width, rates_.UNKNOWN)
     if ra != rb:
         if not mismatches.count:
-            a, ap, b, bp = ends
+            a, ap, b, bp = ends()
             mismatches.first = f"{a}[{ap}]-{b}[{bp}] {''.join(ra)} vs {''.join(rb)}"
         mismatches.count += 1
         return rates_.slower(ra, rb)

@@ -13,6 +13,9 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
+import numpy as np
+from numpy.typing import NDArray
+
 from topograph_slurm.errors import ParseError
 from topograph_slurm.model.fabric import normalize_guid
 from topograph_slurm.model.numbers import natural
@@ -23,6 +26,9 @@ T = TypeVar("T")
 
 #: The characters of newline-joined GUIDs in normal form.
 _HEX_DIGITS = b"0123456789abcdef\n"
+#: Each hex digit's value, by its ASCII code.
+_DIGIT_VALUES = np.zeros(256, dtype=np.uint8)
+_DIGIT_VALUES[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16)
 
 
 def decode(text: JsonText, source: str, key: str, item: type[T]) -> list[T]:
@@ -41,10 +47,15 @@ def by_value(values: list[Any], convert: Callable[[Any], Any]) -> list[Any]:
     return list(map(table.__getitem__, values))
 
 
-def starts(values: list[Any]) -> list[bool]:
-    """Whether each value of a sorted column begins a run of equal ones: the first row of each
-    GUID in (guid, port) order, the first record of each cable in cable order."""
-    return list(map(operator.ne, values, [None, *values]))
+def run_starts(*columns: NDArray[Any]) -> NDArray[np.intp]:
+    """Where each run of equal rows begins in *columns* sorted together: the first row of
+    each GUID in (guid, port) order, the first record of each cable in cable order."""
+    if not len(columns[0]):
+        return np.empty(0, dtype=np.intp)
+    change = np.zeros(len(columns[0]) - 1, dtype=bool)
+    for values in columns:
+        change |= values[1:] != values[:-1]
+    return np.flatnonzero(np.concatenate(([True], change)))
 
 
 def normal(
@@ -87,6 +98,16 @@ def _canonical(texts: Sequence[str]) -> bool:
     if texts and (min(map(len, texts)) != 16 or max(map(len, texts)) != 16):
         return False
     return not "\n".join(texts).encode().translate(None, _HEX_DIGITS)
+
+
+def guid_numbers(guids: Sequence[str]) -> NDArray[np.uint64]:
+    """GUIDs in normal form (16 lowercase hex digits, as :func:`normal` gives them) as 64-bit
+    numbers, which sort as their texts do: for whole-column sorting and searching in numpy
+    rather than Python per GUID."""
+    digits = _DIGIT_VALUES[np.frombuffer("".join(guids).encode("ascii"), dtype=np.uint8)]
+    pairs = digits.reshape(len(guids), 16)
+    octets = (pairs[:, 0::2] << 4) | pairs[:, 1::2]
+    return octets.view(">u8").reshape(len(guids)).astype(np.uint64)
 
 
 def port_ids(

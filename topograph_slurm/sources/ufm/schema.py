@@ -54,12 +54,18 @@ class PortId(msgspec.Struct, gc=False):
 
 
 class Port(PortId, gc=False):
-    """The fields of a ``resources/ports`` entry that its device and its cable need."""
+    """The fields of a ``resources/ports`` entry that its device needs."""
 
     description: str | None = None
     node_description: str | None = None
     systemID: str | None = None
     lid: Lid | None = None
+
+
+class PortRate(msgspec.Struct, gc=False):
+    """The rate fields of a ``resources/ports`` entry, which only the cables need (decoded
+    apart, by the forked child while it waits for the ports' identities)."""
+
     active_speed: Speed | None = None
     active_width: Width | None = None
 

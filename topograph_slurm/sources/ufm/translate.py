@@ -27,8 +27,11 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass, field
-from itertools import compress, count, repeat
+from itertools import compress, count
 from typing import Any, cast
+
+import numpy as np
+from numpy.typing import NDArray
 
 from topograph_slurm.errors import ParseError
 from topograph_slurm.model import rates
@@ -37,7 +40,15 @@ from topograph_slurm.model.numbers import natural
 from topograph_slurm.sources.ibnetdiscover import fork
 from topograph_slurm.sources.ufm import cables, schema
 from topograph_slurm.sources.ufm.cables import CableKey
-from topograph_slurm.sources.ufm.columns import by_value, column, decode, normal, port_ids, starts
+from topograph_slurm.sources.ufm.columns import (
+    by_value,
+    column,
+    decode,
+    guid_numbers,
+    normal,
+    port_ids,
+    run_starts,
+)
 from topograph_slurm.sources.ufm.responses import UfmResponses
 from topograph_slurm.sources.ufm.schema import JsonText
 
@@ -97,14 +108,12 @@ def fabric_from_ufm(responses: UfmResponses, source: str = "") -> Fabric:
     st = _Build(source or responses.url or "ufm", responses)
     st.fabric.source = st.source
     ids: fork.Feed[cables.PortIds] = fork.Feed()
-    rates: fork.Feed[cables.PortRates] = fork.Feed()
-    background = cables.in_background(responses, st.source, ids, rates)
+    background = cables.in_background(responses, st.source, ids)
     try:
         st.systems = {system.guid: system for system in _systems(responses.systems, st.source)}
         st.records = decode(responses.ports, st.source, "ports", schema.Port)
         st.port_guids, st.numbers = port_ids(st.records, responses.ports, st.source, st.guids)
         ids.put(cables.PortIds(st.port_guids, st.numbers))
-        rates.put(cables.port_rates(st.records))
         _read_ports(st)
         st.records = []
         found = background.result()
@@ -177,16 +186,16 @@ def _read_ports(st: _Build) -> None:
     systems = normal(None, column(ports, "systemID"), where, "systemID", optional=True)
     if None in systems:
         systems = [system or guid for system, guid in zip(systems, guids, strict=True)]
-    keys = list(zip(guids, numbers, strict=True))
     descriptions = column(ports, "node_description")
     if None in descriptions:
         descriptions = [text or "" for text in descriptions]
     switch = _switch_ports(st, systems)
     lids = column(ports, "lid")  # as UFM sends them: only a few are read (_first_lids)
-    order = sorted(range(len(keys)), key=keys.__getitem__)  # near-linear: UFM sorts its ports
-    is_switch = list(map(switch.__getitem__, order))
-    switches = _devices(list(compress(order, is_switch)), guids, numbers, lids)
-    cas = _devices(list(compress(order, map(operator.not_, is_switch))), guids, numbers, None)
+    ports_of = _Ports(guids, numbers, guid_numbers(guids))
+    order = np.lexsort((np.asarray(numbers), ports_of.guid_numbers))  # stable, as sorted()
+    is_switch = np.asarray(switch, dtype=bool)[order]
+    switches = _devices(order[is_switch], ports_of, lids)
+    cas = _devices(order[~is_switch], ports_of, None)
     fab = st.fabric
     # A SHARP aggregation node sits inside a switch (UFM may file its port there) but is a
     # CA: were it a switch it would share the switch's name and rename both.
@@ -244,27 +253,33 @@ def _system_is_switch(st: _Build, guid: str) -> bool:
     return sys is not None and sys.type == "switch"
 
 
-def _devices(
-    rows: list[int], guids: list[str], numbers: list[int], lids: list[Any] | None
-) -> _Devices:
+@dataclass(frozen=True, slots=True)
+class _Ports:
+    """Each port record's node GUID (the interned text and as a number) and port number."""
+
+    guids: list[str]
+    numbers: list[int]
+    guid_numbers: NDArray[np.uint64]
+
+
+def _devices(rows: NDArray[np.intp], ports: _Ports, lids: list[Any] | None) -> _Devices:
     """:class:`_Devices` from port rows in (guid, port) order: a GUID's rows are consecutive,
     the first its lowest port, the last its highest, so only the rows where the GUID changes
-    are looked at (a switch has up to 64 ports). Only switches have a LID in the model (*lids*
-    None: none)."""
-    names = list(map(guids.__getitem__, rows))
-    firsts = list(compress(range(len(names)), starts(names)))
-    lasts = [*map(operator.sub, firsts[1:], repeat(1)), len(names) - 1] if names else []
-    low, high = (list(map(rows.__getitem__, ends)) for ends in (firsts, lasts))
-    devices = list(map(names.__getitem__, firsts))
+    are looked at (a switch has up to 64 ports), found by numpy over the whole column. Only
+    switches have a LID in the model (*lids* None: none)."""
+    firsts = run_starts(ports.guid_numbers[rows])
+    lasts = np.append(firsts[1:], len(rows))[: len(firsts)] - 1
+    low, high = rows[firsts].tolist(), rows[lasts].tolist()
+    devices = list(map(ports.guids.__getitem__, low))
     return _Devices(
         low=dict(zip(devices, low, strict=True)),
-        high=dict(zip(devices, map(numbers.__getitem__, high), strict=True)),
-        lid=_first_lids(rows, guids, devices, low, lids) if lids else {},
+        high=dict(zip(devices, map(ports.numbers.__getitem__, high), strict=True)),
+        lid=_first_lids(rows, ports.guids, devices, low, lids) if lids else {},
     )
 
 
 def _first_lids(
-    rows: list[int], guids: list[str], devices: list[str], low: list[int], lids: list[Any]
+    rows: NDArray[np.intp], guids: list[str], devices: list[str], low: list[int], lids: list[Any]
 ) -> dict[str, int]:
     """The first LID the ports of each device give (*lids*: as UFM sends them, see
     :func:`_lid`): its lowest port's (one look per device), unless one lowest port has none;
@@ -272,12 +287,12 @@ def _first_lids(
     lowest = list(map(_lid, map(lids.__getitem__, low)))
     if all(lowest):
         return dict(zip(devices, cast(list[int], lowest), strict=True))
-    table = {value: _lid(value) for value in set(map(lids.__getitem__, rows))}
-    given = cast(list[int], list(map(table.__getitem__, map(lids.__getitem__, rows))))
+    table = {value: _lid(value) for value in set(map(lids.__getitem__, rows.tolist()))}
+    given = cast(list[int], list(map(table.__getitem__, map(lids.__getitem__, rows.tolist()))))
     with_lid = list(compress(range(len(rows)), given))[::-1]
     return dict(
         zip(
-            map(guids.__getitem__, map(rows.__getitem__, with_lid)),
+            map(guids.__getitem__, rows[with_lid].tolist()),
             map(given.__getitem__, with_lid),
             strict=True,
         )
