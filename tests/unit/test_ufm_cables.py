@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from topograph_slurm.errors import ParseError
 from topograph_slurm.model import rates
+from topograph_slurm.model.fabric import normalize_guid
 from topograph_slurm.sources.ufm import UfmResponses, cables, fabric_from_ufm, schema
-from topograph_slurm.sources.ufm.columns import decode, guid_numbers, port_ids
+from topograph_slurm.sources.ufm.columns import decode, guid_numbers, normal, port_ids
 
 #: A few GUIDs, low and high (above 2**63), so that ends collide and compare both ways.
 GUIDS = st.sampled_from(
@@ -130,3 +133,35 @@ def test_each_guid_is_one_device_with_as_many_ports_as_its_highest(ports: list[A
         highest[guid] = max(number, highest.get(guid, 0))
     assert list(fabric.cas) == sorted(highest)
     assert {guid: ca.nports for guid, ca in fabric.cas.items()} == highest
+
+
+#: GUID texts in and out of normal form, and texts that are no GUID: split ones, short ones,
+#: upper case, a newline, a non-ASCII digit.
+GUID_TEXTS = st.sampled_from(
+    [
+        "0123456789abcdef",
+        "0x0123456789ABCDEF",
+        "1",
+        "0123456789abcde",
+        "01234567\n9abcdef",
+        "0123456789abcdeF",
+        "0123456789abcde٣",
+        "0123456789abcdef0",
+        "S-0002c903000e0b72",
+    ]
+)
+
+
+@given(st.lists(GUID_TEXTS, min_size=1, max_size=6))
+@example(["0123456789abcde", "0123456789abcdef0"])  # 15 + 17 digits: the lengths add up
+def test_a_guid_column_is_normalised_exactly_as_each_guid_would_be(texts: list[str]) -> None:
+    """The whole-column check that a GUID column is already in normal form never lets a text
+    through that :func:`normalize_guid` would change or refuse."""
+    try:
+        expected = [normalize_guid(text) for text in texts]
+    except ValueError:
+        with pytest.raises(ParseError, match="bad GUID"):
+            normal(None, list(texts), "ufm/ports[{row}]", "guid")
+        return
+    assert normal(None, list(texts), "ufm/ports[{row}]", "guid") == expected
+    assert normal({}, list(texts), "ufm/ports[{row}]", "guid") == expected

@@ -70,9 +70,9 @@ def normal(
     formatted with the bad row. Without a *cache* (columns that only need equal strings, not
     the same objects) a column already in normal form is returned as it is. Each distinct text
     is checked once (GUIDs repeat: a switch's on each of its ports)."""
-    interned = {} if cache is None else cache
-    new = cast(set[str], set(texts).difference(interned, (None, "")))
-    missing = not optional and (None in texts or "" in texts)
+    interned, distinct = {} if cache is None else cache, set(texts)
+    new = cast(set[str], distinct.difference(interned, (None, "")))
+    missing = not optional and (None in distinct or "" in distinct)
     if _canonical(list(new)):  # each distinct GUID once; all in UFM's own form, usually
         if cache is None and not missing:
             return cast(list[str], texts)
@@ -93,11 +93,16 @@ def normal(
 
 
 def _canonical(texts: Sequence[str]) -> bool:
-    """Whether every text is a GUID in normal form, 16 lowercase hex digits: one length pass
-    and one byte deletion over them all, no Python code per text."""
-    if texts and (min(map(len, texts)) != 16 or max(map(len, texts)) != 16):
-        return False
-    return not "\n".join(texts).encode().translate(None, _HEX_DIGITS)
+    """Whether every text is a GUID in normal form, 16 lowercase hex digits: joined, the
+    separators must fall every 17th byte and be the only ones, and deleting the hex digits
+    must leave nothing; no Python code per text."""
+    joined, separators = "\n".join(texts).encode(), max(len(texts) - 1, 0)
+    return (
+        len(joined) == 17 * separators + 16 * bool(texts)
+        and joined.count(b"\n") == separators
+        and joined[16::17] == b"\n" * separators
+        and not joined.translate(None, _HEX_DIGITS)
+    )
 
 
 def guid_numbers(guids: Sequence[str]) -> NDArray[np.uint64]:
