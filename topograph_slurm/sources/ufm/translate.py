@@ -267,9 +267,10 @@ def _devices(rows: NDArray[np.intp], ports: _Ports, lids: list[Any] | None) -> _
     the first its lowest port, the last its highest, so only the rows where the GUID changes
     are looked at (a switch has up to 64 ports), found by numpy over the whole column. Only
     switches have a LID in the model (*lids* None: none)."""
+    if not len(rows):
+        return _Devices({}, {}, {})
     firsts = run_starts(ports.guid_numbers[rows])
-    lasts = np.append(firsts[1:], len(rows))[: len(firsts)] - 1
-    low, high = rows[firsts].tolist(), rows[lasts].tolist()
+    low, high = rows[firsts].tolist(), rows[np.append(firsts[1:], len(rows)) - 1].tolist()
     devices = list(map(ports.guids.__getitem__, low))
     return _Devices(
         low=dict(zip(devices, low, strict=True)),
@@ -287,8 +288,9 @@ def _first_lids(
     lowest = list(map(_lid, map(lids.__getitem__, low)))
     if all(lowest):
         return dict(zip(devices, cast(list[int], lowest), strict=True))
-    table = {value: _lid(value) for value in set(map(lids.__getitem__, rows.tolist()))}
-    given = cast(list[int], list(map(table.__getitem__, map(lids.__getitem__, rows.tolist()))))
+    given_lids = list(map(lids.__getitem__, rows.tolist()))
+    table = {value: _lid(value) for value in set(given_lids)}
+    given = cast(list[int], list(map(table.__getitem__, given_lids)))
     with_lid = list(compress(range(len(rows)), given))[::-1]
     return dict(
         zip(
