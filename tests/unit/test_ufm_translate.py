@@ -493,3 +493,17 @@ def test_isolated_devices_are_noted_whether_or_not_every_port_is_linked(
     assert sorted(n.guid for n in notes if n.kind == "isolated") == sorted(
         [lonely, ca_port["guid"]]
     )
+
+
+def test_a_switch_systems_bad_guid_is_an_error_naming_the_port_that_gives_it(
+    small: dict[str, Any],
+) -> None:
+    """A port's system is read where it names a switch's system (its lowest port): a bad
+    GUID there is one error naming that port record and the field."""
+    switch = sorted(fabric_from_ufm(_responses(small)).switches)[0]
+    ports = [dict(port) for port in small["ports"]]
+    _, lowest = min((p["number"], i) for i, p in enumerate(ports) if p["guid"] == switch)
+    ports[lowest]["systemID"] = "not-hex"
+    with pytest.raises(ParseError) as err:
+        fabric_from_ufm(_responses(small | {"ports": ports}))
+    assert str(err.value) == f"selene/ports[{lowest}]: field 'systemID': bad GUID 'not-hex'"

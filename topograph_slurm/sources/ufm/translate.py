@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress, count
 from typing import Any, cast
@@ -179,18 +180,11 @@ def _system(entry: schema.System, where: str) -> _System:
 
 def _read_ports(st: _Build) -> None:
     """One Switch or Ca per node GUID the ports name, in GUID order, plus switch systems that
-    listed no port at all."""
-    ports, where = st.records, f"{st.source}/ports[{{row}}]"
+    listed no port at all. A port's description and system are read only for the rows that
+    describe a device (its lowest port), not as whole columns."""
     guids, numbers = st.port_guids, st.numbers
-    # System GUIDs only look systems up, so they need equal strings, not interned ones.
-    systems = normal(None, column(ports, "systemID"), where, "systemID", optional=True)
-    if None in systems:
-        systems = [system or guid for system, guid in zip(systems, guids, strict=True)]
-    descriptions = column(ports, "node_description")
-    if None in descriptions:
-        descriptions = [text or "" for text in descriptions]
-    switch = _switch_ports(st, systems)
-    lids = column(ports, "lid")  # as UFM sends them: only a few are read (_first_lids)
+    switch = _switch_ports(st)
+    lids = column(st.records, "lid")  # as UFM sends them: only a few are read (_first_lids)
     ports_of = _Ports(guids, numbers, guid_numbers(guids))
     order = np.lexsort((np.asarray(numbers), ports_of.guid_numbers))  # stable, as sorted()
     is_switch = np.asarray(switch, dtype=bool)[order]
@@ -199,18 +193,50 @@ def _read_ports(st: _Build) -> None:
     fab = st.fabric
     # A SHARP aggregation node sits inside a switch (UFM may file its port there) but is a
     # CA: were it a switch it would share the switch's name and rename both.
-    aggregation = {
-        guid for guid, row in switches.low.items() if _AGGREGATION.search(descriptions[row])
-    }
+    described = zip(switches.low, _descriptions(st.records, switches.low.values()), strict=True)
+    aggregation = {guid for guid, text in described if _AGGREGATION.search(text)}
     for guid in sorted(switches.low.keys() - aggregation):
-        desc = _switch_description(st, systems[switches.low[guid]], guid)
+        desc = _switch_description(st, _system_of(st, switches.low[guid]), guid)
         fab.switches[guid] = Switch(guid, desc, switches.high[guid], switches.lid.get(guid))
-    fab.cas.update(_cas(cas, switches, aggregation, descriptions))
-    with_ports = set(systems)
-    for guid, sys in st.systems.items():
-        if sys.type == "switch" and guid not in with_ports and fab.kind_of(guid) is None:
+    fab.cas.update(_cas(cas, switches, aggregation, st.records))
+    _add_portless_switches(st)
+
+
+def _add_portless_switches(st: _Build) -> None:
+    """Switch systems that no port names as its system and that are no device themselves
+    (usually none: a switch system's GUID is its ASIC's), as switches without ports."""
+    fab = st.fabric
+    candidates = [
+        guid
+        for guid, sys in st.systems.items()
+        if sys.type == "switch" and fab.kind_of(guid) is None
+    ]
+    if not candidates:
+        return
+    where = f"{st.source}/ports[{{row}}]"
+    with_ports = set(normal(None, column(st.records, "systemID"), where, "systemID", True))
+    for guid in candidates:
+        if guid not in with_ports:
             fab.switches[guid] = Switch(guid, _switch_description(st, guid, guid), 0, None)
             st.portless.append(guid)
+
+
+def _system_of(st: _Build, row: int) -> str:
+    """The GUID of the system port record *row* names (its own node GUID when none)."""
+    text = st.records[row].systemID
+    if not text:
+        return st.port_guids[row]
+    try:
+        return normalize_guid(text)
+    except ValueError:
+        where = f"{st.source}/ports[{row}]"
+        raise ParseError(f"field 'systemID': bad GUID {text!r}", None, where) from None
+
+
+def _descriptions(records: list[schema.Port], rows: Iterable[int]) -> list[str]:
+    """The node descriptions of port records *rows* ("" for none)."""
+    texts = map(operator.attrgetter("node_description"), map(records.__getitem__, rows))
+    return [text or "" for text in texts]
 
 
 def _lid(value: int | str | None) -> int | None:
@@ -220,7 +246,7 @@ def _lid(value: int | str | None) -> int | None:
 
 
 def _cas(
-    cas: _Devices, switches: _Devices, aggregation: set[str], descriptions: list[str]
+    cas: _Devices, switches: _Devices, aggregation: set[str], records: list[schema.Port]
 ) -> dict[str, Ca]:
     """One Ca per CA GUID in GUID order, a column at a time (a 16,384-node fabric has 131k):
     described by its lowest port, as many ports as its highest. An aggregation node filed
@@ -231,19 +257,19 @@ def _cas(
         low = low | {guid: low.get(guid, switches.low[guid]) for guid in aggregation}
         high = high | {guid: max(switches.high[guid], high.get(guid, 0)) for guid in aggregation}
     guids = sorted(low)
-    texts = map(descriptions.__getitem__, map(low.__getitem__, guids))
+    texts = _descriptions(records, map(low.__getitem__, guids))
     return dict(zip(guids, map(Ca, guids, texts, map(high.__getitem__, guids)), strict=True))
 
 
-def _switch_ports(st: _Build, systems: list[str]) -> list[bool]:
+def _switch_ports(st: _Build) -> list[bool]:
     """Whether each port is a switch port: its own ``description`` (``Switch IB Port``)
     decides; without one, its system's type."""
     kinds = column(st.records, "description")
     switch: list[bool] = by_value(kinds, lambda text: "switch" in text.lower() if text else None)
     if None in switch:
         switch = [
-            is_switch if is_switch is not None else _system_is_switch(st, system)
-            for is_switch, system in zip(switch, systems, strict=True)
+            is_switch if is_switch is not None else _system_is_switch(st, _system_of(st, row))
+            for row, is_switch in enumerate(switch)
         ]
     return switch
 
