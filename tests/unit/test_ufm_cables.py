@@ -11,7 +11,7 @@ sides of 2**63 (where a signed comparison would order them differently from thei
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import example, given, settings
@@ -27,6 +27,7 @@ from topograph_slurm.sources.ufm.columns import decode, guid_numbers, normal, po
 GUIDS = st.sampled_from(
     [f"{value:016x}" for value in (1, 2, 0x7FFF_FFFF_FFFF_FFFF, 1 << 63, (1 << 64) - 1, 0xABC)]
 )
+GUID_A, GUID_B = "0002c90000000001", "0002c90000000002"
 RATES = st.sampled_from([("4x", "HDR"), ("4x", "NDR"), ("1x", "NDR")])
 PORTS = st.lists(st.tuples(GUIDS, st.integers(1, 3), RATES), max_size=12)
 ENDS = st.tuples(GUIDS, st.integers(1, 4))
@@ -165,3 +166,22 @@ def test_a_guid_column_is_normalised_exactly_as_each_guid_would_be(texts: list[s
         return
     assert normal(None, list(texts), "ufm/ports[{row}]", "guid") == expected
     assert normal({}, list(texts), "ufm/ports[{row}]", "guid") == expected
+
+
+def test_the_named_rates_are_the_speeds_the_model_knows() -> None:
+    assert get_args(schema.SpeedName) == rates.SPEEDS
+
+
+@pytest.mark.parametrize(
+    ("width", "speed", "rate"),
+    [("4x", "NDR", ("4x", "NDR")), ("4X", "NDR", ("4x", "NDR")), ("4x", 53.125, ("4x", "HDR"))],
+)
+def test_a_rate_named_otherwise_is_read_as_well(width: Any, speed: Any, rate: Any) -> None:
+    """The ports' rates are decoded as named rates when every port names them as
+    ibnetdiscover does, and as whatever else UFM sends otherwise: the same table."""
+    ports = [(GUID_A, 1, ("4x", "NDR")), (GUID_B, 1, (width, speed))]
+    port_text, link_text = _answers(ports, [((GUID_A, 1), (GUID_B, 1))])
+    records = decode(port_text, "ufm", "ports", schema.Port)
+    ids = cables.PortIds(*port_ids(records, port_text, "ufm", {}))
+    found = cables.read_cables(link_text, port_text, "ufm", lambda: ids)
+    assert found.rates.all()[1] == rate

@@ -22,6 +22,7 @@ from typing import Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from topograph_slurm.errors import ParseError
 from topograph_slurm.model import rates as rates_
 from topograph_slurm.model.fabric import Links
 from topograph_slurm.sources.ibnetdiscover import fork
@@ -132,13 +133,17 @@ class PortRates:
         return list(map(self.table.__getitem__, self.index))
 
 
-def port_rates(ports: Sequence[schema.PortRate]) -> PortRates:
+def port_rates(ports: Sequence[schema.PortRate | schema.NamedPortRate]) -> PortRates:
     """Each port's (width, speed) as ibnetdiscover names them, in answer order, worked out
     once per distinct pair UFM sends (a speed given as a number may be a port rate, which
-    needs the width)."""
+    needs the width). Pairs that name one rate differently (``4x``, ``4X``) share its
+    entry: the table holds each rate once."""
     pairs = list(zip(column(ports, "active_width"), column(ports, "active_speed"), strict=True))
-    index = {pair: i for i, pair in enumerate(set(pairs))}
-    return PortRates([_rate(*pair) for pair in index], array("I", map(index.__getitem__, pairs)))
+    named = {pair: _rate(*pair) for pair in set(pairs)}
+    table = sorted(set(named.values()))
+    entry = {rate: i for i, rate in enumerate(table)}
+    index = {pair: entry[rate] for pair, rate in named.items()}
+    return PortRates(table, array("I", map(index.__getitem__, pairs)))
 
 
 def _rate(width: object, speed: object) -> Rate:
@@ -241,8 +246,17 @@ def read_cables(
     rates the *ports* answer gives (decoded here, while the child would wait). GUIDs only
     need to be equal here, not the devices side's objects, so none is interned."""
     columns = link_columns(links, source, None)
-    rates = port_rates(decode(ports, source, "ports", schema.PortRate))
+    rates = port_rates(_rate_records(ports, source))
     return _cables(columns, _PortIndex.of(ids()), rates)
+
+
+def _rate_records(ports: JsonText, source: str) -> Sequence[schema.PortRate | schema.NamedPortRate]:
+    """The ports' rate fields: as named rates when every port's are (the usual answer),
+    else as whatever UFM sent (or the error a bad answer is)."""
+    try:
+        return decode(ports, source, "ports", schema.NamedPortRate)
+    except ParseError:
+        return decode(ports, source, "ports", schema.PortRate)
 
 
 def link_columns(text: JsonText, source: str, guids: dict[str, str] | None) -> LinkColumns:

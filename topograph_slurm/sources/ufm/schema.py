@@ -18,7 +18,7 @@ separate records, decoded from the same answer when one is needed: a 16,384-node
 from __future__ import annotations
 
 import re
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import msgspec
 
@@ -68,6 +68,21 @@ class PortRate(msgspec.Struct, gc=False):
 
     active_speed: Speed | None = None
     active_width: Width | None = None
+
+
+#: The speed names of :data:`topograph_slurm.model.rates.SPEEDS` and the usual lane counts.
+SpeedName = Literal["SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR", "GDR"]
+LaneCount = Literal["1x", "2x", "4x", "8x", "12x"]
+
+
+class NamedPortRate(msgspec.Struct, gc=False):
+    """:class:`PortRate` for the usual answer, every rate named as ibnetdiscover names it:
+    msgspec then hands back the literal's own string, so the ports share one object per
+    value instead of two new strings each (the rate table is then built by identity). An
+    answer with any other value is decoded as :class:`PortRate`."""
+
+    active_speed: SpeedName | None = None
+    active_width: LaneCount | None = None
 
 
 class PortPeer(msgspec.Struct, gc=False):
