@@ -9,6 +9,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -366,3 +367,21 @@ def test_templates_override_the_built_in_drawing(tmp_path: Path) -> None:
     missing = run("draw", "--sim", "nodes=4,rails=1,su=2", "--templates", str(tmp_path / "no"))
     assert missing.exit_code == Exit.CONFIG and "does not exist" in missing.output
     assert len(missing.output.strip().splitlines()) == 1
+
+
+def test_a_job_picture_reads_the_config_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The templates, the flags' settings and the picture's blocks all start from one read
+    of the config file."""
+    from topograph_slurm.cli import options
+
+    reads: list[str | None] = []
+    load = options.load_settings
+
+    def counted(path: str | None = None) -> Any:
+        reads.append(path)
+        return load(path)
+
+    monkeypatch.setattr(options, "load_settings", counted)
+    result = run("draw", "--sim", SPEC, "--nodes", "gpu[0001-0016]", "--tp", "16", "--pp", "2")
+    assert result.exit_code == 0, result.output
+    assert reads == [os.devnull]

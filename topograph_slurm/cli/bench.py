@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from topograph_slurm.cli.options import fabric_options, log, parse_rewrites, warn
+from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.errors import CollectError, Exit, InputError, UsageError
 from topograph_slurm.model import names
@@ -165,7 +165,6 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
       salloc -N 32 --exclusive topograph-slurm bench --snapshot /var/lib/topograph/snap \\
           --record /var/lib/topograph/bench-$(date +%F)
     """
-    from topograph_slurm.config import load_settings, override
     from topograph_slurm.fabric_view import from_fabric
     from topograph_slurm.render.bench import render_plan
     from topograph_slurm.render.environment import environment
@@ -173,9 +172,7 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
 
     opts = {key: flags.pop(key) for key in _BENCH_KEYS}
     rewrites = flags.pop("rewrites")
-    settings = override(
-        load_settings(ctx.obj["config_file"]), rewrites=parse_rewrites(rewrites), **flags
-    )
+    settings = flag_settings(ctx, rewrites, **flags)
     view = from_fabric(settings, warn)
     gpus = opts["gpus_per_node"] or view.gpus_per_node
     if not gpus:

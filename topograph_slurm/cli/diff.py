@@ -10,8 +10,7 @@ from typing import Any
 
 import click
 
-from topograph_slurm.cli.options import naming_options, parse_rewrites, warn
-from topograph_slurm.config import load_settings, override
+from topograph_slurm.cli.options import flag_settings, naming_options, warn
 from topograph_slurm.errors import Exit
 from topograph_slurm.topology.bench_drift import DEFAULT_THRESHOLD, with_bench
 
@@ -79,9 +78,7 @@ def diff(
     from topograph_slurm.render.environment import environment
     from topograph_slurm.topology.drift import drift
 
-    settings = override(
-        load_settings(ctx.obj["config_file"]), rewrites=parse_rewrites(rewrites), **flags
-    )
+    settings = flag_settings(ctx, rewrites, **flags)
     # the inputs are the arguments: fabric sources from the config file do not apply
     settings = dataclasses.replace(settings, ibnetdiscover=None, sim=None, ufm=None, snapshot=None)
     before = dataclasses.replace(load_side(old, settings, warn), source=old)

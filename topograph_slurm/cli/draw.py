@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from topograph_slurm.cli.options import warn
+from topograph_slurm.cli.options import config_settings, warn
 from topograph_slurm.cli.placement import job_options, prepare_job, split_flags
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.fabric_view import FabricView, from_settings
@@ -116,9 +116,8 @@ def draw(
 
 def _templates(ctx: click.Context, flag: str | None) -> Path | None:
     """--templates, else the config's ``templates``, as ``generate`` takes them."""
-    from topograph_slurm.config import load_settings
 
-    chosen = flag or load_settings(ctx.obj["config_file"]).templates
+    chosen = flag or config_settings(ctx).templates
     return Path(chosen) if chosen else None
 
 
@@ -150,14 +149,13 @@ def _scene(view: FabricView, settings: Any, job: Any = None) -> Any:
 
 
 def _job_picture(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) -> Picture:
-    from topograph_slurm.config import load_settings
     from topograph_slurm.render.draw_fabric import job_picture
     from topograph_slurm.topology.group_edges import job_groups
 
     with no_cyclic_gc():
         view, order, gpus, layout = prepare_job(ctx, job_id, flags)
         groups = job_groups(layout, order, gpus, view.fmap)
-        return job_picture(_scene(view, load_settings(ctx.obj["config_file"]), groups))
+        return job_picture(_scene(view, config_settings(ctx), groups))
 
 
 def _node_picture(

@@ -11,12 +11,10 @@ from typing import Any
 import click
 
 from topograph_slurm import operations, pipeline
-from topograph_slurm.cli.options import fabric_options, log, parse_rewrites, warn
+from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.config import (
     Settings,
     choices_metavar,
-    load_settings,
-    override,
 )
 from topograph_slurm.errors import Exit, InputError
 from topograph_slurm.gc_pause import no_cyclic_gc
@@ -212,9 +210,9 @@ def generate(
       topograph-slurm generate -o /etc/slurm/topology.conf --check   # in CI: exit 1 when stale
     """
     run = operations.Run()
-    settings = override(
-        load_settings(ctx.obj["config_file"]),
-        rewrites=parse_rewrites(rewrites),
+    settings = flag_settings(
+        ctx,
+        rewrites,
         block_sizes=_parse_sizes(block_sizes),
         format=fmt,
         **flags,

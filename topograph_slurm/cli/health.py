@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from topograph_slurm import pipeline, slurm_auto
-from topograph_slurm.cli.options import fabric_options, log, parse_rewrites, warn
-from topograph_slurm.config import Settings, load_settings, override
+from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
+from topograph_slurm.config import Settings
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.health import HealthPlan
 from topograph_slurm.model.result import Finding
@@ -119,9 +119,7 @@ def health(
     """
     from topograph_slurm.render.health import render_commands, render_plan
 
-    settings = override(
-        load_settings(ctx.obj["config_file"]), rewrites=parse_rewrites(rewrites), **flags
-    )
+    settings = flag_settings(ctx, rewrites, **flags)
     env = environment(Path(settings.templates) if settings.templates else None)
     found = health_plan(settings, bench)
     commands = render_commands(env, found)

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from topograph_slurm.config import RewriteRule
+from topograph_slurm.config import RewriteRule, Settings, load_settings, override
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -149,3 +149,18 @@ def fabric_options(func: F) -> F:
     for option in reversed(_FABRIC_OPTIONS[:2]):
         func = option(func)
     return func
+
+
+def config_settings(ctx: click.Context) -> Settings:
+    """The config file's settings, read once per command run (a command may need them for
+    its templates before its flags' settings, and again for a picture)."""
+    obj = ctx.ensure_object(dict)
+    if "settings" not in obj:
+        obj["settings"] = load_settings(obj.get("config_file"))
+    settings: Settings = obj["settings"]
+    return settings
+
+
+def flag_settings(ctx: click.Context, rewrites: Sequence[str], **flags: Any) -> Settings:
+    """The config file's settings with the command's flags on top, checked (``override``)."""
+    return override(config_settings(ctx), rewrites=parse_rewrites(rewrites), **flags)

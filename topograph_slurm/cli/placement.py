@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
-from topograph_slurm.cli.options import fabric_options, parse_rewrites, warn
-from topograph_slurm.config import Settings, load_settings, override
+from topograph_slurm.cli.options import fabric_options, flag_settings, warn
+from topograph_slurm.config import Settings
 from topograph_slurm.errors import Exit, InputError, UsageError
 from topograph_slurm.fabric_view import FabricView, from_settings
 from topograph_slurm.model import names
@@ -89,9 +89,7 @@ def split_flags(
     job = {key: flags.pop(key) for key in _JOB_KEYS}
     topology = flags.pop("topology")
     rewrites = flags.pop("rewrites")
-    settings = override(
-        load_settings(ctx.obj["config_file"]), rewrites=parse_rewrites(rewrites), **flags
-    )
+    settings = flag_settings(ctx, rewrites, **flags)
     return settings, topology, job
 
 

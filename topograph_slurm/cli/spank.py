@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.options import log
+from topograph_slurm.cli.options import config_settings, log
 
 
 @click.group()
@@ -40,12 +40,11 @@ def spank_build(
     Rebuild it for every Slurm major release. Then add the printed line to plugstack.conf on
     login and compute nodes (and the controller).
     """
-    from topograph_slurm.config import load_settings
     from topograph_slurm.render.environment import environment
     from topograph_slurm.render.filters import render_plugstack_line
     from topograph_slurm.spank import build_spank
 
-    templates = load_settings(ctx.obj["config_file"]).templates
+    templates = config_settings(ctx).templates
     env = environment(Path(templates) if templates else None)
     plugin = build_spank(
         Path(source), Path(outdir), cc=cc, include_dir=Path(include_dir) if include_dir else None

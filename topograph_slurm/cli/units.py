@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.options import log
+from topograph_slurm.cli.options import config_settings, log
 from topograph_slurm.config import DEFAULT_CONFIG
 from topograph_slurm.errors import UsageError
 
@@ -64,13 +64,12 @@ def units(
       topograph-slurm units /etc/systemd/system && systemctl enable --now topograph-slurm.timer
       topograph-slurm units --print cron > /etc/cron.d/topograph-slurm
     """
-    from topograph_slurm.config import load_settings
     from topograph_slurm.render.environment import environment
     from topograph_slurm.render.units import KINDS, UnitPaths, render_units
 
     if (directory is None) == (show is None):
         raise click.UsageError("give DIR to write the files, or --print service|timer|cron")
-    templates = load_settings(ctx.obj["config_file"]).templates
+    templates = config_settings(ctx).templates
     env = environment(Path(templates) if templates else None)
     files = render_units(env, UnitPaths(_binary(binary), config_path, output, metrics))
     if show is not None:
