@@ -191,13 +191,12 @@ def load_side(spec: str, settings: Settings, warn: Warn) -> FabricSummary:
 def _fabric(settings: Settings, warn: Warn) -> FabricSummary:
     """A fabric source analysed as ``generate`` would, its blocks included."""
     from topograph_slurm import pipeline
-    from topograph_slurm.topology.analysis import analyse
 
     with no_cyclic_gc():
         inputs = pipeline.load_inputs(settings, warn)
         if _holds_nothing(inputs):
             return FabricSummary(inputs.fabric.source)
-        analysis = analyse(inputs.fabric, pipeline.naming_policy(settings), settings.max_tiers)
+        analysis = pipeline.analysed(inputs, settings)
     blocks = _blocks(settings, inputs, analysis)
     seen = datetime.now(UTC).strftime(TIME_FORMAT)
     return summarize(analysis, blocks, seen, _domains(settings, inputs))

@@ -158,7 +158,13 @@ def read_and_analyse(settings: Settings, warn: Warn) -> tuple[Inputs, Analysis]:
     paused as for ``generate`` (:mod:`topograph_slurm.gc_pause`)."""
     with no_cyclic_gc():
         inputs = load_inputs(settings, warn)
-        return inputs, analyse(inputs.fabric, naming_policy(settings), settings.max_tiers)
+        return inputs, analysed(inputs, settings)
+
+
+def analysed(inputs: Inputs, settings: Settings) -> Analysis:
+    """The inputs' fabric analysed with the settings' naming and tier limit (call with cyclic
+    GC paused: :func:`read_and_analyse`)."""
+    return analyse(inputs.fabric, naming_policy(settings), settings.max_tiers)
 
 
 def naming_policy(settings: Settings, notes: list[Finding] | None = None) -> NamingPolicy:

@@ -180,15 +180,14 @@ def _system(entry: schema.System, where: str) -> _System:
 
 def _read_ports(st: _Build) -> None:
     """One Switch or Ca per node GUID the ports name, in GUID order, plus switch systems that
-    listed no port at all. A port's description and system are read only for the rows that
-    describe a device (its lowest port), not as whole columns."""
+    listed no port at all. A port's description, system and LID are read only for the rows
+    that describe a device (its lowest port), not as whole columns."""
     guids, numbers = st.port_guids, st.numbers
     switch = _switch_ports(st)
-    lids = column(st.records, "lid")  # as UFM sends them: only a few are read (_first_lids)
     ports_of = _Ports(guids, numbers, guid_numbers(guids))
     order = np.lexsort((np.asarray(numbers), ports_of.guid_numbers))  # stable, as sorted()
     is_switch = np.asarray(switch, dtype=bool)[order]
-    switches = _devices(order[is_switch], ports_of, lids)
+    switches = _devices(order[is_switch], ports_of, st.records)
     cas = _devices(order[~is_switch], ports_of, None)
     fab = st.fabric
     # A SHARP aggregation node sits inside a switch (UFM may file its port there) but is a
@@ -233,10 +232,14 @@ def _system_of(st: _Build, row: int) -> str:
         raise ParseError(f"field 'systemID': bad GUID {text!r}", None, where) from None
 
 
+def _fields(records: list[schema.Port], name: str, rows: Iterable[int]) -> list[Any]:
+    """Field *name* of port records *rows* only (the rows that describe devices)."""
+    return list(map(operator.attrgetter(name), map(records.__getitem__, rows)))
+
+
 def _descriptions(records: list[schema.Port], rows: Iterable[int]) -> list[str]:
     """The node descriptions of port records *rows* ("" for none)."""
-    texts = map(operator.attrgetter("node_description"), map(records.__getitem__, rows))
-    return [text or "" for text in texts]
+    return [text or "" for text in _fields(records, "node_description", rows)]
 
 
 def _lid(value: int | str | None) -> int | None:
@@ -288,11 +291,11 @@ class _Ports:
     guid_numbers: NDArray[np.uint64]
 
 
-def _devices(rows: NDArray[np.intp], ports: _Ports, lids: list[Any] | None) -> _Devices:
+def _devices(rows: NDArray[np.intp], ports: _Ports, records: list[schema.Port] | None) -> _Devices:
     """:class:`_Devices` from port rows in (guid, port) order: a GUID's rows are consecutive,
     the first its lowest port, the last its highest, so only the rows where the GUID changes
     are looked at (a switch has up to 64 ports), found by numpy over the whole column. Only
-    switches have a LID in the model (*lids* None: none)."""
+    switches have a LID in the model (*records* None: none)."""
     if not len(rows):
         return _Devices({}, {}, {})
     firsts = run_starts(ports.guid_numbers[rows])
@@ -301,20 +304,24 @@ def _devices(rows: NDArray[np.intp], ports: _Ports, lids: list[Any] | None) -> _
     return _Devices(
         low=dict(zip(devices, low, strict=True)),
         high=dict(zip(devices, map(ports.numbers.__getitem__, high), strict=True)),
-        lid=_first_lids(rows, ports.guids, devices, low, lids) if lids else {},
+        lid=_first_lids(rows, ports.guids, devices, low, records) if records else {},
     )
 
 
 def _first_lids(
-    rows: NDArray[np.intp], guids: list[str], devices: list[str], low: list[int], lids: list[Any]
+    rows: NDArray[np.intp],
+    guids: list[str],
+    devices: list[str],
+    low: list[int],
+    records: list[schema.Port],
 ) -> dict[str, int]:
-    """The first LID the ports of each device give (*lids*: as UFM sends them, see
-    :func:`_lid`): its lowest port's (one look per device), unless one lowest port has none;
-    then the first of its ports in *rows* that has one."""
-    lowest = list(map(_lid, map(lids.__getitem__, low)))
+    """The first LID the ports of each device give (as UFM sends them, see :func:`_lid`): its
+    lowest port's (one look per device), unless one lowest port has none; then the first of
+    its ports in *rows* that has one."""
+    lowest = list(map(_lid, _fields(records, "lid", low)))
     if all(lowest):
         return dict(zip(devices, cast(list[int], lowest), strict=True))
-    given_lids = list(map(lids.__getitem__, rows.tolist()))
+    given_lids = _fields(records, "lid", rows.tolist())
     table = {value: _lid(value) for value in set(given_lids)}
     given = cast(list[int], list(map(table.__getitem__, given_lids)))
     with_lid = list(compress(range(len(rows)), given))[::-1]
