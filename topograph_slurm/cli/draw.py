@@ -116,7 +116,6 @@ def draw(
 
 def _templates(ctx: click.Context, flag: str | None) -> Path | None:
     """--templates, else the config's ``templates``, as ``generate`` takes them."""
-
     chosen = flag or config_settings(ctx).templates
     return Path(chosen) if chosen else None
 
