@@ -28,14 +28,14 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from topograph_slurm.analysis.fabric.analyse import analyse, ib_blocks
+from topograph_slurm.analysis.fabric.naming import NamingPolicy
 from topograph_slurm.cli.main import main as cli
-from topograph_slurm.render.draw import render_page
-from topograph_slurm.render.draw_fabric import fabric_pictures, scene
+from topograph_slurm.model.slurm_version import SlurmVersion
+from topograph_slurm.render.draw.fabric import fabric_pictures, scene
+from topograph_slurm.render.draw.picture import render_page
 from topograph_slurm.render.environment import environment
-from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources import ibnetdiscover, sim
-from topograph_slurm.topology.analysis import analyse, ib_blocks
-from topograph_slurm.topology.naming import NamingPolicy
 
 
 def spec_for(nodes: int) -> str:

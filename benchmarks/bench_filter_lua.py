@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.lua_fakes import RUNTIMES, LuaFilter, tp_env
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.filters import FilterFacts, PartitionFacts, render_filters
-from topograph_slurm.slurm_version import SlurmVersion
 
 BENCH_LUA = r"""
 function BENCH(spec, env, calls)

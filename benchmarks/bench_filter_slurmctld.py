@@ -46,13 +46,13 @@ sys.path.insert(0, str(ROOT / "slurm-test-cluster"))
 import harness  # noqa: E402
 from harness import Cluster, ClusterSpec, NodeSpec, PartitionSpec  # noqa: E402
 
+from topograph_slurm.model.slurm_version import SlurmVersion  # noqa: E402
 from topograph_slurm.render.filters import (  # noqa: E402
     FilterFacts,
     PartitionFacts,
     render_filters,
 )
-from topograph_slurm.slurm_version import SlurmVersion  # noqa: E402
-from topograph_slurm.spank import spank_compile_command  # noqa: E402
+from topograph_slurm.slurm.spank import spank_compile_command  # noqa: E402
 
 TARGET_PCT = 10.0
 SPANK_SO = "/etc/slurm/tpsize.so"

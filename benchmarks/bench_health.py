@@ -24,19 +24,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jinja2
 
+from topograph_slurm.analysis.fabric.analyse import analyse, ib_blocks
+from topograph_slurm.analysis.fabric.naming import NamingPolicy
+from topograph_slurm.analysis.health.proposal import HealthPolicy, plan
+from topograph_slurm.analysis.health.verdict import judge, node_labels
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.health import HealthPlan
 from topograph_slurm.model.result import Analysis, BlockTopology
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import environment
 from topograph_slurm.render.health import render_commands
-from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.slurm.scontrol import parse_node_states
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
 from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
-from topograph_slurm.sources.slurm import parse_node_states
-from topograph_slurm.topology.analysis import analyse, ib_blocks
-from topograph_slurm.topology.naming import NamingPolicy
-from topograph_slurm.topology.proposal import HealthPolicy, plan
-from topograph_slurm.topology.verdict import judge, node_labels
 
 POLICY = HealthPolicy()
 

@@ -44,9 +44,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "slurm-test-cluster")]
 
+from topograph_slurm.analysis.placement.span import fabric_map, kind_spans  # noqa: E402
 from topograph_slurm.model.placement import LEVEL_DOMAIN, FabricMap, ParallelLayout  # noqa: E402
 from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree  # noqa: E402
-from topograph_slurm.topology.placement import fabric_map, kind_spans  # noqa: E402
 
 GPUS_PER_NODE = 8
 POLICIES = ("plain", "tp-size", "whole-unit")

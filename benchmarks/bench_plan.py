@@ -28,11 +28,11 @@ def spec(nodes: int) -> str:
 
 
 def measure(nodes: int, repeat: int) -> dict[str, float]:
+    from topograph_slurm.analysis.bench.plan import plan
+    from topograph_slurm.app.view import from_fabric
     from topograph_slurm.config import Settings
-    from topograph_slurm.fabric_view import from_fabric
     from topograph_slurm.render.bench import render_plan
     from topograph_slurm.render.environment import environment
-    from topograph_slurm.topology.bench_plan import plan
 
     best = {"fabric": float("inf"), "plan": float("inf"), "text": float("inf")}
     size = (0, 0)

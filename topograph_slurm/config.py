@@ -29,7 +29,7 @@ import yaml
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.result import KIND_BLOCK, KIND_TREE, TOPOLOGY_KINDS
-from topograph_slurm.slurm_version import SlurmVersion
+from topograph_slurm.model.slurm_version import SlurmVersion
 
 DEFAULT_CONFIG = Path("/etc/topograph-slurm/config.yaml")
 CONFIG_ENV = "TOPOGRAPH_SLURM_CONFIG"
@@ -130,13 +130,13 @@ def _version(value: str) -> None:
 
 
 def _rewrites(rules: list[RewriteRule]) -> None:
-    from topograph_slurm.topology.naming import compile_rewrites
+    from topograph_slurm.analysis.fabric.naming import compile_rewrites
 
     compile_rewrites((rule.pattern, rule.replace) for rule in rules)
 
 
 def _block_name_pattern(value: str) -> None:
-    from topograph_slurm.topology.nvlink import NvlinkPolicy
+    from topograph_slurm.analysis.nvlink.domains import NvlinkPolicy
 
     for _, _, spec, _ in string.Formatter().parse(value):
         if spec and _WIDE.search(spec):  # '{first:>999999999}' would build a 1 GB name
@@ -170,7 +170,7 @@ def _feature_prefix(value: str) -> None:
 
 
 def _duration(value: str) -> None:
-    from topograph_slurm.topology.keep_missing import parse_duration
+    from topograph_slurm.analysis.state.keep_missing import parse_duration
 
     parse_duration(value)
 

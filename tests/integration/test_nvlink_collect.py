@@ -41,7 +41,12 @@ from tests.support.sim_gpu import (
     render_query_q,
     render_topo_matrix,
 )
+from topograph_slurm.analysis.fabric.analyse import analyse
+from topograph_slurm.analysis.fabric.naming import NamingPolicy
+from topograph_slurm.analysis.nvlink.clique import FindingKind, domain_results
+from topograph_slurm.analysis.nvlink.domains import KIND_RACK_MISSING, nvlink_blocks
 from topograph_slurm.model.result import NamedTopology, Tree
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import environment, render
 from topograph_slurm.render.report import render_report
 from topograph_slurm.render.topology_yaml import (
@@ -49,15 +54,10 @@ from topograph_slurm.render.topology_yaml import (
     render_partition_lines,
     render_topology_yaml,
 )
-from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
 from topograph_slurm.sources.layout import parse_layout
 from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
 from topograph_slurm.sources.snapshot import load_snapshot
-from topograph_slurm.topology.analysis import analyse
-from topograph_slurm.topology.clique import FindingKind, domain_results
-from topograph_slurm.topology.naming import NamingPolicy
-from topograph_slurm.topology.nvlink import KIND_RACK_MISSING, nvlink_blocks
 
 pytestmark = pytest.mark.integration
 

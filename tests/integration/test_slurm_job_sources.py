@@ -20,16 +20,16 @@ import pytest
 from conftest import image_for
 from harness import Cluster, ClusterSpec, NodeSpec, validate_topology
 
+from topograph_slurm.analysis.placement.span import fabric_map
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.names import natural_key
-from topograph_slurm.sources.layout import parse_topology
-from topograph_slurm.sources.slurm import (
+from topograph_slurm.slurm.scontrol import (
     parse_node_table,
     parse_scontrol_job,
     parse_show_topology,
     slurm_rank_order,
 )
-from topograph_slurm.topology.placement import fabric_map
+from topograph_slurm.sources.layout import parse_topology
 
 pytestmark = pytest.mark.integration
 

@@ -53,7 +53,7 @@ from harness import (
 
 from tests.support.lua_fakes import OPTION_SENTINELS
 from topograph_slurm.cli.main import main
-from topograph_slurm.spank import spank_compile_command
+from topograph_slurm.slurm.spank import spank_compile_command
 
 pytestmark = pytest.mark.integration
 

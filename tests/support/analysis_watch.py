@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from topograph_slurm import fabric_state, pipeline
-from topograph_slurm.topology import analysis
+from topograph_slurm.analysis.fabric import analyse as analysis
+from topograph_slurm.app import fabric as pipeline
+from topograph_slurm.app import state as fabric_state
 
 
 def watch_analysis(monkeypatch: pytest.MonkeyPatch) -> list[bool]:

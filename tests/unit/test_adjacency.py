@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import real_dump_names, real_fixture
+from topograph_slurm.analysis.fabric.adjacency import Adjacency, adjacency
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.sources.ibnetdiscover import bulk, parse_ibnetdiscover, read_ibnetdiscover
 from topograph_slurm.sources.sim import generate_ibnetdiscover, parse_sim_spec
-from topograph_slurm.topology.adjacency import Adjacency, adjacency
 
 _DUMPS = real_dump_names()
 

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from tests.conftest import REPO, real_fixture
 from tests.support.nccl_fake import CAPTURE, fake_nccl_tests, scale_table
 from tests.support.snapshots import write_node_outputs
+from topograph_slurm.analysis.bench import drift as bd
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.bench import BenchSummary
 from topograph_slurm.model.result import Drift, Finding
 from topograph_slurm.sources import sim
-from topograph_slurm.topology import bench_drift as bd
 
 SIM = "nodes=9,gpus=2,rails=8,su=3,tiers=2,prefix=bn"
 LEAF3 = ["bn0007", "bn0008", "bn0009"]

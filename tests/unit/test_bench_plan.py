@@ -10,19 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topograph_slurm.errors import UsageError
-from topograph_slurm.model.bench import BenchPlan, BenchRun, RunResult
-from topograph_slurm.model.placement import FabricMap
-from topograph_slurm.model.result import LeafGroup, Tree, TreeSwitch
-from topograph_slurm.topology.bench_judge import (
+from topograph_slurm.analysis.bench.judge import (
     KIND_BENCH_DRIFT,
     KIND_SLOW_LINK,
     KIND_SLOW_NODE,
     JudgeSettings,
     judge,
 )
-from topograph_slurm.topology.bench_plan import cross_pairs, plan
-from topograph_slurm.topology.placement import fabric_map, span
+from topograph_slurm.analysis.bench.plan import cross_pairs, plan
+from topograph_slurm.analysis.placement.span import fabric_map, span
+from topograph_slurm.errors import UsageError
+from topograph_slurm.model.bench import BenchPlan, BenchRun, RunResult
+from topograph_slurm.model.placement import FabricMap
+from topograph_slurm.model.result import LeafGroup, Tree, TreeSwitch
 
 FINE, SLOW = 400.0, 150.0
 
@@ -208,9 +208,9 @@ def test_drift_against_the_baseline() -> None:
 
 
 def test_nvlink_domains_are_a_level_and_their_uplinks_count() -> None:
+    from topograph_slurm.analysis.bench.judge import expected_rates
     from topograph_slurm.model.gpu import GpuTopology
     from topograph_slurm.model.result import Block, BlockTopology
-    from topograph_slurm.topology.bench_judge import expected_rates
 
     nodes = [f"n{i:03d}" for i in range(1, 13)]
     tree = Tree([LeafGroup("leaf1", [], nodes)], [], ["leaf1"])

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topograph_slurm.errors import ConfigError
-from topograph_slurm.model.result import LEVEL_INFO, Block, LeafGroup, Tree, TreeSwitch
-from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.topology.block import (
+from topograph_slurm.analysis.fabric.block import (
     KIND_SHORT_BASE,
     adjacency_order,
     covering_base,
@@ -16,6 +13,9 @@ from topograph_slurm.topology.block import (
     typical_base,
     validate_block_sizes,
 )
+from topograph_slurm.errors import ConfigError
+from topograph_slurm.model.result import LEVEL_INFO, Block, LeafGroup, Tree, TreeSwitch
+from topograph_slurm.model.slurm_version import SlurmVersion
 
 V2411 = SlurmVersion.parse("24.11")
 V2505 = SlurmVersion.parse("25.05")

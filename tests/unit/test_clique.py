@@ -15,16 +15,16 @@ from hypothesis import strategies as st
 
 from tests.conftest import real_fixture
 from tests.support.sim_gpu import nvl_node_gpus, render_query_csv, render_query_q
-from topograph_slurm.model.gpu import ZERO_UUID, DomainKind, DomainResult, GpuFabric
-from topograph_slurm.model.names import natural_key
-from topograph_slurm.sources.nvidia_smi import parse_query_csv, parse_query_fabric
-from topograph_slurm.topology.clique import (
+from topograph_slurm.analysis.nvlink.clique import (
     Finding,
     FindingKind,
     group_domains,
     is_problem,
     node_domain,
 )
+from topograph_slurm.model.gpu import ZERO_UUID, DomainKind, DomainResult, GpuFabric
+from topograph_slurm.model.names import natural_key
+from topograph_slurm.sources.nvidia_smi import parse_query_csv, parse_query_fabric
 
 RACK_A = "5f8e1c2a-7b3d-4e9f-a1c6-0d2e4b6a8c10"
 RACK_B = "a91b3c5d-2e4f-4061-8273-94a5b6c7d8e9"

@@ -23,6 +23,7 @@ from tests.support.sim_gpu import (
 )
 from topograph_slurm import collect as c
 from topograph_slurm import output
+from topograph_slurm.analysis.nvlink.clique import domain_results
 from topograph_slurm.cli.collect import collect as collect_command
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.collect import plan as cp
@@ -31,7 +32,6 @@ from topograph_slurm.errors import CollectError, Exit, InputError, OutputError
 from topograph_slurm.model.gpu import DomainKind
 from topograph_slurm.sources import snapshot as sn
 from topograph_slurm.sources.ufm import CREDENTIAL_ENV_VARS
-from topograph_slurm.topology.clique import domain_results
 
 RACK = "5f8e1c2a-7b3d-4e9f-a1c6-0d2e4b6a8c10"
 IB_DUMP = 'Switch 36 "S-0002c903007e5f60" # "MF0;leaf1:MQM9700/U1" lid 1\n'

@@ -12,6 +12,8 @@ from click.testing import CliRunner
 from tests.conftest import real_fixture
 from tests.support.sim_gpu import nvl_node_gpus, render_query_q
 from tests.support.snapshots import write_node_outputs
+from topograph_slurm.analysis.state import drift as d
+from topograph_slurm.analysis.state.drift import drift
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.result import Block
@@ -22,8 +24,6 @@ from topograph_slurm.model.summary import (
     RailSummary,
 )
 from topograph_slurm.sources import sim
-from topograph_slurm.topology import drift as d
-from topograph_slurm.topology.drift import drift
 
 
 def _node(leaf: str = "leaf1", block: str = "b1", **kwargs: object) -> NodeSummary:

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from tests.support.fabric_builder import FabricBuilder
+from topograph_slurm.analysis.fabric.analyse import analyse, ib_blocks
+from topograph_slurm.analysis.fabric.naming import NamingPolicy
+from topograph_slurm.analysis.state.summary import from_topology, summarize
 from topograph_slurm.errors import InputError
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.model.summary import FACT_BLOCKS, FACT_DOMAINS, FACT_RAILS, RailSummary
-from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources import ibnetdiscover, sim
 from topograph_slurm.sources import summary as summary_file
 from topograph_slurm.sources.layout import looks_like_topology, parse_topology
-from topograph_slurm.topology.analysis import analyse, ib_blocks
-from topograph_slurm.topology.naming import NamingPolicy
-from topograph_slurm.topology.summary import from_topology, summarize
 
 SEEN = "2026-12-01T12:00:00Z"
 

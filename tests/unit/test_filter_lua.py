@@ -29,6 +29,7 @@ from tests.support.lua_fakes import (
     tp_env,
 )
 from topograph_slurm.errors import CollectError, ConfigError
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import lua_str
 from topograph_slurm.render.filters import (
     FilterFacts,
@@ -36,8 +37,7 @@ from topograph_slurm.render.filters import (
     facts_from_mapping,
     render_filters,
 )
-from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.spank import build_spank
+from topograph_slurm.slurm.spank import build_spank
 
 OLD = "24.11.5"  # job_submit.lua cannot touch segment_size
 NEW = "25.11.2"  # it can

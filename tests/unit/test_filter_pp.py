@@ -25,8 +25,8 @@ from tests.support.lua_fakes import (
     runtime_or_skip,
     tp_env,
 )
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.filters import FilterFacts, PartitionFacts, render_filters
-from topograph_slurm.slurm_version import SlurmVersion
 
 NEW = "25.11.2"  # job_submit.lua sets segment_size itself
 OLD = "24.11.5"

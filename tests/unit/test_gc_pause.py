@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tests.support.analysis_watch import watch_analysis
 from topograph_slurm.cli.main import main
-from topograph_slurm.gc_pause import no_cyclic_gc
+from topograph_slurm.sources.gc_pause import no_cyclic_gc
 
 SIM = "nodes=8,rails=1,su=4"
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from topograph_slurm.analysis.state import keep_missing as k
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree
 from topograph_slurm.model.summary import FabricSummary, NodeSummary
 from topograph_slurm.sources.layout import load_topology
 from topograph_slurm.sources.summary import decode, encode, summary_path
-from topograph_slurm.topology import keep_missing as k
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 DAY_AGO = "2026-11-30T12:00:00Z"

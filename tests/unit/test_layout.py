@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from topograph_slurm.analysis.placement.span import fabric_map
 from topograph_slurm.errors import InputError
 from topograph_slurm.sources.layout import count_nodes, load_topology, parse_topology
-from topograph_slurm.topology.placement import fabric_map
 
 TREE_CONF = """# generated
 switchname=leaf1 Nodes=gpu[01-02]

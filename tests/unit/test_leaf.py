@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import real_fixture
+from topograph_slurm.analysis.fabric.analyse import analyse
+from topograph_slurm.analysis.fabric.leaf import KIND_RAIL_DISAGREE, group_leaves
+from topograph_slurm.analysis.fabric.naming import NamingPolicy
 from topograph_slurm.model.result import LeafGroup
 from topograph_slurm.sources.ibnetdiscover.parse import read_ibnetdiscover
-from topograph_slurm.topology.analysis import analyse
-from topograph_slurm.topology.leaf import KIND_RAIL_DISAGREE, group_leaves
-from topograph_slurm.topology.naming import NamingPolicy
 
 Rails = dict[str, list[tuple[str, str]]]
 

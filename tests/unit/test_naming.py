@@ -9,14 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.fabric_builder import FabricBuilder
+from topograph_slurm.analysis.fabric import naming
+from topograph_slurm.analysis.fabric.adjacency import adjacency
+from topograph_slurm.analysis.fabric.naming import NamingPolicy, name_switches
 from topograph_slurm.errors import ConfigError, InputError
 from topograph_slurm.model import names
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.result import HostAttachments
 from topograph_slurm.sources.node_name_map import parse_node_name_map
-from topograph_slurm.topology import naming
-from topograph_slurm.topology.adjacency import adjacency
-from topograph_slurm.topology.naming import NamingPolicy, name_switches
 
 
 def attach_hosts(fabric: Fabric, policy: NamingPolicy, names: dict[str, str]) -> HostAttachments:

@@ -6,18 +6,18 @@ from __future__ import annotations
 import pytest
 
 from tests.support.sim_gpu import nvl_node_gpus, render_query_q
+from topograph_slurm.analysis.fabric.block import KIND_UNDERSIZED
+from topograph_slurm.analysis.nvlink import domains as nv
+from topograph_slurm.analysis.nvlink.clique import FindingKind, domain_results, node_domain
 from topograph_slurm.collect import write_snapshot
 from topograph_slurm.errors import ConfigError
 from topograph_slurm.model.gpu import ZERO_UUID, DomainResult
 from topograph_slurm.model.names import sanitize
 from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree, TreeSwitch
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import environment, render
-from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources.layout import load_layout, parse_layout
 from topograph_slurm.sources.snapshot import KEY_Q, SNAPSHOT_FORMAT, SNAPSHOT_VERSION, load_snapshot
-from topograph_slurm.topology import nvlink as nv
-from topograph_slurm.topology.block import KIND_UNDERSIZED
-from topograph_slurm.topology.clique import FindingKind, domain_results, node_domain
 
 V2411 = SlurmVersion(24, 11)
 V2605 = SlurmVersion(26, 5)

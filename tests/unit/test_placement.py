@@ -8,18 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topograph_slurm.errors import UsageError
-from topograph_slurm.model.placement import KINDS, FabricMap, ParallelLayout
-from topograph_slurm.model.result import Block, BlockTopology, Finding, LeafGroup, Tree, TreeSwitch
-from topograph_slurm.topology.explain import PathFacts, explain
-from topograph_slurm.topology.order import best_order, packed_order
-from topograph_slurm.topology.placement import (
+from topograph_slurm.analysis.placement.explain import PathFacts, explain
+from topograph_slurm.analysis.placement.order import best_order, packed_order
+from topograph_slurm.analysis.placement.span import (
     cost,
     fabric_map,
     home_level,
     kind_spans,
     span,
 )
+from topograph_slurm.errors import UsageError
+from topograph_slurm.model.placement import KINDS, FabricMap, ParallelLayout
+from topograph_slurm.model.result import Block, BlockTopology, Finding, LeafGroup, Tree, TreeSwitch
 
 
 def two_leaf_tree(per_leaf: int = 4, leaves: int = 2) -> Tree:

@@ -7,6 +7,7 @@ import shlex
 
 import pytest
 
+from topograph_slurm.analysis.health.proposal import REASON_PREFIX, HealthPolicy, plan
 from topograph_slurm.model.health import (
     DEGRADED,
     DRAIN,
@@ -19,7 +20,6 @@ from topograph_slurm.model.health import (
 from topograph_slurm.model.result import Finding
 from topograph_slurm.render.environment import environment
 from topograph_slurm.render.health import plan_data, render_commands, render_plan
-from topograph_slurm.topology.proposal import REASON_PREFIX, HealthPolicy, plan
 
 POLICY = HealthPolicy()
 LABELS = NodeLabels("leaf1", "su1")

@@ -16,6 +16,10 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from tests.support.snapshots import write_node_outputs
+from topograph_slurm.analysis.fabric.analyse import analyse
+from topograph_slurm.analysis.fabric.naming import REASON_DEFAULT, REASON_SHARP, NamingPolicy
+from topograph_slurm.analysis.fabric.unnamed import find_unnamed
+from topograph_slurm.analysis.nvlink.clique import FindingKind
 from topograph_slurm.cli.main import main
 from topograph_slurm.model import names
 from topograph_slurm.render.environment import environment, printable
@@ -23,10 +27,6 @@ from topograph_slurm.render.report import render_report
 from topograph_slurm.sources import ibnetdiscover, sim
 from topograph_slurm.sources.node_name_map import parse_node_name_map
 from topograph_slurm.sources.snapshot import KEY_QUERY
-from topograph_slurm.topology.analysis import analyse
-from topograph_slurm.topology.clique import FindingKind
-from topograph_slurm.topology.naming import REASON_DEFAULT, REASON_SHARP, NamingPolicy
-from topograph_slurm.topology.unnamed import find_unnamed
 
 DEMO = "nodes=32,gpus=8,rails=8,su=8,tiers=2,sharp=1"
 FIRMWARE = "MT4129 ConnectX7 Mellanox Technologies"

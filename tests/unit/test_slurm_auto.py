@@ -17,7 +17,7 @@ from tests.support.scontrol import Answer, ReplayScontrol
 from topograph_slurm.cli.main import main
 from topograph_slurm.config import Settings
 from topograph_slurm.model.result import LEVEL_INFO, LEVEL_PROBLEM, Finding
-from topograph_slurm.slurm_auto import (
+from topograph_slurm.slurm.auto import (
     KIND_SLURM_NODES,
     KIND_SLURM_VERSION,
     node_list,

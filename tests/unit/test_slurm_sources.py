@@ -16,7 +16,7 @@ import pytest
 from topograph_slurm.errors import CollectError, InputError, UsageError
 from topograph_slurm.model.health import SlurmNode
 from topograph_slurm.model.job import TpRecord, parse_tp_record
-from topograph_slurm.sources.slurm import (
+from topograph_slurm.slurm.scontrol import (
     parse_node_states,
     parse_node_table,
     parse_scontrol_job,

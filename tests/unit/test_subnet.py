@@ -12,11 +12,11 @@ from click.testing import CliRunner, Result
 
 from tests.conftest import real_fixture
 from tests.support.fabric_builder import FabricBuilder
+from topograph_slurm.analysis.fabric import naming, subnet
+from topograph_slurm.analysis.fabric.analyse import analyse
+from topograph_slurm.analysis.fabric.naming import NamingPolicy
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
-from topograph_slurm.topology import naming, subnet
-from topograph_slurm.topology.analysis import analyse
-from topograph_slurm.topology.naming import NamingPolicy
 
 COMPUTE = "nodes=32,rails=8,su=8"
 WITH_STORAGE = COMPUTE + ",storage=1"

@@ -18,6 +18,7 @@ from topograph_slurm.model.result import (
     Tree,
     TreeSwitch,
 )
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import environment
 from topograph_slurm.render.topology_yaml import (
     check_names,
@@ -27,7 +28,6 @@ from topograph_slurm.render.topology_yaml import (
     render_partition_lines,
     render_topology_yaml,
 )
-from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources.layout import count_nodes, parse_layout
 
 ENV = environment()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from tests.support.fabric_builder import FabricBuilder
+from topograph_slurm.analysis.fabric.analyse import analyse
+from topograph_slurm.analysis.fabric.leaf import KIND_RAIL_DISAGREE
+from topograph_slurm.analysis.fabric.naming import NamingPolicy
 from topograph_slurm.model.fabric import Links
-from topograph_slurm.topology.analysis import analyse
-from topograph_slurm.topology.leaf import KIND_RAIL_DISAGREE
-from topograph_slurm.topology.naming import NamingPolicy
 
 
 def _rail_fabric(units: int = 2, nodes: int = 4, rails: int = 2, spines: int = 2) -> FabricBuilder:

@@ -31,6 +31,8 @@ from tests.support.ufm_standin import (
     serve,
     ufm_json_from_fabric,
 )
+from topograph_slurm.analysis.fabric.analyse import analyse, ib_blocks
+from topograph_slurm.analysis.fabric.naming import NamingPolicy, name_switches
 from topograph_slurm.errors import (
     AuthError,
     CollectError,
@@ -41,8 +43,8 @@ from topograph_slurm.errors import (
     UsageError,
 )
 from topograph_slurm.model.fabric import Fabric, Link
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import environment, render
-from topograph_slurm.slurm_version import SlurmVersion
 from topograph_slurm.sources import sim
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover, read_ibnetdiscover
 from topograph_slurm.sources.ufm import (
@@ -61,8 +63,6 @@ from topograph_slurm.sources.ufm import (
     ufm_speed,
     ufm_width,
 )
-from topograph_slurm.topology.analysis import analyse, ib_blocks
-from topograph_slurm.topology.naming import NamingPolicy, name_switches
 
 USER, PASSWORD, TOKEN = "ufmadmin", "pa55-w0rd-XYZZY", "tok-3f9a7c1e5b2d4680aa"
 SECRETS = (PASSWORD, TOKEN)

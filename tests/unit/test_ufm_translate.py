@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import real_fixture
 from tests.support.ufm_standin import Pki, StandinState, make_pki, serve, ufm_json_from_fabric
+from topograph_slurm.analysis.fabric.naming import NamingPolicy, host_of, name_switches
 from topograph_slurm.cli.main import main
 from topograph_slurm.collect import collect
 from topograph_slurm.collect.plan import CollectPlan
@@ -40,7 +41,6 @@ from topograph_slurm.sources.ufm import (
 )
 from topograph_slurm.sources.ufm.columns import decode, port_ids
 from topograph_slurm.sources.ufm.responses import load_list
-from topograph_slurm.topology.naming import NamingPolicy, host_of, name_switches
 
 SELENE = {
     "systems": "ufm/selene-ufm-rest-systems-switch-and-host-hdr.json",

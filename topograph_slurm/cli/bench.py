@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from topograph_slurm.analysis.bench.judge import JudgeSettings
 from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.errors import CollectError, Exit, InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.bench import TESTS, BenchPlan, RunResult
-from topograph_slurm.topology.bench_judge import JudgeSettings
 
 if TYPE_CHECKING:
+    from topograph_slurm.app.view import FabricView
     from topograph_slurm.collect.bench import BenchCommand
-    from topograph_slurm.fabric_view import FabricView
 
 _DEFAULT_ARGS = "-b 512M -e 8G -f 2 -g 1"
 _BENCH_KEYS = (
@@ -165,10 +165,10 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
       salloc -N 32 --exclusive topograph-slurm bench --snapshot /var/lib/topograph/snap \\
           --record /var/lib/topograph/bench-$(date +%F)
     """
-    from topograph_slurm.fabric_view import from_fabric
+    from topograph_slurm.analysis.bench.plan import plan as make_plan
+    from topograph_slurm.app.view import from_fabric
     from topograph_slurm.render.bench import render_plan
     from topograph_slurm.render.environment import environment
-    from topograph_slurm.topology.bench_plan import plan as make_plan
 
     opts = {key: flags.pop(key) for key in _BENCH_KEYS}
     rewrites = flags.pop("rewrites")
@@ -259,10 +259,10 @@ def _run(
     """Run, judge, print, record; whether anything a site should act on was found. Every
     input is checked before the first step starts; a sweep where every run failed is
     recorded and reported, then exits 4."""
+    from topograph_slurm.analysis.bench.judge import expected_rates, judge
     from topograph_slurm.collect.bench import check_launcher, check_record, write_record
     from topograph_slurm.render.bench import record_data, render_report
     from topograph_slurm.render.environment import environment
-    from topograph_slurm.topology.bench_judge import expected_rates, judge
 
     thresholds = JudgeSettings(opts["slow_fraction"], opts["expected_fraction"], opts["drift"])
     baseline = _baseline(opts["baseline"], opts["record"])

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from topograph_slurm.app.fabric import fetch_ufm
 from topograph_slurm.cli.options import ufm_options, warn
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.collect import collect as run_collect
@@ -24,9 +25,8 @@ from topograph_slurm.collect.plan import (
 )
 from topograph_slurm.config import Settings, load_settings, override
 from topograph_slurm.errors import CollectError, Exit
-from topograph_slurm.pipeline import fetch_ufm
+from topograph_slurm.slurm.scontrol import scontrol_nodes
 from topograph_slurm.sources import ufm as ufm_source
-from topograph_slurm.sources.slurm import scontrol_nodes
 
 _COMMAND_HELP = "\n      ".join(
     f"{key}: {shlex.join(argv)}" for key, argv in DEFAULT_COMMANDS.items()

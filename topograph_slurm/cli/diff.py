@@ -1,5 +1,6 @@
 """``topograph-slurm diff OLD NEW``: two fabrics, topology files or kept summaries → what
-changed (:func:`topograph_slurm.topology.drift.drift`) → text or JSON → exit 0 same, 1 changed."""
+changed (:func:`topograph_slurm.analysis.state.drift.drift`) → text or JSON → exit 0 same,
+1 changed."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Any
 
 import click
 
+from topograph_slurm.analysis.bench.drift import DEFAULT_THRESHOLD, with_bench
 from topograph_slurm.cli.options import flag_settings, naming_options, warn
 from topograph_slurm.errors import Exit
-from topograph_slurm.topology.bench_drift import DEFAULT_THRESHOLD, with_bench
 
 
 @click.command()
@@ -73,10 +74,10 @@ def diff(
       topograph-slurm diff sim:nodes=64 sim:nodes=64,degraded=2,disagree=5
       topograph-slurm diff /var/lib/topograph/bench-monday /var/lib/topograph/bench-today
     """
-    from topograph_slurm.fabric_state import load_bench_side, load_side
+    from topograph_slurm.analysis.state.drift import drift
+    from topograph_slurm.app.state import load_bench_side, load_side
     from topograph_slurm.render.drift import render_drift
     from topograph_slurm.render.environment import environment
-    from topograph_slurm.topology.drift import drift
 
     settings = flag_settings(ctx, rewrites, **flags)
     # the inputs are the arguments: fabric sources from the config file do not apply

@@ -8,13 +8,19 @@ from typing import Any
 
 import click
 
+from topograph_slurm.app.view import FabricView, from_settings
 from topograph_slurm.cli.options import config_settings, warn
 from topograph_slurm.cli.placement import job_options, prepare_job, split_flags
 from topograph_slurm.errors import InputError, UsageError
-from topograph_slurm.fabric_view import FabricView, from_settings
-from topograph_slurm.gc_pause import no_cyclic_gc
-from topograph_slurm.render.draw import FORMATS, Picture, output_format, render_page, render_svg
+from topograph_slurm.render.draw.picture import (
+    FORMATS,
+    Picture,
+    output_format,
+    render_page,
+    render_svg,
+)
 from topograph_slurm.render.environment import environment
+from topograph_slurm.sources.gc_pause import no_cyclic_gc
 
 
 @click.command()
@@ -121,7 +127,7 @@ def _templates(ctx: click.Context, flag: str | None) -> Path | None:
 
 
 def _fabric_pictures(ctx: click.Context, unit: str | None, flags: dict[str, Any]) -> list[Picture]:
-    from topograph_slurm.render.draw_fabric import fabric_pictures
+    from topograph_slurm.render.draw.fabric import fabric_pictures
 
     settings, topology, _job = split_flags(ctx, flags)
     with no_cyclic_gc():
@@ -135,12 +141,12 @@ def _fabric_pictures(ctx: click.Context, unit: str | None, flags: dict[str, Any]
 def _scene(view: FabricView, settings: Any, job: Any = None) -> Any:
     """The view's scene; an analysed fabric without NVLink blocks gets its IB unit blocks, as
     ``generate --format block`` would write them."""
-    from topograph_slurm import slurm_auto
-    from topograph_slurm.render.draw_fabric import scene
+    from topograph_slurm.render.draw.fabric import scene
+    from topograph_slurm.slurm import auto as slurm_auto
 
     blocks = view.blocks
     if blocks is None and view.analysis is not None and view.analysis.node_count:
-        from topograph_slurm.topology.analysis import ib_blocks
+        from topograph_slurm.analysis.fabric.analyse import ib_blocks
 
         version = slurm_auto.release(settings)
         blocks = ib_blocks(view.analysis, version, settings.block_sizes)
@@ -148,8 +154,8 @@ def _scene(view: FabricView, settings: Any, job: Any = None) -> Any:
 
 
 def _job_picture(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) -> Picture:
-    from topograph_slurm.render.draw_fabric import job_picture
-    from topograph_slurm.topology.group_edges import job_groups
+    from topograph_slurm.analysis.placement.group_edges import job_groups
+    from topograph_slurm.render.draw.fabric import job_picture
 
     with no_cyclic_gc():
         view, order, gpus, layout = prepare_job(ctx, job_id, flags)
@@ -160,12 +166,12 @@ def _job_picture(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) 
 def _node_picture(
     ctx: click.Context, node: str | None, topo_matrix: str | None, flags: dict[str, Any]
 ) -> Picture:
-    from topograph_slurm.render.draw_node import node_picture
+    from topograph_slurm.render.draw.node import node_picture
 
     if topo_matrix:
         if node or flags["snapshot"]:
             raise UsageError("give --topo-matrix FILE, or --snapshot DIR with --node NODE")
-        from topograph_slurm.pipeline import read_text
+        from topograph_slurm.app.fabric import read_text
         from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
 
         name = "<stdin>" if topo_matrix == "-" else Path(topo_matrix).name

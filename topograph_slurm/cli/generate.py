@@ -1,4 +1,4 @@
-"""``topograph-slurm generate``: flags → settings → :func:`topograph_slurm.pipeline.generate` →
+"""``topograph-slurm generate``: flags → settings → :func:`topograph_slurm.app.fabric.generate` →
 guarded writes → exit code."""
 
 from __future__ import annotations
@@ -10,15 +10,16 @@ from typing import Any
 
 import click
 
-from topograph_slurm import operations, pipeline
+from topograph_slurm.app import fabric as pipeline
+from topograph_slurm.app import operations
 from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.config import (
     Settings,
     choices_metavar,
 )
 from topograph_slurm.errors import Exit, InputError
-from topograph_slurm.gc_pause import no_cyclic_gc
 from topograph_slurm.render.environment import environment
+from topograph_slurm.sources.gc_pause import no_cyclic_gc
 
 
 def _parse_sizes(value: str | None) -> list[int] | None:
@@ -260,10 +261,10 @@ def _applied(
     write: Callable[[], int],
 ) -> int:
     """*write* the topology; with --reconfigure, under one lock, make slurmctld run it (or put
-    the previous file back and fail: see :mod:`topograph_slurm.reconfigure`)."""
+    the previous file back and fail: see :mod:`topograph_slurm.slurm.reconfigure`)."""
     if not settings.reconfigure or settings.output is None:
         return write()
-    from topograph_slurm import reconfigure
+    from topograph_slurm.slurm import reconfigure
 
     path = Path(settings.output)
     with reconfigure.held(path, settings.lock_timeout) as previous:

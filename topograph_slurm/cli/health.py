@@ -9,22 +9,23 @@ from typing import Any
 
 import click
 
-from topograph_slurm import pipeline, slurm_auto
+from topograph_slurm.analysis.health.proposal import HealthPolicy, plan
+from topograph_slurm.analysis.health.verdict import judge, node_labels
+from topograph_slurm.app import fabric as pipeline
 from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.health import HealthPlan
 from topograph_slurm.model.result import Finding
 from topograph_slurm.render.environment import environment
-from topograph_slurm.topology.proposal import HealthPolicy, plan
-from topograph_slurm.topology.verdict import judge, node_labels
+from topograph_slurm.slurm import auto as slurm_auto
 
 
 def health_plan(settings: Settings, bench: str | None = None) -> HealthPlan:
     """Read the fabric as ``generate`` does, judge every node (with the findings of a
     ``bench`` record: *bench*, else the snapshot's own), and compare with what Slurm holds
     now (``scontrol show nodes --json``)."""
-    from topograph_slurm.sources.slurm import scontrol_node_states
+    from topograph_slurm.slurm.scontrol import scontrol_node_states
     from topograph_slurm.sources.snapshot import load_bench
 
     inputs, analysis = pipeline.read_and_analyse(settings, warn)
@@ -126,7 +127,7 @@ def health(
     click.echo(render_plan(env, found, commands, "json" if as_json else "text"), nl=False)
     if not apply:
         ctx.exit(Exit.DIFFERS if commands else Exit.OK)
-    from topograph_slurm.slurm_apply import apply_commands
+    from topograph_slurm.slurm.apply import apply_commands
 
     apply_commands(commands, done=lambda line: log(ctx, f"applied: {line}"))
     log(ctx, f"health: {len(commands)} command(s) applied")

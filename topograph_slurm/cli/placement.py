@@ -9,10 +9,10 @@ from typing import Any, TypeVar
 
 import click
 
+from topograph_slurm.app.view import FabricView, from_settings
 from topograph_slurm.cli.options import fabric_options, flag_settings, warn
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import Exit, InputError, UsageError
-from topograph_slurm.fabric_view import FabricView, from_settings
 from topograph_slurm.model import names
 from topograph_slurm.model.job import SlurmJob
 from topograph_slurm.model.placement import MEGATRON_ORDER, ParallelLayout
@@ -117,7 +117,7 @@ def prepare_job(
 
 
 def _slurm_job(job_id: str) -> SlurmJob:
-    from topograph_slurm.sources.slurm import scontrol_job
+    from topograph_slurm.slurm.scontrol import scontrol_job
 
     job = scontrol_job(job_id)
     if not job.nodes:
@@ -151,8 +151,8 @@ def explain(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: A
       topograph-slurm explain --topology /etc/slurm/topology.conf --nodes "$SLURM_JOB_NODELIST" \\
           --gpus-per-node 8 --tp 8 --pp 4
     """
+    from topograph_slurm.analysis.placement.explain import explain as explain_job
     from topograph_slurm.render.placement import render_explanation
-    from topograph_slurm.topology.explain import explain as explain_job
 
     view, order, gpus, layout = prepare_job(ctx, job_id, flags)
     result = explain_job(layout, order, gpus, view.fmap, view.facts)
@@ -190,9 +190,9 @@ def order(ctx: click.Context, /, job_id: str | None, fmt: str, **flags: Any) -> 
           --gpus-per-node 8 --tp 16 --format slurm-hostfile > hosts
       SLURM_HOSTFILE=hosts srun --distribution=arbitrary -n "$SLURM_NTASKS" ...
     """
+    from topograph_slurm.analysis.placement.explain import explain as explain_job
+    from topograph_slurm.analysis.placement.order import best_order
     from topograph_slurm.render.placement import render_order
-    from topograph_slurm.topology.explain import explain as explain_job
-    from topograph_slurm.topology.order import best_order
 
     view, given, gpus, layout = prepare_job(ctx, job_id, flags)
     unhealthy = set(view.facts.problems) if view.facts else set()

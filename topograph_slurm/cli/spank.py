@@ -42,7 +42,7 @@ def spank_build(
     """
     from topograph_slurm.render.environment import environment
     from topograph_slurm.render.filters import render_plugstack_line
-    from topograph_slurm.spank import build_spank
+    from topograph_slurm.slurm.spank import build_spank
 
     templates = config_settings(ctx).templates
     env = environment(Path(templates) if templates else None)

@@ -53,7 +53,7 @@ class SlurmJob:
     """One job from ``scontrol show job --json``.
 
     ``nodes`` are in the order Slurm ranks them (its node table order; see
-    :func:`topograph_slurm.sources.slurm.slurm_rank_order`), empty while the job pends.
+    :func:`topograph_slurm.slurm.scontrol.slurm_rank_order`), empty while the job pends.
     ``gpus_per_node`` is None when the job holds no GPUs or its nodes hold different counts.
     """
 

@@ -207,8 +207,8 @@ class Analysis:
 @dataclass(frozen=True, slots=True)
 class Change:
     """One difference between two fabric summaries (or bench records): ``kind`` is a stable key
-    (``node-moved``, ``link-degraded``, …; see :mod:`topograph_slurm.topology.drift` and
-    :mod:`~topograph_slurm.topology.bench_drift`), ``subject`` the node,
+    (``node-moved``, ``link-degraded``, …; see :mod:`topograph_slurm.analysis.state.drift` and
+    :mod:`~topograph_slurm.analysis.bench.drift`), ``subject`` the node,
     cable, switch or block it is about, ``message`` what it was and what it is."""
 
     kind: str

@@ -11,9 +11,9 @@ from typing import Any
 
 import jinja2
 
+from topograph_slurm.analysis.bench.judge import Judgement
 from topograph_slurm.model.bench import BenchPlan, RunResult
 from topograph_slurm.render.environment import printable, render
-from topograph_slurm.topology.bench_judge import Judgement
 
 #: What each level's runs measure, for the plan and the report.
 LEVEL_WORDS = {

@@ -7,7 +7,7 @@ target Slurm version) and renders them as a *data table* (``templates/topograph_
 that is put in front of the rules: every name that comes from the fabric or the config goes
 through :func:`lua_str`, so no Lua code is ever built from fabric strings, and the rules are
 never run through Jinja, so luacheck reads them as they ship. Building the SPANK plugin is I/O
-and lives in :mod:`topograph_slurm.spank`.
+and lives in :mod:`topograph_slurm.slurm.spank`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import jinja2
 
 from topograph_slurm.errors import ConfigError
 from topograph_slurm.model.result import KIND_BLOCK, KIND_TREE, TOPOLOGY_KINDS
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import environment, render
-from topograph_slurm.slurm_version import SlurmVersion
 
 TopologyKind = Literal["block", "tree", "flat"]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import jinja2
 
+from topograph_slurm.analysis.placement.explain import Explanation
 from topograph_slurm.model.placement import LEVEL_DOMAIN, LEVEL_NODE
 from topograph_slurm.render.environment import printable, render
-from topograph_slurm.topology.explain import Explanation
 
 #: ``order --format``: the template of each node-order format.
 ORDER_FORMATS = {

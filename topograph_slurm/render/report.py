@@ -18,10 +18,10 @@ from typing import Any
 
 import jinja2
 
+from topograph_slurm.analysis.fabric.analyse import EXPECTED_REASONS
 from topograph_slurm.model import names
 from topograph_slurm.model.result import LEVEL_INFO, Analysis, BlockTopology, Drift
 from topograph_slurm.render.environment import printable, render
-from topograph_slurm.topology.analysis import EXPECTED_REASONS
 
 
 def report_data(

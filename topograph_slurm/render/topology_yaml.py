@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import jinja2
 
+from topograph_slurm.analysis.fabric.block import validate_block_sizes
 from topograph_slurm.errors import ConfigError
 from topograph_slurm.model import names as slurm_names
 from topograph_slurm.model.result import (
@@ -32,9 +33,8 @@ from topograph_slurm.model.result import (
     Partition,
     Tree,
 )
+from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import render
-from topograph_slurm.slurm_version import SlurmVersion
-from topograph_slurm.topology.block import validate_block_sizes
 
 TEMPLATE = "topology.yaml.j2"
 PARTITIONS_TEMPLATE = "slurm.conf.partitions.j2"

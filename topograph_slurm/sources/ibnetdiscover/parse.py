@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topograph_slurm.gc_pause import no_cyclic_gc
 from topograph_slurm.model.fabric import Fabric
+from topograph_slurm.sources.gc_pause import no_cyclic_gc
 from topograph_slurm.sources.ibnetdiscover import bulk, ports, reference
 
 

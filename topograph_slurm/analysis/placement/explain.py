@@ -1,0 +1,201 @@
+"""Explain a job's placement: per kind of parallel group, how many groups cross each fabric
+level, the slowest link on the worst group's path, what on those paths is unhealthy, and one
+verdict: is every TP group inside the fastest domain that can hold it?
+
+The verdict is the exit code of ``topograph-slurm explain`` (0 inside, 1 crossing), so a job
+prolog, a launcher or CI can act on it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from topograph_slurm.analysis.health.degraded import KIND_DEGRADED, is_below, rate_norm
+from topograph_slurm.analysis.placement.span import (
+    KindSpans,
+    home_level,
+    kind_spans,
+    nodes_per_group,
+)
+from topograph_slurm.model import rates
+from topograph_slurm.model.placement import (
+    LEVEL_DOMAIN,
+    LEVEL_LEAF,
+    LEVEL_NODE,
+    FabricMap,
+    ParallelLayout,
+)
+from topograph_slurm.model.result import Analysis, Finding
+
+
+@dataclass(slots=True)
+class PathFacts:
+    """What the fabric says about the links a group's traffic can take: each node's rails
+    (HCA-to-leaf links) and each leaf's uplinks as (width, speed), and the problems found on
+    nodes (by node name) and on links (by node or leaf name). ``nvlink_domains`` tells
+    whether the ``domain`` level is NVLink (GB200 racks) or an InfiniBand block."""
+
+    rails: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    uplinks: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    problems: dict[str, list[Finding]] = field(default_factory=dict)
+    nvlink_domains: bool = False
+
+
+@dataclass(slots=True)
+class KindReport:
+    """One kind of group, explained."""
+
+    spans: KindSpans
+    worst_link: str
+    troubles: list[Finding] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Explanation:
+    layout: ParallelLayout
+    gpus_per_node: int
+    nodes: list[str]
+    levels: list[str]
+    kinds: dict[str, KindReport]
+    tp_home: str
+    tp_inside: bool
+    verdict: str
+
+
+def _rate_text(rate: tuple[str, str] | None) -> str:
+    if rate is None:
+        return "InfiniBand (rate unknown)"
+    width, speed = rate
+    gbps = rates.gbps(width, speed)
+    return f"InfiniBand {width}{speed}" + (f" ({gbps:g} Gb/s per link)" if gbps else "")
+
+
+def _slowest(links: Sequence[tuple[str, str]]) -> tuple[str, str] | None:
+    slowest: tuple[str, str] | None = None
+    for link in links:
+        slowest = link if slowest is None else rates.slower(slowest, link)
+    return slowest
+
+
+def worst_link(level: str, nodes: Sequence[str], fmap: FabricMap, facts: PathFacts | None) -> str:
+    """The slowest link class a group spanning *level* over *nodes* rides."""
+    if level == LEVEL_NODE:
+        return "NVLink/PCIe inside the node"
+    if level == LEVEL_DOMAIN and facts is not None and facts.nvlink_domains:
+        return "NVLink (multi-node domain)"
+    if facts is None:
+        return "InfiniBand"
+    links = [rate for node in nodes for rate in facts.rails.get(node, [])]
+    levels = fmap.levels
+    if LEVEL_LEAF in levels and levels.index(level) > levels.index(LEVEL_LEAF):
+        leaves = {fmap.places[n].unit(LEVEL_LEAF) for n in nodes if n in fmap.places}
+        links += [
+            rate for leaf in sorted(filter(None, leaves)) for rate in facts.uplinks.get(leaf, [])
+        ]
+    return _rate_text(_slowest(links))
+
+
+def _troubles(nodes: Sequence[str], fmap: FabricMap, facts: PathFacts | None) -> list[Finding]:
+    if facts is None:
+        return []
+    names = list(nodes)
+    names += sorted({unit for n in nodes if n in fmap.places for _, unit in fmap.places[n].units})
+    return [finding for name in names for finding in facts.problems.get(name, [])]
+
+
+def explain(
+    layout: ParallelLayout,
+    order: Sequence[str],
+    gpus_per_node: int,
+    fmap: FabricMap,
+    facts: PathFacts | None = None,
+) -> Explanation:
+    """How *layout* laid on *order* sits on the fabric *fmap*."""
+    spans = kind_spans(layout, order, gpus_per_node, fmap)
+    kinds = {
+        kind: KindReport(
+            span,
+            worst_link(span.worst_level, span.worst_nodes, fmap, facts),
+            _troubles(span.worst_nodes, fmap, facts),
+        )
+        for kind, span in spans.items()
+    }
+    home = home_level(fmap, nodes_per_group(layout.tp, gpus_per_node))
+    tp = spans.get("tp")
+    inside = tp is None or tp.crossing(home, fmap.levels) == 0
+    return Explanation(
+        layout,
+        gpus_per_node,
+        list(order),
+        list(fmap.levels),
+        kinds,
+        home,
+        inside,
+        _verdict(tp, home, fmap.levels, inside),
+    )
+
+
+def _verdict(tp: KindSpans | None, home: str, levels: Sequence[str], inside: bool) -> str:
+    if tp is None:
+        return "no TP groups (tp=1): nothing to keep together"
+    where = {LEVEL_NODE: "one node", LEVEL_DOMAIN: "one NVLink domain/block"}.get(home, home)
+    if inside:
+        return f"all {tp.groups} TP groups of {tp.size} GPUs are inside {where}"
+    crossing = tp.crossing(home, levels)
+    return f"{crossing} of {tp.groups} TP groups of {tp.size} GPUs cross out of {where}"
+
+
+def problems_by_subject(findings: Sequence[Finding]) -> dict[str, list[Finding]]:
+    """Problem findings keyed by their subject (a node, a leaf, a block)."""
+    by: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if finding.is_problem:
+            by.setdefault(finding.subject, []).append(finding)
+    return by
+
+
+def path_facts(
+    analysis: Analysis, findings: Sequence[Finding] = (), nvlink_domains: bool = False
+) -> PathFacts:
+    """The rates of every node's rails and every leaf's uplinks, read off the fabric, and the
+    problems on them: the analysis' and *findings* (a snapshot's), plus every rail or uplink
+    that runs below the fabric's norm."""
+    hca_rate, uplinks = _link_rates(analysis)
+    rails = {
+        node: [hca_rate[hca] for hca, _leaf in hcas if hca in hca_rate]
+        for node, hcas in analysis.hosts.rails.items()
+    }
+    problems = problems_by_subject([*analysis.findings, *findings])
+    links = analysis.fabric.links
+    norm = rate_norm(Counter(zip(links.width, links.speed, strict=True)))
+    if norm is not None:
+        for subject, what, measured in [
+            *((node, "a rail", node_rates) for node, node_rates in rails.items()),
+            *((leaf, "an uplink", leaf_rates) for leaf, leaf_rates in uplinks.items()),
+        ]:
+            slow = sorted({rate for rate in measured if is_below(rate, norm)})
+            if slow:
+                message = f"{what} runs at {slow[0][0]}{slow[0][1]}, the norm is {''.join(norm)}"
+                problems.setdefault(subject, []).append(Finding(KIND_DEGRADED, subject, message))
+    return PathFacts(rails, uplinks, problems, nvlink_domains)
+
+
+def _link_rates(
+    analysis: Analysis,
+) -> tuple[dict[str, tuple[str, str]], dict[str, list[tuple[str, str]]]]:
+    """(width, speed) of each rail by HCA GUID, and of each leaf's cables to other switches."""
+    rails = {hca for hcas in analysis.hosts.rails.values() for hca, _leaf in hcas}
+    leaf_of = {switch: leaf.name for leaf in analysis.tree.leaves for switch in leaf.switches}
+    switches = analysis.fabric.switches
+    hca_rate: dict[str, tuple[str, str]] = {}
+    uplinks: dict[str, list[tuple[str, str]]] = {}
+    for link in analysis.fabric.links:
+        rate = (link.width, link.speed)
+        for end, other in ((link.a_guid, link.b_guid), (link.b_guid, link.a_guid)):
+            if end in rails:
+                hca_rate[end] = rate
+            elif end in leaf_of and other in switches and leaf_of.get(other) != leaf_of[end]:
+                uplinks.setdefault(leaf_of[end], []).append(rate)
+    return hca_rate, uplinks

@@ -1,0 +1,131 @@
+"""The fabric as ``explain`` and ``order`` see it: every node's place (node, NVLink domain or
+block, leaf, spine levels, island), and what the fabric knows about the links between them.
+
+It comes from one of three places. A fabric source (``--sim``, ``--ibnetdiscover``,
+``--snapshot``, ``--ufm``) is analysed as ``generate`` would analyse it: the tree gives leaves
+and spines, a snapshot's NVLink domains give the domain level, and the links give rates and
+health. A topology file Slurm runs (``--topology topology.conf|topology.yaml``) gives the places
+only: no rates, no health; so does the topology slurmctld runs (``scontrol show topology``),
+the default for a job id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topograph_slurm.analysis.nvlink.gpus import typical_gpus
+from topograph_slurm.analysis.placement.explain import PathFacts, path_facts
+from topograph_slurm.analysis.placement.span import fabric_map
+from topograph_slurm.app import fabric as pipeline
+from topograph_slurm.config import Settings
+from topograph_slurm.errors import UsageError
+from topograph_slurm.model.gpu import GpuTopology
+from topograph_slurm.model.placement import FabricMap
+from topograph_slurm.model.result import Analysis, BlockTopology, Finding, Tree
+from topograph_slurm.slurm import auto as slurm_auto
+
+#: The fabric sources a view may be built from, as Settings names them.
+FABRIC_SOURCES = ("sim", "ibnetdiscover", "snapshot", "ufm")
+
+
+@dataclass(slots=True)
+class FabricView:
+    """Places, the path facts when a fabric was read, GPUs per node when it says, each node's
+    ``nvidia-smi topo -m`` when a snapshot has it (the NVLink a benchmark expects), and the
+    tree, blocks and analysis they came from (for ``draw``)."""
+
+    fmap: FabricMap
+    facts: PathFacts | None = None
+    gpus_per_node: int = 0
+    topologies: dict[str, GpuTopology] = field(default_factory=dict)
+    tree: Tree | None = None
+    blocks: BlockTopology | None = None
+    analysis: Analysis | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+
+def from_settings(
+    settings: Settings,
+    topology: str | None,
+    warn: pipeline.Warn,
+    running: bool = False,
+    facts: bool = True,
+) -> FabricView:
+    """A view from the one fabric source or topology file *settings* and *topology* name;
+    with neither, the *running* Slurm's topology (for a job id) or a usage error. Without
+    *facts* a fabric's path facts are not computed (the fabric picture places its faults
+    itself; the facts cost a pass over every link)."""
+    sources = [key for key in FABRIC_SOURCES if getattr(settings, key)]
+    if topology and sources:
+        raise UsageError(f"give --topology or --{sources[0]}, not both")
+    if topology:
+        return from_topology_file(Path(topology))
+    if sources:
+        return from_fabric(settings, warn, facts)
+    if running:
+        return from_running_slurm()
+    raise UsageError(
+        "say where the fabric is: --topology FILE, or a fabric source "
+        "(--sim, --ibnetdiscover, --snapshot, --ufm)"
+    )
+
+
+def from_fabric(settings: Settings, warn: pipeline.Warn, facts: bool = True) -> FabricView:
+    """Analyse the fabric source as ``generate`` does; NVLink blocks when a snapshot has them."""
+    inputs, analysis = pipeline.read_and_analyse(settings, warn)
+    nvlink = pipeline.wants_nvlink(settings, inputs.snapshot)
+    version = slurm_auto.release(settings)
+    blocks = pipeline.choose_blocks(settings, inputs, analysis, version) if nvlink else None
+    snapshot = inputs.snapshot
+    findings = [*snapshot.findings, *(blocks.findings if blocks else [])] if snapshot else []
+    topologies = (
+        {name: node.topology for name, node in snapshot.nodes.items() if node.topology}
+        if snapshot
+        else {}
+    )
+    node_gpus = {name: topology.gpu_count for name, topology in topologies.items()}
+    tree = analysis.tree if analysis.node_count else None
+    return FabricView(
+        fabric_map(tree, blocks, inputs.fabric.source),
+        path_facts(analysis, findings, nvlink_domains=nvlink) if facts else None,
+        typical_gpus(node_gpus) or _sim_gpus(settings),
+        topologies,
+        tree,
+        blocks,
+        analysis,
+        findings,
+    )
+
+
+def _sim_gpus(settings: Settings) -> int:
+    if not settings.sim:
+        return 0
+    from topograph_slurm.sources import sim
+
+    spec = pipeline.DEMO_SIM if settings.sim == "demo" else settings.sim
+    return sim.parse_sim_spec(spec).gpus
+
+
+def from_topology_file(path: Path) -> FabricView:
+    """Places from a topology.conf or topology.yaml that Slurm runs (blocks, or a tree)."""
+    from topograph_slurm.sources.layout import load_topology
+
+    topology = load_topology(path)
+    return FabricView(
+        fabric_map(topology.tree, topology.blocks, str(path)),
+        tree=topology.tree,
+        blocks=topology.blocks,
+    )
+
+
+def from_running_slurm() -> FabricView:
+    """Places from the topology slurmctld runs (``scontrol show topology``)."""
+    from topograph_slurm.slurm.scontrol import scontrol_topology
+
+    topology = scontrol_topology()
+    return FabricView(
+        fabric_map(topology.tree, topology.blocks, "scontrol show topology"),
+        tree=topology.tree,
+        blocks=topology.blocks,
+    )

@@ -1,0 +1,161 @@
+"""``generate --reconfigure``: make slurmctld run the topology just written, or put the old one
+back.
+
+I/O at the edge (``scontrol`` runs, the slurmctld log is read, files are restored through
+:mod:`topograph_slurm.output`), kept apart from the CLI so the order of one run stays readable
+there. Why each step:
+
+- ``scontrol reconfigure``, never a restart: a restarted slurmctld marks nodes that register
+  right after it not responding and requeues their jobs. Since 23.11 a reconfigure starts a new
+  slurmctld and keeps the old one (and its config) when the new one fails.
+- That failure says little: on 24.11.5 and 26.05.5 ``scontrol reconfigure`` exits 1 with
+  ``slurm_reconfigure error: Unspecified error``; the reason (``fatal: Switch (s1) has already
+  been defined``) is only in the slurmctld log, which is read when it is readable.
+- A reconfigure that succeeds may still run something else than written (24.11 keeps a node it
+  does not know in the tree with a warning only), so ``scontrol show topology`` is read back and
+  compared as a structure (:mod:`topograph_slurm.slurm.applied`).
+- On any failure the previous file goes back (slurmctld still runs it), the candidate stays as
+  ``<file>.rejected`` for inspection, and the run fails with Slurm's reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from topograph_slurm.errors import CollectError, InputError, OutputError, ReconfigureError
+from topograph_slurm.model.result import NamedTopology
+from topograph_slurm.output import output_lock, reject, trusted_target
+from topograph_slurm.slurm.applied import differences, summary
+from topograph_slurm.slurm.scontrol import (
+    parse_log_file,
+    parse_show_topology,
+    reconfigure_reason,
+    run_scontrol,
+)
+from topograph_slurm.sources.layout import parse_topology, topology_names
+
+#: Suffix of a candidate slurmctld refused, kept beside the restored file.
+REJECTED_SUFFIX = ".rejected"
+#: How much of the slurmctld log a reconfigure may have written that is read for its reason.
+LOG_TAIL_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Scontrol:
+    """How to reach slurmctld: the ``scontrol`` command, its timeout, and the slurmctld log
+    (None: ``SlurmctldLogFile`` of ``scontrol show config``)."""
+
+    binary: str = "scontrol"
+    timeout: float = 120.0
+    log: str | None = None
+
+
+@contextlib.contextmanager
+def held(path: Path, lock_timeout: float) -> Iterator[bytes | None]:
+    """The file's bytes before this run (None when there is none), with the output lock held
+    until the apply is done, so no other run writes between the write and its restore."""
+    target = trusted_target(path)
+    with output_lock(target, lock_timeout):
+        try:
+            previous: bytes | None = target.read_bytes()
+        except FileNotFoundError:
+            previous = None
+        except OSError as err:
+            raise OutputError(f"cannot read {path}: {err.strerror}") from None
+        yield previous
+
+
+def rejected_path(path: Path) -> Path:
+    """Where a refused candidate is kept: ``topology.conf.rejected`` beside the file."""
+    return path.with_name(path.name + REJECTED_SUFFIX)
+
+
+def apply(path: Path, previous: bytes | None, written: str, scontrol: Scontrol) -> bool:
+    """Reconfigure slurmctld after *written* replaced *previous* at *path* and check that it
+    runs it; False (nothing done) when the file did not change. Raises ReconfigureError after
+    putting *previous* back."""
+    if previous == written.encode("utf-8"):
+        return False
+    log = _log_path(scontrol)
+    start = _size(log)
+    try:
+        run_scontrol(["reconfigure"], scontrol.binary, scontrol.timeout)
+    except CollectError as err:
+        reason = _reason_from_log(log, start) or f"{err} (see the slurmctld log)"
+        _restore(path, previous)
+        raise ReconfigureError(_refused(path, reason)) from None
+    found = _running_differences(written, scontrol, str(path))
+    if found:
+        _restore(path, previous)
+        with contextlib.suppress(CollectError):  # back to the old file, as slurmctld had it
+            run_scontrol(["reconfigure"], scontrol.binary, scontrol.timeout)
+        raise ReconfigureError(_refused(path, f"it runs something else: {summary(found)}"))
+    return True
+
+
+def _refused(path: Path, reason: str) -> str:
+    return (
+        f"slurmctld did not take {path}: {reason}; the previous file is restored, the "
+        f"candidate kept as {rejected_path(path)}"
+    )
+
+
+def _restore(path: Path, previous: bytes | None) -> None:
+    reject(path, previous, rejected_path(path))
+
+
+def _running_differences(written: str, scontrol: Scontrol, where: str) -> list[str]:
+    """How what slurmctld runs differs from *written*: each named topology of a topology.yaml,
+    the one of a topology.conf."""
+    found = []
+    named: list[str | None] = [*topology_names(written, where)]
+    for name in named or [None]:
+        found_here = differences(parse_topology(written, where, name), _running(scontrol, name))
+        found += [f"{name}: {d}" if name else d for d in found_here]
+    return found
+
+
+def _running(scontrol: Scontrol, name: str | None) -> NamedTopology:
+    args = ["show", "topology", *([name] if name else [])]
+    try:
+        text = run_scontrol(args, scontrol.binary, scontrol.timeout)
+        return parse_show_topology(text, name)
+    except (CollectError, InputError) as err:  # slurmctld took the file: nothing to restore
+        raise CollectError(f"reconfigured, but cannot check what slurmctld runs: {err}") from None
+
+
+def _log_path(scontrol: Scontrol) -> Path | None:
+    """The slurmctld log to read a refusal's reason from, when there is one we know of."""
+    if scontrol.log:
+        return Path(scontrol.log)
+    try:
+        found = parse_log_file(run_scontrol(["show", "config"], scontrol.binary, scontrol.timeout))
+    except CollectError:
+        return None
+    return Path(found) if found else None
+
+
+def _size(log: Path | None) -> int:
+    try:
+        return log.stat().st_size if log else 0
+    except OSError:
+        return 0
+
+
+def _reason_from_log(log: Path | None, start: int) -> str | None:
+    """Slurm's reason, from what the log gained since *start* (a rotated log: from its top)."""
+    if log is None:
+        return None
+    try:
+        with log.open("rb") as handle:
+            end = handle.seek(0, os.SEEK_END)
+            handle.seek(start if start <= end else 0)
+            handle.seek(max(handle.tell(), end - LOG_TAIL_BYTES))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return reconfigure_reason(text)
