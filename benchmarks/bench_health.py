@@ -34,7 +34,7 @@ from topograph_slurm.model.result import Analysis, BlockTopology
 from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import environment
 from topograph_slurm.render.health import render_commands
-from topograph_slurm.slurm.scontrol import parse_node_states
+from topograph_slurm.slurm.nodes import parse_node_states
 from topograph_slurm.sources.ibnetdiscover import parse_ibnetdiscover
 from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
 

@@ -28,7 +28,8 @@ from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import builtin_templates
 from topograph_slurm.slurm.applied import differences
-from topograph_slurm.slurm.scontrol import parse_log_file, parse_show_topology
+from topograph_slurm.slurm.reconfigure import parse_log_file
+from topograph_slurm.slurm.topology import parse_show_topology
 from topograph_slurm.sources.layout import parse_topology
 from topograph_slurm.sources.metrics import parse_last_success
 

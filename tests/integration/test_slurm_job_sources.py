@@ -23,12 +23,9 @@ from harness import Cluster, ClusterSpec, NodeSpec, validate_topology
 from topograph_slurm.analysis.placement.span import fabric_map
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.names import natural_key
-from topograph_slurm.slurm.scontrol import (
-    parse_node_table,
-    parse_scontrol_job,
-    parse_show_topology,
-    slurm_rank_order,
-)
+from topograph_slurm.slurm.jobs import parse_scontrol_job
+from topograph_slurm.slurm.nodes import parse_node_table, slurm_rank_order
+from topograph_slurm.slurm.topology import parse_show_topology
 from topograph_slurm.sources.layout import parse_topology
 
 pytestmark = pytest.mark.integration

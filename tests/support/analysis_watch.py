@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from topograph_slurm.analysis.fabric import analyse as analysis
-from topograph_slurm.app import fabric as pipeline
-from topograph_slurm.app import state as fabric_state
+from topograph_slurm.app import fabric
 
 
 def watch_analysis(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
@@ -21,6 +20,6 @@ def watch_analysis(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         seen.append(gc.isenabled())
         return real(*args)
 
-    for module in (pipeline, fabric_state, analysis):
+    for module in (fabric, analysis):
         monkeypatch.setattr(module, "analyse", watched, raising=False)
     return seen

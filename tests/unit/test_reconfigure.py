@@ -17,13 +17,16 @@ from tests.support.scontrol import Answer, ReplayScontrol
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import CollectError, Exit, InputError, ReconfigureError
 from topograph_slurm.slurm.applied import differences, summary
-from topograph_slurm.slurm.reconfigure import Scontrol, apply, held, rejected_path
-from topograph_slurm.slurm.scontrol import (
+from topograph_slurm.slurm.reconfigure import (
+    apply,
+    held,
     parse_log_file,
-    parse_show_topology,
-    parse_version,
     reconfigure_reason,
+    rejected_path,
 )
+from topograph_slurm.slurm.release import parse_version
+from topograph_slurm.slurm.scontrol import Scontrol
+from topograph_slurm.slurm.topology import parse_show_topology
 from topograph_slurm.sources.layout import parse_topology
 
 # 24.11.5: an unknown key in topology.conf (scontrol reconfigure: exit 1, "Unspecified error")

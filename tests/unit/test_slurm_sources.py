@@ -16,16 +16,15 @@ import pytest
 from topograph_slurm.errors import CollectError, InputError, UsageError
 from topograph_slurm.model.health import SlurmNode
 from topograph_slurm.model.job import TpRecord, parse_tp_record
-from topograph_slurm.slurm.scontrol import (
+from topograph_slurm.slurm.jobs import parse_scontrol_job, scontrol_job
+from topograph_slurm.slurm.nodes import (
     parse_node_states,
     parse_node_table,
-    parse_scontrol_job,
     parse_scontrol_nodes,
-    parse_show_topology,
-    scontrol_job,
-    scontrol_topology,
     slurm_rank_order,
 )
+from topograph_slurm.slurm.scontrol import Scontrol
+from topograph_slurm.slurm.topology import parse_show_topology, scontrol_topology
 
 
 def allocation(*names: str) -> list[dict[str, object]]:
@@ -223,14 +222,14 @@ def fake_scontrol(tmp_path: Path, body: str) -> str:
 
 def test_scontrol_job_runs_the_command(tmp_path: Path) -> None:
     binary = fake_scontrol(tmp_path, f"echo '{jobs(JOB_2411)}'; echo \"$@\" > {tmp_path}/args")
-    assert scontrol_job(" 1 ", binary).tp == 8
+    assert scontrol_job(Scontrol(binary), " 1 ").tp == 8
     assert (tmp_path / "args").read_text().split() == ["show", "job", "--json", "1"]
 
 
 @pytest.mark.parametrize("job_id", ["", "-1", "1;rm", "--json", "abc"])
 def test_scontrol_job_refuses_a_bad_id_before_running(tmp_path: Path, job_id: str) -> None:
     with pytest.raises(UsageError, match="invalid job id"):
-        scontrol_job(job_id, fake_scontrol(tmp_path, "exit 99"))
+        scontrol_job(Scontrol(fake_scontrol(tmp_path, "exit 99")), job_id)
 
 
 DEEP = '{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}"
@@ -239,7 +238,7 @@ DEEP = '{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}"
 def test_deeply_nested_scontrol_json_is_one_input_error(tmp_path: Path) -> None:
     """``json`` gives up on deep nesting with a RecursionError (exit 70 once): bad input."""
     with pytest.raises(InputError, match="show job --json` output: JSON nested too deep"):
-        scontrol_job("1", fake_scontrol(tmp_path, f"cat <<'EOF'\n{DEEP}\nEOF"))
+        scontrol_job(Scontrol(fake_scontrol(tmp_path, f"cat <<'EOF'\n{DEEP}\nEOF")), "1")
     with pytest.raises(InputError, match="show nodes --json` output: JSON nested too deep"):
         parse_node_table(DEEP.replace("jobs", "nodes"))
 
@@ -247,17 +246,17 @@ def test_deeply_nested_scontrol_json_is_one_input_error(tmp_path: Path) -> None:
 def test_scontrol_failure_is_one_collect_error(tmp_path: Path) -> None:
     binary = fake_scontrol(tmp_path, "echo 'slurm_load_jobs error: Unable to contact' >&2; exit 1")
     with pytest.raises(CollectError, match=r"show job failed \(exit 1\): slurm_load_jobs"):
-        scontrol_job("1", binary)
+        scontrol_job(Scontrol(binary), "1")
     with pytest.raises(CollectError, match="not found"):
-        scontrol_job("1", os.fspath(tmp_path / "missing"))
+        scontrol_job(Scontrol(os.fspath(tmp_path / "missing")), "1")
 
 
 def test_scontrol_topology_passes_the_name(tmp_path: Path) -> None:
     binary = fake_scontrol(tmp_path, f"echo \"$@\" > {tmp_path}/args; cat <<'EOF'\n{SHOW_BLOCK}EOF")
-    assert scontrol_topology("nvl", binary).kind == "block"
+    assert scontrol_topology(Scontrol(binary), "nvl").kind == "block"
     assert (tmp_path / "args").read_text().split() == ["show", "topology", "nvl"]
     with pytest.raises(UsageError, match="invalid topology name"):
-        scontrol_topology("-x", binary)
+        scontrol_topology(Scontrol(binary), "-x")
 
 
 # --------------------------------------------------------------------------- node states

@@ -17,23 +17,21 @@ from pathlib import Path
 from topograph_slurm.analysis.nvlink.gpus import typical_gpus
 from topograph_slurm.analysis.placement.explain import PathFacts, path_facts
 from topograph_slurm.analysis.placement.span import fabric_map
-from topograph_slurm.app import fabric as pipeline
+from topograph_slurm.app.fabric import FABRIC_SOURCES, AnalysedFabric, Warn, read_fabric, sim_spec
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import UsageError
 from topograph_slurm.model.gpu import GpuTopology
 from topograph_slurm.model.placement import FabricMap
 from topograph_slurm.model.result import Analysis, BlockTopology, Finding, Tree
-from topograph_slurm.slurm import auto as slurm_auto
-
-#: The fabric sources a view may be built from, as Settings names them.
-FABRIC_SOURCES = ("sim", "ibnetdiscover", "snapshot", "ufm")
+from topograph_slurm.slurm.scontrol import Scontrol
 
 
 @dataclass(slots=True)
 class FabricView:
     """Places, the path facts when a fabric was read, GPUs per node when it says, each node's
     ``nvidia-smi topo -m`` when a snapshot has it (the NVLink a benchmark expects), and the
-    tree, blocks and analysis they came from (for ``draw``)."""
+    tree, the blocks Slurm gets (NVLink domains, else IB units), the analysis and the findings
+    beyond it that they came from (for ``draw``)."""
 
     fmap: FabricMap
     facts: PathFacts | None = None
@@ -48,7 +46,7 @@ class FabricView:
 def from_settings(
     settings: Settings,
     topology: str | None,
-    warn: pipeline.Warn,
+    warn: Warn,
     running: bool = False,
     facts: bool = True,
 ) -> FabricView:
@@ -62,39 +60,35 @@ def from_settings(
     if topology:
         return from_topology_file(Path(topology))
     if sources:
-        return from_fabric(settings, warn, facts)
+        return from_fabric(read_fabric(settings, warn), settings, facts)
     if running:
-        return from_running_slurm()
+        return from_running_slurm(Scontrol.from_settings(settings))
     raise UsageError(
         "say where the fabric is: --topology FILE, or a fabric source "
         "(--sim, --ibnetdiscover, --snapshot, --ufm)"
     )
 
 
-def from_fabric(settings: Settings, warn: pipeline.Warn, facts: bool = True) -> FabricView:
-    """Analyse the fabric source as ``generate`` does; NVLink blocks when a snapshot has them."""
-    inputs, analysis = pipeline.read_and_analyse(settings, warn)
-    nvlink = pipeline.wants_nvlink(settings, inputs.snapshot)
-    version = slurm_auto.release(settings)
-    blocks = pipeline.choose_blocks(settings, inputs, analysis, version) if nvlink else None
-    snapshot = inputs.snapshot
-    findings = [*snapshot.findings, *(blocks.findings if blocks else [])] if snapshot else []
+def from_fabric(fabric: AnalysedFabric, settings: Settings, facts: bool = True) -> FabricView:
+    """The analysed fabric's places: node, NVLink domain (when the snapshot has them), leaf,
+    spines; its path facts, GPUs per node and each node's ``topo -m``."""
+    snapshot = fabric.inputs.snapshot
     topologies = (
         {name: node.topology for name, node in snapshot.nodes.items() if node.topology}
         if snapshot
         else {}
     )
     node_gpus = {name: topology.gpu_count for name, topology in topologies.items()}
-    tree = analysis.tree if analysis.node_count else None
+    extra = fabric.extra_findings
     return FabricView(
-        fabric_map(tree, blocks, inputs.fabric.source),
-        path_facts(analysis, findings, nvlink_domains=nvlink) if facts else None,
+        fabric_map(fabric.tree, fabric.domains, fabric.source),
+        path_facts(fabric.analysis, extra, nvlink_domains=fabric.nvlink) if facts else None,
         typical_gpus(node_gpus) or _sim_gpus(settings),
         topologies,
-        tree,
-        blocks,
-        analysis,
-        findings,
+        fabric.tree,
+        fabric.blocks,
+        fabric.analysis,
+        extra,
     )
 
 
@@ -103,8 +97,7 @@ def _sim_gpus(settings: Settings) -> int:
         return 0
     from topograph_slurm.sources import sim
 
-    spec = pipeline.DEMO_SIM if settings.sim == "demo" else settings.sim
-    return sim.parse_sim_spec(spec).gpus
+    return sim.parse_sim_spec(sim_spec(settings.sim)).gpus
 
 
 def from_topology_file(path: Path) -> FabricView:
@@ -119,11 +112,11 @@ def from_topology_file(path: Path) -> FabricView:
     )
 
 
-def from_running_slurm() -> FabricView:
+def from_running_slurm(scontrol: Scontrol) -> FabricView:
     """Places from the topology slurmctld runs (``scontrol show topology``)."""
-    from topograph_slurm.slurm.scontrol import scontrol_topology
+    from topograph_slurm.slurm.topology import scontrol_topology
 
-    topology = scontrol_topology()
+    topology = scontrol_topology(scontrol)
     return FabricView(
         fabric_map(topology.tree, topology.blocks, "scontrol show topology"),
         tree=topology.tree,

@@ -166,6 +166,7 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
           --record /var/lib/topograph/bench-$(date +%F)
     """
     from topograph_slurm.analysis.bench.plan import plan as make_plan
+    from topograph_slurm.app.fabric import read_fabric
     from topograph_slurm.app.view import from_fabric
     from topograph_slurm.render.bench import render_plan
     from topograph_slurm.render.environment import environment
@@ -173,7 +174,7 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
     opts = {key: flags.pop(key) for key in _BENCH_KEYS}
     rewrites = flags.pop("rewrites")
     settings = flag_settings(ctx, rewrites, **flags)
-    view = from_fabric(settings, warn)
+    view = from_fabric(read_fabric(settings, warn), settings)
     gpus = opts["gpus_per_node"] or view.gpus_per_node
     if not gpus:
         raise UsageError("--gpus-per-node is needed: the fabric source does not say")

@@ -25,7 +25,8 @@ from topograph_slurm.collect.plan import (
 )
 from topograph_slurm.config import Settings, load_settings, override
 from topograph_slurm.errors import CollectError, Exit
-from topograph_slurm.slurm.scontrol import scontrol_nodes
+from topograph_slurm.slurm.nodes import scontrol_nodes
+from topograph_slurm.slurm.scontrol import Scontrol
 from topograph_slurm.sources import ufm as ufm_source
 
 _COMMAND_HELP = "\n      ".join(
@@ -33,10 +34,10 @@ _COMMAND_HELP = "\n      ".join(
 )
 
 
-def _nodes(hostlist: str | None) -> list[str]:
+def _nodes(hostlist: str | None, settings: Settings) -> list[str]:
     if hostlist and hostlist != "scontrol":
         return expand_nodes(hostlist)
-    nodes = scontrol_nodes()
+    nodes = scontrol_nodes(Scontrol.from_settings(settings))
     if not nodes:
         raise CollectError("scontrol lists no nodes; give --nodes HOSTLIST")
     return expand_nodes(",".join(sorted(nodes)))
@@ -207,7 +208,7 @@ def collect(
     extra_files, extra_manifest = _ufm_snapshot(settings) if settings.ufm else ({}, {})
     only_ufm = settings.ufm is not None and hostlist is None and ibnetdiscover_on is None
     plan = CollectPlan(
-        nodes=[] if only_ufm else _nodes(hostlist),
+        nodes=[] if only_ufm else _nodes(hostlist, settings),
         via=via,
         timeout=timeout,
         fanout=fanout,

@@ -4,14 +4,13 @@ changed (:func:`topograph_slurm.analysis.state.drift.drift`) â†’ text or JSON â†
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from topograph_slurm.analysis.bench.drift import DEFAULT_THRESHOLD, with_bench
+from topograph_slurm.analysis.bench.drift import DEFAULT_THRESHOLD
 from topograph_slurm.cli.options import flag_settings, naming_options, warn
 from topograph_slurm.errors import Exit
 
@@ -74,18 +73,12 @@ def diff(
       topograph-slurm diff sim:nodes=64 sim:nodes=64,degraded=2,disagree=5
       topograph-slurm diff /var/lib/topograph/bench-monday /var/lib/topograph/bench-today
     """
-    from topograph_slurm.analysis.state.drift import drift
-    from topograph_slurm.app.state import load_bench_side, load_side
+    from topograph_slurm.app.diff import compare
     from topograph_slurm.render.drift import render_drift
     from topograph_slurm.render.environment import environment
 
     settings = flag_settings(ctx, rewrites, **flags)
-    # the inputs are the arguments: fabric sources from the config file do not apply
-    settings = dataclasses.replace(settings, ibnetdiscover=None, sim=None, ufm=None, snapshot=None)
-    before = dataclasses.replace(load_side(old, settings, warn), source=old)
-    after = dataclasses.replace(load_side(new, settings, warn), source=new)
-    records = load_bench_side(old), load_bench_side(new)
-    result = with_bench(drift(before, after), *records, bench_drift)
+    result = compare(old, new, settings, warn, bench_drift)
     env = environment(Path(settings.templates) if settings.templates else None)
     click.echo(render_drift(env, result, "json" if as_json else "text"), nl=False)
     ctx.exit(Exit.DIFFERS if result.changed else Exit.OK)

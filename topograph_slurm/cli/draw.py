@@ -132,25 +132,17 @@ def _fabric_pictures(ctx: click.Context, unit: str | None, flags: dict[str, Any]
     settings, topology, _job = split_flags(ctx, flags)
     with no_cyclic_gc():
         view = from_settings(settings, topology, warn, facts=False)
-        pictures = fabric_pictures(_scene(view, settings), unit)
+        pictures = fabric_pictures(_scene(view), unit)
     if not pictures:
         raise InputError("nothing to draw: no host became a Slurm node (see generate --report)")
     return pictures
 
 
-def _scene(view: FabricView, settings: Any, job: Any = None) -> Any:
-    """The view's scene; an analysed fabric without NVLink blocks gets its IB unit blocks, as
-    ``generate --format block`` would write them."""
+def _scene(view: FabricView, job: Any = None) -> Any:
+    """The view's scene: its tree and the blocks Slurm gets (NVLink domains, else IB units)."""
     from topograph_slurm.render.draw.fabric import scene
-    from topograph_slurm.slurm import auto as slurm_auto
 
-    blocks = view.blocks
-    if blocks is None and view.analysis is not None and view.analysis.node_count:
-        from topograph_slurm.analysis.fabric.analyse import ib_blocks
-
-        version = slurm_auto.release(settings)
-        blocks = ib_blocks(view.analysis, version, settings.block_sizes)
-    return scene(view.tree, blocks, view.analysis, view.findings, view.fmap.source, job)
+    return scene(view.tree, view.blocks, view.analysis, view.findings, view.fmap.source, job)
 
 
 def _job_picture(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) -> Picture:
@@ -158,9 +150,9 @@ def _job_picture(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) 
     from topograph_slurm.render.draw.fabric import job_picture
 
     with no_cyclic_gc():
-        view, order, gpus, layout = prepare_job(ctx, job_id, flags)
-        groups = job_groups(layout, order, gpus, view.fmap)
-        return job_picture(_scene(view, config_settings(ctx), groups))
+        job = prepare_job(ctx, job_id, flags)
+        groups = job_groups(job.layout, job.order, job.gpus, job.view.fmap)
+        return job_picture(_scene(job.view, groups))
 
 
 def _node_picture(

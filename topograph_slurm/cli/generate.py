@@ -1,17 +1,16 @@
-"""``topograph-slurm generate``: flags → settings → :func:`topograph_slurm.app.fabric.generate` →
-guarded writes → exit code."""
+"""``topograph-slurm generate``: flags → settings → :func:`topograph_slurm.app.generate.generate`
+→ guarded writes → exit code."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from topograph_slurm.app import fabric as pipeline
-from topograph_slurm.app import operations
+from topograph_slurm.app import generate as use_case
 from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.config import (
     Settings,
@@ -19,7 +18,6 @@ from topograph_slurm.config import (
 )
 from topograph_slurm.errors import Exit, InputError
 from topograph_slurm.render.environment import environment
-from topograph_slurm.sources.gc_pause import no_cyclic_gc
 
 
 def _parse_sizes(value: str | None) -> list[int] | None:
@@ -48,7 +46,7 @@ def _write(
     check: bool,
     diff: bool,
     force: bool,
-    run: operations.Run,
+    run: use_case.Run,
 ) -> int:
     """Print or write the topology; returns the exit code."""
     if settings.output is None:
@@ -210,7 +208,7 @@ def generate(
       topograph-slurm generate --ufm https://ufm --ufm-credentials /etc/topograph-slurm/ufm.cred
       topograph-slurm generate -o /etc/slurm/topology.conf --check   # in CI: exit 1 when stale
     """
-    run = operations.Run()
+    run = use_case.Run()
     settings = flag_settings(
         ctx,
         rewrites,
@@ -222,22 +220,21 @@ def generate(
         settings = dataclasses.replace(settings, output=None)
     if (check or diff) and settings.output is None and settings.filter_dir is None:
         raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
-    settings = operations.check_flags(settings, check, flags)
+    settings = use_case.check_flags(settings, check, flags)
     env = environment(Path(settings.templates) if settings.templates else None)
-    with operations.failure_metrics(settings, env, run):
-        with no_cyclic_gc():
-            result = pipeline.generate(settings, env, warn)
+    with use_case.failure_metrics(settings, env, run):
+        result = use_case.generate(settings, env, warn)
         if settings.report:
             _emit_report(settings, result.report)
         if result.topology is None:
             raise InputError("nothing could be placed: no host became a Slurm node (see --report)")
         topology = result.topology
-        code = _applied(
-            ctx,
+        code = use_case.reconfigured(
             settings,
             topology,
             run,
             lambda: _write(ctx, settings, topology, check, diff, force, run),
+            lambda message: log(ctx, message),
         )
         if result.partition_lines:
             log(ctx, "Partitions for slurm.conf:\n" + result.partition_lines.rstrip())
@@ -248,44 +245,9 @@ def generate(
         # Record state only after success: reached only when every write (and slurmctld's
         # reconfigure, when asked) took; a failure above leaves the previous record alone.
         if not check:
-            record_state(settings, result)
-        operations.record_success(settings, env, result, run)
+            use_case.record_state(settings, result)
+        use_case.record_success(settings, env, result, run)
     ctx.exit(code)
-
-
-def _applied(
-    ctx: click.Context,
-    settings: Settings,
-    content: str,
-    run: operations.Run,
-    write: Callable[[], int],
-) -> int:
-    """*write* the topology; with --reconfigure, under one lock, make slurmctld run it (or put
-    the previous file back and fail: see :mod:`topograph_slurm.slurm.reconfigure`)."""
-    if not settings.reconfigure or settings.output is None:
-        return write()
-    from topograph_slurm.slurm import reconfigure
-
-    path = Path(settings.output)
-    with reconfigure.held(path, settings.lock_timeout) as previous:
-        code = write()
-        scontrol = reconfigure.Scontrol(
-            settings.scontrol, settings.scontrol_timeout, settings.slurmctld_log
-        )
-        run.reconfigured = reconfigure.apply(path, previous, content, scontrol)
-    log(ctx, f"{path}: {'slurmctld reconfigured' if run.reconfigured else 'no reconfigure'}")
-    return code
-
-
-def record_state(settings: Settings, result: pipeline.Generated) -> None:
-    """The last step of a run that wrote its outputs: keep the fabric summary beside ``-o``
-    for the next run's "Changes since the last run" and ``--keep-missing``. Only after
-    success: a refused or failed write raised before this, leaving the last good state."""
-    if settings.output is None or result.tracked is None:
-        return
-    from topograph_slurm.output import write_summary
-
-    write_summary(Path(settings.output), result.tracked.summary, lock_timeout=settings.lock_timeout)
 
 
 def _write_filters(

@@ -9,43 +9,10 @@ from typing import Any
 
 import click
 
-from topograph_slurm.analysis.health.proposal import HealthPolicy, plan
-from topograph_slurm.analysis.health.verdict import judge, node_labels
-from topograph_slurm.app import fabric as pipeline
+from topograph_slurm.app import health as use_case
 from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
-from topograph_slurm.config import Settings
 from topograph_slurm.errors import Exit
-from topograph_slurm.model.health import HealthPlan
-from topograph_slurm.model.result import Finding
 from topograph_slurm.render.environment import environment
-from topograph_slurm.slurm import auto as slurm_auto
-
-
-def health_plan(settings: Settings, bench: str | None = None) -> HealthPlan:
-    """Read the fabric as ``generate`` does, judge every node (with the findings of a
-    ``bench`` record: *bench*, else the snapshot's own), and compare with what Slurm holds
-    now (``scontrol show nodes --json``)."""
-    from topograph_slurm.slurm.scontrol import scontrol_node_states
-    from topograph_slurm.sources.snapshot import load_bench
-
-    inputs, analysis = pipeline.read_and_analyse(settings, warn)
-    version = slurm_auto.release(settings)
-    blocks = pipeline.choose_blocks(settings, inputs, analysis, version)
-    findings: list[Finding] = [*analysis.findings, *(blocks.findings if blocks else [])]
-    judged = set(analysis.hosts.rails)
-    if inputs.snapshot is not None:
-        judged |= inputs.snapshot.nodes.keys()
-        if not pipeline.wants_nvlink(settings, inputs.snapshot):  # else blocks carry them
-            findings += inputs.snapshot.findings
-    record = load_bench(bench) if bench else inputs.snapshot and inputs.snapshot.bench
-    if record:  # `bench --record`: slow nodes, slow links, drifted levels
-        findings += record.findings
-    verdicts, unused = judge(findings, judged)
-    policy = HealthPolicy(
-        settings.health_feature_prefix, settings.health_weight, settings.health_drain
-    )
-    labels = node_labels(analysis, blocks)
-    return plan(verdicts, labels, scontrol_node_states(), policy, unused)
 
 
 @click.command()
@@ -122,13 +89,11 @@ def health(
 
     settings = flag_settings(ctx, rewrites, **flags)
     env = environment(Path(settings.templates) if settings.templates else None)
-    found = health_plan(settings, bench)
+    found = use_case.health_plan(settings, warn, bench)
     commands = render_commands(env, found)
     click.echo(render_plan(env, found, commands, "json" if as_json else "text"), nl=False)
     if not apply:
         ctx.exit(Exit.DIFFERS if commands else Exit.OK)
-    from topograph_slurm.slurm.apply import apply_commands
-
-    apply_commands(commands, done=lambda line: log(ctx, f"applied: {line}"))
+    use_case.apply(settings, commands, done=lambda line: log(ctx, f"applied: {line}"))
     log(ctx, f"health: {len(commands)} command(s) applied")
     ctx.exit(Exit.OK)

@@ -4,18 +4,16 @@ node order that keeps each kind of group on its fastest links."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from topograph_slurm.app.view import FabricView, from_settings
+from topograph_slurm.app import placement
+from topograph_slurm.app.placement import PlacedJob
 from topograph_slurm.cli.options import fabric_options, flag_settings, warn
 from topograph_slurm.config import Settings
-from topograph_slurm.errors import Exit, InputError, UsageError
-from topograph_slurm.model import names
-from topograph_slurm.model.job import SlurmJob
-from topograph_slurm.model.placement import MEGATRON_ORDER, ParallelLayout
+from topograph_slurm.errors import Exit
+from topograph_slurm.model.placement import MEGATRON_ORDER
 from topograph_slurm.render.environment import environment
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,20 +63,6 @@ def job_options(func: F) -> F:
     return fabric_options(func)
 
 
-def _node_order(hostlist: str | None, hostfile: str | None) -> list[str]:
-    if hostfile:
-        try:
-            lines = Path(hostfile).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as err:
-            raise InputError(f"cannot read hostfile {hostfile}: {err}") from None
-        order = [line.split()[0] for line in lines if line.strip() and not line.startswith("#")]
-        names.check(order, "node", f"hostfile {hostfile}")
-        return list(dict.fromkeys(order))
-    if not hostlist:
-        raise UsageError("give the job's nodes: --nodes HOSTLIST or --hostfile FILE")
-    return names.expand(hostlist, "--nodes", UsageError)
-
-
 _JOB_KEYS = ("hostlist", "hostfile", "gpus_per_node", "tp", "pp", "cp", "ep", "rank_order")
 
 
@@ -93,38 +77,10 @@ def split_flags(
     return settings, topology, job
 
 
-def prepare_job(
-    ctx: click.Context, job_id: str | None, flags: dict[str, Any]
-) -> tuple[FabricView, list[str], int, ParallelLayout]:
-    """Settings, the fabric view, the node order, GPUs per node and the layout. A job id
-    gives the nodes in the order Slurm ranks them, GPUs per node and (from the filter's
-    record) the TP size, unless flags say otherwise."""
+def prepare_job(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) -> PlacedJob:
+    """The job flags and the fabric flags' settings placed (:func:`.app.placement.prepare_job`)."""
     settings, topology, job = split_flags(ctx, flags)
-    slurm_job = _slurm_job(job_id) if job_id else None
-    view = from_settings(settings, topology, warn, running=slurm_job is not None)
-    if slurm_job is not None and not (job["hostlist"] or job["hostfile"]):
-        order = list(slurm_job.nodes)
-    else:
-        order = _node_order(job["hostlist"], job["hostfile"])
-    gpus = job["gpus_per_node"] or (slurm_job and slurm_job.gpus_per_node) or view.gpus_per_node
-    if not gpus or gpus < 1:
-        raise UsageError("--gpus-per-node is needed: neither the job nor the fabric says")
-    tp = job["tp"] or (slurm_job and slurm_job.tp) or 1
-    layout = ParallelLayout.for_world(
-        len(order) * gpus, tp, job["pp"], job["cp"], job["ep"], job["rank_order"]
-    )
-    return view, order, gpus, layout
-
-
-def _slurm_job(job_id: str) -> SlurmJob:
-    from topograph_slurm.slurm.scontrol import scontrol_job
-
-    job = scontrol_job(job_id)
-    if not job.nodes:
-        raise InputError(
-            f"job {job.job_id} has no nodes yet ({job.state}): explain it once it runs"
-        )
-    return job
+    return placement.prepare_job(settings, topology, job_id, job, warn)
 
 
 @click.command()
@@ -154,8 +110,8 @@ def explain(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: A
     from topograph_slurm.analysis.placement.explain import explain as explain_job
     from topograph_slurm.render.placement import render_explanation
 
-    view, order, gpus, layout = prepare_job(ctx, job_id, flags)
-    result = explain_job(layout, order, gpus, view.fmap, view.facts)
+    job = prepare_job(ctx, job_id, flags)
+    result = explain_job(job.layout, job.order, job.gpus, job.view.fmap, job.view.facts)
     env = environment(None)
     click.echo(render_explanation(env, result, "json" if as_json else "text"), nl=False)
     ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)
@@ -194,11 +150,12 @@ def order(ctx: click.Context, /, job_id: str | None, fmt: str, **flags: Any) -> 
     from topograph_slurm.analysis.placement.order import best_order
     from topograph_slurm.render.placement import render_order
 
-    view, given, gpus, layout = prepare_job(ctx, job_id, flags)
+    job = prepare_job(ctx, job_id, flags)
+    view = job.view
     unhealthy = set(view.facts.problems) if view.facts else set()
-    chosen = best_order(layout, given, gpus, view.fmap, unhealthy)
-    result = explain_job(layout, chosen.nodes, gpus, view.fmap, view.facts)
-    click.echo(render_order(environment(None), fmt, chosen.nodes, gpus), nl=False)
+    chosen = best_order(job.layout, job.order, job.gpus, view.fmap, unhealthy)
+    result = explain_job(job.layout, chosen.nodes, job.gpus, view.fmap, view.facts)
+    click.echo(render_order(environment(None), fmt, chosen.nodes, job.gpus), nl=False)
     if not result.tp_inside:
         warn(f"this allocation cannot keep TP inside: {result.verdict}; printed the best order")
     ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)

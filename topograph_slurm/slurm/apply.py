@@ -11,10 +11,10 @@ words, with how many failed.
 from __future__ import annotations
 
 import shlex
-import subprocess
 from collections.abc import Callable, Sequence
 
 from topograph_slurm.errors import ApplyError, CollectError, ConfigError
+from topograph_slurm.slurm.scontrol import NotInstalled, Scontrol
 
 
 def _argv(line: str) -> list[str]:
@@ -27,15 +27,9 @@ def _argv(line: str) -> list[str]:
     return argv
 
 
-def _failure(line: str, proc: subprocess.CompletedProcess[str]) -> str:
-    said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no error output"]
-    return f"`{line}` failed (exit {proc.returncode}): {said[0]}"
-
-
 def apply_commands(
     lines: Sequence[str],
-    binary: str = "scontrol",
-    timeout: float = 60.0,
+    scontrol: Scontrol,
     done: Callable[[str], None] = lambda line: None,
 ) -> None:
     """Run every line (``done`` is told of each that succeeded); an :class:`ApplyError` with
@@ -44,18 +38,13 @@ def apply_commands(
     failures = []
     for line, argv in zip(lines, argvs, strict=True):
         try:
-            proc = subprocess.run(
-                [binary, *argv[1:]], capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except FileNotFoundError:
-            raise CollectError(f"{binary} not found: install slurm-client") from None
-        except subprocess.TimeoutExpired:
-            failures.append(f"`{line}` timed out after {timeout:g}s")
+            scontrol.run(argv[1:], what=f"`{line}`")
+        except NotInstalled:
+            raise
+        except CollectError as err:
+            failures.append(str(err))
             continue
-        if proc.returncode != 0:
-            failures.append(_failure(line, proc))
-        else:
-            done(line)
+        done(line)
     if failures:
         more = f" ({len(failures)} of {len(lines)} commands failed)" if len(lines) > 1 else ""
         raise ApplyError(failures[0] + more)

@@ -20,7 +20,9 @@ from topograph_slurm.errors import CollectError, InputError
 from topograph_slurm.model import names
 from topograph_slurm.model.result import LEVEL_INFO, LEVEL_PROBLEM, Finding
 from topograph_slurm.model.slurm_version import SlurmVersion
-from topograph_slurm.slurm.scontrol import installed_version, scontrol_nodes
+from topograph_slurm.slurm.nodes import scontrol_nodes
+from topograph_slurm.slurm.release import installed_version
+from topograph_slurm.slurm.scontrol import Scontrol
 
 KIND_SLURM_NODES = "slurm-nodes"
 KIND_SLURM_VERSION = "slurm-version"
@@ -34,11 +36,11 @@ def node_list(settings: Settings, notes: list[Finding]) -> frozenset[str] | None
     if value in (None, ALL):
         return None
     if value == "scontrol":
-        return scontrol_nodes(settings.scontrol, settings.scontrol_timeout)
+        return scontrol_nodes(Scontrol.from_settings(settings))
     if value != AUTO:
         return frozenset(names.expand(value))
     try:
-        found = scontrol_nodes(settings.scontrol, settings.scontrol_timeout)
+        found = scontrol_nodes(Scontrol.from_settings(settings))
     except (CollectError, InputError) as err:
         notes.append(_fallback(KIND_SLURM_NODES, settings.scontrol, err, "every host is a node"))
         return None

@@ -22,36 +22,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from topograph_slurm.errors import CollectError, InputError, OutputError, ReconfigureError
 from topograph_slurm.model.result import NamedTopology
 from topograph_slurm.output import output_lock, reject, trusted_target
 from topograph_slurm.slurm.applied import differences, summary
-from topograph_slurm.slurm.scontrol import (
-    parse_log_file,
-    parse_show_topology,
-    reconfigure_reason,
-    run_scontrol,
-)
+from topograph_slurm.slurm.scontrol import Scontrol
+from topograph_slurm.slurm.topology import parse_show_topology
 from topograph_slurm.sources.layout import parse_topology, topology_names
 
 #: Suffix of a candidate slurmctld refused, kept beside the restored file.
 REJECTED_SUFFIX = ".rejected"
 #: How much of the slurmctld log a reconfigure may have written that is read for its reason.
 LOG_TAIL_BYTES = 256 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Scontrol:
-    """How to reach slurmctld: the ``scontrol`` command, its timeout, and the slurmctld log
-    (None: ``SlurmctldLogFile`` of ``scontrol show config``)."""
-
-    binary: str = "scontrol"
-    timeout: float = 120.0
-    log: str | None = None
 
 
 @contextlib.contextmanager
@@ -83,7 +69,7 @@ def apply(path: Path, previous: bytes | None, written: str, scontrol: Scontrol) 
     log = _log_path(scontrol)
     start = _size(log)
     try:
-        run_scontrol(["reconfigure"], scontrol.binary, scontrol.timeout)
+        scontrol.run(["reconfigure"])
     except CollectError as err:
         reason = _reason_from_log(log, start) or f"{err} (see the slurmctld log)"
         _restore(path, previous)
@@ -92,7 +78,7 @@ def apply(path: Path, previous: bytes | None, written: str, scontrol: Scontrol) 
     if found:
         _restore(path, previous)
         with contextlib.suppress(CollectError):  # back to the old file, as slurmctld had it
-            run_scontrol(["reconfigure"], scontrol.binary, scontrol.timeout)
+            scontrol.run(["reconfigure"])
         raise ReconfigureError(_refused(path, f"it runs something else: {summary(found)}"))
     return True
 
@@ -122,7 +108,7 @@ def _running_differences(written: str, scontrol: Scontrol, where: str) -> list[s
 def _running(scontrol: Scontrol, name: str | None) -> NamedTopology:
     args = ["show", "topology", *([name] if name else [])]
     try:
-        text = run_scontrol(args, scontrol.binary, scontrol.timeout)
+        text = scontrol.run(args)
         return parse_show_topology(text, name)
     except (CollectError, InputError) as err:  # slurmctld took the file: nothing to restore
         raise CollectError(f"reconfigured, but cannot check what slurmctld runs: {err}") from None
@@ -133,7 +119,7 @@ def _log_path(scontrol: Scontrol) -> Path | None:
     if scontrol.log:
         return Path(scontrol.log)
     try:
-        found = parse_log_file(run_scontrol(["show", "config"], scontrol.binary, scontrol.timeout))
+        found = parse_log_file(scontrol.run(["show", "config"]))
     except CollectError:
         return None
     return Path(found) if found else None
@@ -159,3 +145,31 @@ def _reason_from_log(log: Path | None, start: int) -> str | None:
     except OSError:
         return None
     return reconfigure_reason(text)
+
+
+#: A slurmctld log line: ``[2026-12-01T12:05:51.916] fatal: …`` (or ``error:``).
+_LOG_LINE = re.compile(r"^\[[^\]]*\]\s+(fatal|error):\s+(?:_?[a-z_]+:\s+)?(.*)$")
+#: The line a reconfigure attempt starts with (24.11 and 26.05).
+RECONFIGURE_START = "Attempting to reconfigure"
+
+
+def reconfigure_reason(log: str) -> str | None:
+    """Why slurmctld refused a reconfigure, from its log since the attempt: the ``fatal:`` line
+    and the ``error:`` just before it (``Parsing error at unrecognized key: FooBar; something
+    wrong with opening/reading /etc/slurm/topology.conf: Invalid argument``). Recorded on
+    24.11.5 and 26.05.5: ``scontrol reconfigure`` itself only says ``Unspecified error``."""
+    attempt = log.rfind(RECONFIGURE_START)
+    lines = log[attempt if attempt >= 0 else 0 :].splitlines()
+    found = [m for m in map(_LOG_LINE.match, lines) if m is not None]
+    fatal = next((i for i, m in enumerate(found) if m.group(1) == "fatal"), None)
+    if fatal is None:
+        return None
+    before = found[fatal - 1].group(2) if fatal and found[fatal - 1].group(1) == "error" else None
+    return "; ".join(text for text in (before, found[fatal].group(2)) if text)
+
+
+def parse_log_file(show_config: str) -> str | None:
+    """``SlurmctldLogFile`` from ``scontrol show config`` (None when slurmctld logs to syslog
+    or the journal: ``(null)``)."""
+    match = re.search(r"^SlurmctldLogFile\s*=\s*(\S+)", show_config, re.MULTILINE)
+    return match.group(1) if match and match.group(1) != "(null)" else None

@@ -1,0 +1,342 @@
+"""``generate``'s use case: settings in, the rendered files out (:func:`generate`, which
+writes nothing, so a ``--check`` run and a real run compute the same bytes), and the steps of
+one unattended run around the writes: the flags that go together, ``--reconfigure``, the
+state recorded only after success, and the metrics a run leaves whether it succeeds or fails.
+
+The CLI calls :func:`record_state` and :func:`record_success` last, after every write and any
+reconfigure took, so state is recorded only after success; :func:`failure_metrics` wraps the
+run so a failure still says so to alerting (``topograph_slurm_success 0``, the last success
+time kept).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from topograph_slurm.analysis.fabric.block import typical_size
+from topograph_slurm.analysis.state.keep_missing import KIND_KEPT
+from topograph_slurm.app.fabric import AnalysedFabric, Warn, read_fabric
+from topograph_slurm.app.state import Keeping, Tracked, keeping, track
+from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
+from topograph_slurm.errors import ConfigError, OutputError, TopographError, UsageError
+from topograph_slurm.model.result import (
+    KIND_BLOCK,
+    KIND_FLAT,
+    KIND_TREE,
+    Analysis,
+    BlockTopology,
+    Finding,
+)
+from topograph_slurm.render.environment import render
+from topograph_slurm.sources.gc_pause import no_cyclic_gc
+
+# Outputs a run does not ask for (YAML, filters, the report, pictures) are imported where they
+# are used: `generate` from cron stays cheap.
+if TYPE_CHECKING:
+    import jinja2
+
+    from topograph_slurm.model.result import NamedTopology
+    from topograph_slurm.render.filters import FilterFacts
+    from topograph_slurm.render.metrics import RunOutcome
+
+Log = Callable[[str], None]
+#: topology.yaml name of blocks made from IB scalable units (NVLink blocks are "nvl").
+IB_BLOCK_NAME = "su"
+TEMPLATES = {KIND_TREE: "topology.conf.tree.j2", KIND_BLOCK: "topology.conf.block.j2"}
+
+
+@dataclass(slots=True)
+class Generated:
+    """Everything one ``generate`` run renders. ``topology`` is None when nothing could be
+    placed (the report then says why)."""
+
+    topology: str | None
+    report: str = ""
+    partition_lines: str = ""
+    filters: dict[str, str] = field(default_factory=dict)
+    node_count: int = 0
+    #: the analysis behind it, for the run's metrics (findings by kind, exclusions)
+    analysis: Analysis | None = None
+    #: with ``-o FILE``: the fabric summary to keep beside it and the changes since the last run
+    tracked: Tracked | None = None
+
+
+def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generated:
+    """Read the source, analyse, and render everything *settings* asks for, with cyclic GC
+    paused throughout (:mod:`topograph_slurm.sources.gc_pause`)."""
+    with no_cyclic_gc():
+        return _generate(settings, env, warn)
+
+
+def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generated:
+    if settings.format not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}")
+    if settings.block_source not in BLOCK_SOURCES:
+        raise ConfigError(f"block_source must be one of {', '.join(BLOCK_SOURCES)}")
+    wants_blocks = bool(settings.format != KIND_TREE or settings.filter_dir)
+    keep = _keeping(settings)
+    fabric = read_fabric(
+        settings,
+        warn,
+        before_blocks=keep.place_in_tree if keep else None,
+        blocks_needed=wants_blocks,
+    )
+    settings = fabric.settings  # the release resolved
+    analysis = fabric.analysis
+    analysis.findings += fabric.notes  # where the auto node list and release came from
+    tracked = track(keep, fabric, fabric.blocks) if keep else None
+    blocks = (tracked.blocks if tracked else fabric.blocks) if wants_blocks else None
+    shown = blocks if settings.format != KIND_TREE else None
+    facts = None
+    if settings.filter_dir:
+        facts, filter_findings = _filter_facts(settings, fabric, blocks)
+        analysis.findings += filter_findings
+        for finding in filter_findings:
+            warn(f"[{finding.kind}] {finding.subject}: {finding.message}")
+    # the report folds every leaf's hostlist again: render it only when someone reads it
+    report = ""
+    if settings.report:
+        from topograph_slurm.render.report import render_report
+
+        changes = tracked.changes if tracked else None
+        report = render_report(env, analysis, shown, settings.report_format, changes)
+        if settings.report.lower().endswith((".html", ".htm")):
+            report = _report_page(env, report, analysis, shown)
+    out = Generated(None, report, analysis=analysis, tracked=tracked)
+    out.node_count = _placed(settings.format, analysis, blocks)
+    if out.node_count == 0:
+        return out
+    if settings.format == "yaml":
+        out.topology, out.partition_lines = _yaml(env, settings, fabric, blocks)
+    else:
+        from topograph_slurm.render.topology_yaml import check_names
+
+        check_names(analysis.tree if settings.format == KIND_TREE else None, shown)
+        out.topology = render(
+            env,
+            TEMPLATES[settings.format],
+            tree=analysis.tree,
+            blocks=blocks,
+            node_count=out.node_count,
+        )
+    if facts is not None:
+        from topograph_slurm.render.filters import render_filters
+
+        out.filters = render_filters(facts, env)
+    return out
+
+
+def _keeping(settings: Settings) -> Keeping | None:
+    """With ``-o FILE``: what the last run left beside it, so nodes that are off keep their
+    place and the report says what changed (see :mod:`topograph_slurm.app.state`)."""
+    if not settings.output:
+        return None
+    now = datetime.now(UTC).replace(microsecond=0)
+    return keeping(settings, now)
+
+
+def reconfigured(
+    settings: Settings, content: str, run: Run, write: Callable[[], int], log: Log
+) -> int:
+    """*write* the topology; with --reconfigure, under one lock, make slurmctld run it (or put
+    the previous file back and fail: see :mod:`topograph_slurm.slurm.reconfigure`)."""
+    if not settings.reconfigure or settings.output is None:
+        return write()
+    from topograph_slurm.slurm import reconfigure
+    from topograph_slurm.slurm.scontrol import Scontrol
+
+    path = Path(settings.output)
+    with reconfigure.held(path, settings.lock_timeout) as previous:
+        code = write()
+        scontrol = Scontrol.from_settings(settings)
+        run.reconfigured = reconfigure.apply(path, previous, content, scontrol)
+    log(f"{path}: {'slurmctld reconfigured' if run.reconfigured else 'no reconfigure'}")
+    return code
+
+
+def record_state(settings: Settings, result: Generated) -> None:
+    """The last step of a run that wrote its outputs: keep the fabric summary beside ``-o``
+    for the next run's "Changes since the last run" and ``--keep-missing``. Only after
+    success: a refused or failed write raised before this, leaving the last good state."""
+    if settings.output is None or result.tracked is None:
+        return
+    from topograph_slurm.output import write_summary
+
+    write_summary(Path(settings.output), result.tracked.summary, lock_timeout=settings.lock_timeout)
+
+
+def _topologies(
+    settings: Settings, analysis: Analysis, blocks: BlockTopology | None, nvlink: bool
+) -> list[NamedTopology]:
+    """ib (tree), nvl (NVLink blocks) or su (IB scalable-unit blocks), and flat."""
+    from topograph_slurm.model.result import NamedTopology
+    from topograph_slurm.render.topology_yaml import DEFAULT_NAMES
+
+    defaults = {**DEFAULT_NAMES, KIND_BLOCK: DEFAULT_NAMES[KIND_BLOCK] if nvlink else IB_BLOCK_NAME}
+    names = {**defaults, **(settings.yaml_names or {})}
+    topologies = []
+    if analysis.node_count:
+        topologies.append(NamedTopology(names[KIND_TREE], tree=analysis.tree))
+    if blocks is not None and blocks.blocks:
+        topologies.append(NamedTopology(names[KIND_BLOCK], blocks=blocks))
+    topologies.append(NamedTopology(names[KIND_FLAT]))
+    return topologies
+
+
+def _yaml(
+    env: jinja2.Environment,
+    settings: Settings,
+    fabric: AnalysedFabric,
+    blocks: BlockTopology | None,
+) -> tuple[str, str]:
+    """topology.yaml and the slurm.conf partition lines that use its topologies."""
+    from topograph_slurm.render.topology_yaml import (
+        default_partitions,
+        partitions_from_map,
+        render_partition_lines,
+        render_topology_yaml,
+    )
+
+    topologies = _topologies(settings, fabric.analysis, blocks, fabric.nvlink)
+    default = settings.yaml_default or topologies[0].name
+    text = render_topology_yaml(env, topologies, default, fabric.version)
+    partitions = (
+        partitions_from_map(settings.partitions, topologies)
+        if settings.partitions
+        else default_partitions(topologies)
+    )
+    return text, render_partition_lines(env, partitions, default)
+
+
+def _filter_facts(
+    settings: Settings, fabric: AnalysedFabric, blocks: BlockTopology | None
+) -> tuple[FilterFacts, list[Finding]]:
+    """The --tp-size filter facts: block and leaf sizes measured on this fabric, GPUs per node
+    counted in the snapshot's ``nvidia-smi topo -m`` (the config overrides either). The config
+    names no nodes per partition, so every snapshot node counts for every partition."""
+    from topograph_slurm.analysis.nvlink.gpus import disagreement, typical_gpus
+    from topograph_slurm.render.filters import filter_facts
+
+    if not settings.filter:
+        raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
+    leaf_size = typical_size(len(leaf.nodes) for leaf in fabric.analysis.tree.leaves)
+    measured = {KIND_BLOCK: blocks.block_sizes[0] if blocks else 0, KIND_TREE: leaf_size}
+    snapshot = fabric.inputs.snapshot
+    nodes = snapshot.nodes if snapshot else {}
+    node_gpus = {name: node.topology.gpu_count for name, node in nodes.items() if node.topology}
+    gpus = typical_gpus(node_gpus)
+    facts, filled = filter_facts(settings.filter, measured, settings.slurm_version, gpus)
+    findings = [disagreement(partition, node_gpus, gpus) for partition in filled]
+    return facts, [finding for finding in findings if finding is not None]
+
+
+def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
+    """How many nodes the requested format places."""
+    if blocks:
+        from topograph_slurm.analysis.nvlink.domains import blocks_node_count
+
+        in_blocks = blocks_node_count(blocks)
+    else:
+        in_blocks = 0
+    in_tree = sum(len(leaf.nodes) for leaf in analysis.tree.leaves)  # kept nodes too
+    return {KIND_TREE: in_tree, KIND_BLOCK: in_blocks}.get(fmt, max(in_tree, in_blocks))
+
+
+def _report_page(
+    env: jinja2.Environment, report: str, analysis: Analysis, blocks: BlockTopology | None
+) -> str:
+    """The report as an HTML page with the fabric pictures above it (``--report FILE.html``):
+    the blocks drawn are the ones the topology file gets."""
+    from topograph_slurm.render.draw.fabric import fabric_pictures, scene
+    from topograph_slurm.render.draw.picture import render_page
+
+    tree = analysis.tree if analysis.node_count else None
+    findings = blocks.findings if blocks else []
+    source = analysis.fabric.source
+    pictures = fabric_pictures(scene(tree, blocks, analysis, findings, source))
+    return render_page(env, f"topograph-slurm report — {source}", pictures, report)
+
+
+@dataclass(slots=True)
+class Run:
+    """When the run started and what it did to the topology file and slurmctld."""
+
+    started: float = field(default_factory=time.monotonic)
+    written: bool = False
+    reconfigured: bool = False
+
+    @property
+    def duration(self) -> float:
+        return time.monotonic() - self.started
+
+
+def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Settings:
+    """*settings* for this run: --reconfigure applies a written -o file; --check writes nothing,
+    so --reconfigure and --metrics on its command line are usage errors, and from the config
+    (a cron job's, reused for a check) they are left out."""
+    if check and (given.get("reconfigure") or given.get("metrics")):
+        raise UsageError("--check writes nothing: drop --reconfigure and --metrics")
+    if check:
+        return replace(settings, reconfigure=False, metrics=None)
+    if settings.reconfigure and settings.output is None:
+        raise UsageError("--reconfigure needs -o PATH: slurmctld reads a file")
+    return settings
+
+
+def _write_metrics(
+    settings: Settings, env: jinja2.Environment, run: Run, outcome: RunOutcome | None
+) -> None:
+    from topograph_slurm.output import write_file
+    from topograph_slurm.render.metrics import render_metrics
+    from topograph_slurm.sources.metrics import load_last_success
+
+    assert settings.metrics is not None
+    path = Path(settings.metrics)
+    text = render_metrics(
+        env,
+        finished=time.time(),
+        duration=run.duration,
+        outcome=outcome,
+        last_success=None if outcome else load_last_success(path),
+    )
+    write_file(path, text)
+
+
+@contextlib.contextmanager
+def failure_metrics(settings: Settings, env: jinja2.Environment, run: Run) -> Iterator[None]:
+    """On an expected failure, metrics that say so (when asked for), then the failure itself;
+    metrics that cannot be written then do not hide the failure that matters."""
+    try:
+        yield
+    except TopographError:
+        if settings.metrics:
+            with contextlib.suppress(OutputError):
+                _write_metrics(settings, env, run, None)
+        raise
+
+
+def record_success(
+    settings: Settings, env: jinja2.Environment, result: Generated, run: Run
+) -> None:
+    """What a successful run leaves for the next one and for alerting: its metrics."""
+    if not settings.metrics:
+        return
+    from topograph_slurm.render.metrics import outcome_of
+
+    tracked = result.tracked
+    outcome = outcome_of(
+        result.analysis,
+        result.node_count,
+        run.written,
+        run.reconfigured,
+        kept_missing=sum(f.kind == KIND_KEPT for f in tracked.findings) if tracked else 0,
+        # the first run (no summary kept yet) has nothing to compare with: not measured
+        changes=len(tracked.changes.changes) if tracked and tracked.changes.old else None,
+    )
+    _write_metrics(settings, env, run, outcome)

@@ -1,0 +1,88 @@
+"""A job as Slurm holds it, from ``scontrol show job --json``: its nodes in rank order, its
+state, GPUs per node and the ``--tp-size`` record the filter left in AdminComment.
+
+Field names checked on 24.11.5 and 26.05.5 (tests/integration/test_slurm_job_sources.py records
+both): ``jobs[].job_id`` (a number), ``job_state`` (a list: ``["RUNNING"]``), ``nodes`` (a
+hostlist, ``""`` while pending), ``job_resources.nodes.allocation[].{index,name}`` (absent,
+``null``, while pending), ``gres_detail`` (one ``gpu:4(IDX:0-3)`` per node, also for an
+exclusive job that asked for no GPUs), ``tres_per_node`` (``gres/gpu:4`` for ``--gres=gpu:4``
+and ``--gpus-per-node=4``), ``admin_comment`` (``""`` when unset). An unknown job id gives
+``"jobs": []`` and exit 0 on both.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from topograph_slurm.errors import InputError, UsageError
+from topograph_slurm.model import names
+from topograph_slurm.model.job import SlurmJob, parse_tp_record
+from topograph_slurm.slurm.scontrol import Scontrol, decode
+
+#: A job id scontrol takes: ``123``, an array task ``123_4``, a het component ``123+1``.
+_JOB_ID = re.compile(r"\A\d+(?:[_+]\d+)?\Z")
+#: GPUs of one node in ``gres_detail`` (``gpu:4(IDX:0-3)``, typed ``gpu:h100:4(IDX:0-3)``).
+_GRES_GPUS = re.compile(r"(?:^|,)gpu(?::[^:(,]+)?:(\d+)")
+#: GPUs per node in ``tres_per_node`` (``gres/gpu:4``, ``gres/gpu:h100:4``, ``gres/gpu=4``).
+_TRES_GPUS = re.compile(r"(?:^|,)gres/gpu(?::[^:=,]+)?[:=](\d+)")
+
+
+def parse_scontrol_job(text: str, job_id: str) -> SlurmJob:
+    """Job *job_id* from ``scontrol show job --json <job_id>`` output (an array job's own
+    task, else the first listed); an input error when Slurm lists no such job."""
+    jobs = decode(text, "scontrol show job --json")
+    try:
+        listed = jobs["jobs"]
+        if not listed:
+            raise InputError(f"job {job_id} not found: scontrol show job lists no such job")
+        job = next((j for j in listed if str(j.get("job_id")) == job_id), listed[0])
+        return SlurmJob(
+            str(job["job_id"]),
+            _state(job.get("job_state")),
+            tuple(_job_nodes(job)),
+            _gpus_per_node(job),
+            parse_tp_record(str(job.get("admin_comment") or "")),
+        )
+    except (KeyError, TypeError, AttributeError) as err:
+        raise InputError(f"unexpected `scontrol show job --json` output: {err!r}") from None
+
+
+def scontrol_job(scontrol: Scontrol, job_id: str) -> SlurmJob:
+    """Run ``scontrol show job --json <job_id>`` and read the job."""
+    job_id = job_id.strip()
+    if not _JOB_ID.match(job_id):
+        raise UsageError(f"invalid job id {job_id!r}: expected a number such as 1234 or 1234_5")
+    return parse_scontrol_job(scontrol.run(["show", "job", "--json", job_id]), job_id)
+
+
+def _state(value: object) -> str:
+    """``["RUNNING"]`` (24.11, 26.05; flags such as ``COMPLETING`` follow) or a plain string."""
+    if isinstance(value, list):
+        return "+".join(str(v) for v in value)
+    return str(value or "UNKNOWN")
+
+
+def _job_nodes(job: dict[str, Any]) -> list[str]:
+    """The allocation list in Slurm's order; the ``nodes`` hostlist (sorted by name) when a
+    finished job no longer has one."""
+    resources = job.get("job_resources") or {}
+    allocation = (resources.get("nodes") or {}).get("allocation") or []
+    if allocation:
+        ordered = sorted(allocation, key=lambda node: int(node.get("index", 0)))
+        return [str(node["name"]) for node in ordered]
+    hostlist = str(job.get("nodes") or "")
+    return names.expand(hostlist, "scontrol show job") if hostlist else []
+
+
+def _gpus_per_node(job: dict[str, Any]) -> int | None:
+    """GPUs each node holds: the allocated ``gres_detail`` when all nodes agree, else the
+    request ``tres_per_node``; None without GPUs or when nodes hold different counts."""
+    detail = job.get("gres_detail") or []
+    counts = {sum(int(n) for n in _GRES_GPUS.findall(str(entry))) for entry in detail}
+    if len(counts) == 1 and min(counts) > 0:
+        return counts.pop()
+    if len(counts) > 1:
+        return None
+    found = _TRES_GPUS.findall(str(job.get("tres_per_node") or ""))
+    return sum(int(n) for n in found) or None
