@@ -3,10 +3,6 @@ one allocation, judged per level, recorded in a snapshot."""
 
 from __future__ import annotations
 
-import os
-import shlex
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -14,12 +10,10 @@ import click
 from topograph_slurm.analysis.bench.judge import JudgeSettings
 from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
-from topograph_slurm.errors import CollectError, Exit, InputError, UsageError
-from topograph_slurm.model import names
+from topograph_slurm.errors import Exit
 from topograph_slurm.model.bench import TESTS, BenchPlan, RunResult
 
 if TYPE_CHECKING:
-    from topograph_slurm.app.view import FabricView
     from topograph_slurm.collect.bench import BenchCommand
 
 _DEFAULT_ARGS = "-b 512M -e 8G -f 2 -g 1"
@@ -165,129 +159,27 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
       salloc -N 32 --exclusive topograph-slurm bench --snapshot /var/lib/topograph/snap \\
           --record /var/lib/topograph/bench-$(date +%F)
     """
-    from topograph_slurm.analysis.bench.plan import plan as make_plan
-    from topograph_slurm.app.fabric import read_fabric
-    from topograph_slurm.app.view import from_fabric
-    from topograph_slurm.render.bench import render_plan
+    from topograph_slurm.app import bench as use_case
+    from topograph_slurm.render.bench import render_plan, render_report
     from topograph_slurm.render.environment import environment
 
     opts = {key: flags.pop(key) for key in _BENCH_KEYS}
     rewrites = flags.pop("rewrites")
     settings = flag_settings(ctx, rewrites, **flags)
-    view = from_fabric(read_fabric(settings, warn), settings)
-    gpus = opts["gpus_per_node"] or view.gpus_per_node
-    if not gpus:
-        raise UsageError("--gpus-per-node is needed: the fabric source does not say")
-    nodes, excluded = _nodes(opts["hostlist"], opts["plan_only"], list(view.fmap.places))
-    levels = [lvl.strip() for lvl in opts["levels"].split(",")] if opts["levels"] else None
-    plan = make_plan(view.fmap, nodes, gpus, levels, opts["max_pairs"])
-    plan.excluded.update(excluded)
-    _check_plan(plan, nodes)
-    command = _command(opts, gpus)
+    planned = use_case.plan_runs(settings, opts, warn)
+    plan, command = planned.plan, planned.command
     env = environment(None)
     fmt = "json" if opts["as_json"] else "text"
     if opts["plan_only"]:
         click.echo(render_plan(env, plan, command.argv(plan.runs[0]), fmt), nl=False)
         return
-    problems = _run(ctx, plan, command, view, opts, fmt)
+    problems = use_case.run(
+        planned,
+        opts,
+        lambda plan, command: _sweep(ctx, plan, command),
+        lambda record: click.echo(render_report(env, record, fmt), nl=False),
+    )
     ctx.exit(Exit.DIFFERS if problems else Exit.OK)
-
-
-def _nodes(
-    hostlist: str | None, plan_only: bool, fabric: list[str]
-) -> tuple[list[str], dict[str, str]]:
-    """The nodes to plan for, and those left out with a reason (outside the allocation)."""
-    allocation = os.environ.get("SLURM_JOB_NODELIST", "")
-    if not plan_only and not os.environ.get("SLURM_JOB_ID"):
-        raise UsageError(
-            "bench runs inside one allocation: salloc -N ... topograph-slurm bench ... "
-            "(or --plan to print the plan only)"
-        )
-    if hostlist:
-        nodes = names.expand(hostlist, "--nodes", UsageError)
-    elif allocation:
-        return names.expand(allocation, "SLURM_JOB_NODELIST", InputError), {}
-    else:
-        return fabric, {}
-    if plan_only or not allocation:
-        return nodes, {}
-    inside = set(names.expand(allocation, "SLURM_JOB_NODELIST", InputError))
-    return [n for n in nodes if n in inside], {
-        n: "not in the allocation" for n in nodes if n not in inside
-    }
-
-
-def _check_plan(plan: BenchPlan, nodes: list[str]) -> None:
-    """An empty plan is an error that says why, never a silent success."""
-    if plan.runs:
-        return
-    if not plan.nodes and nodes and all(n in plan.excluded for n in nodes):
-        example = next(iter(plan.excluded))
-        raise InputError(
-            f"none of the {len(nodes)} nodes is on the fabric ({example}: {plan.excluded[example]})"
-        )
-    raise UsageError("nothing to benchmark: no node, or no run at the chosen --levels")
-
-
-def _command(opts: dict[str, Any], gpus: int) -> BenchCommand:
-    from topograph_slurm.collect.bench import BenchCommand
-
-    try:
-        launcher = tuple(shlex.split(opts["launcher"]))
-        args = tuple(shlex.split(opts["test_args"]))
-    except ValueError as err:
-        raise UsageError(f"--launcher/--args: {err}") from None
-    if not launcher:
-        raise UsageError("--launcher must name a command")
-    return BenchCommand(
-        launcher,
-        opts["binary"] or opts["test"],
-        args,
-        gpus,
-        opts["timeout"],
-        opts["parallel"],
-    )
-
-
-def _run(
-    ctx: click.Context,
-    plan: BenchPlan,
-    command: BenchCommand,
-    view: FabricView,
-    opts: dict[str, Any],
-    fmt: str,
-) -> bool:
-    """Run, judge, print, record; whether anything a site should act on was found. Every
-    input is checked before the first step starts; a sweep where every run failed is
-    recorded and reported, then exits 4."""
-    from topograph_slurm.analysis.bench.judge import expected_rates, judge
-    from topograph_slurm.collect.bench import check_launcher, check_record, write_record
-    from topograph_slurm.render.bench import record_data, render_report
-    from topograph_slurm.render.environment import environment
-
-    thresholds = JudgeSettings(opts["slow_fraction"], opts["expected_fraction"], opts["drift"])
-    baseline = _baseline(opts["baseline"], opts["record"])
-    if opts["record"]:
-        check_record(Path(opts["record"]))
-    check_launcher(command)
-    facts = _facts(command, opts["test"], view.fmap.source, thresholds)
-    start = time.monotonic()
-    results = _sweep(ctx, plan, command)
-    facts["duration"] = round(time.monotonic() - start, 3)
-    paths = view.facts
-    expected = expected_rates(
-        plan, paths.rails if paths else {}, view.topologies, bool(paths and paths.nvlink_domains)
-    )
-    judgement = judge(plan, view.fmap, results, expected, thresholds, baseline)
-    versions = [r.output.version for r in results if r.output and r.output.version]
-    facts["nccl_tests"] = versions[0] if versions else ""
-    record = record_data(plan, results, judgement, facts)
-    click.echo(render_report(environment(None), record, fmt), nl=False)
-    if opts["record"]:
-        write_record(Path(opts["record"]), record)
-    if not any(r.ok for r in results):
-        raise CollectError(f"every run failed (first: {results[0].error}); see the report")
-    return any(f.is_problem for f in judgement.findings)
 
 
 def _sweep(ctx: click.Context, plan: BenchPlan, command: BenchCommand) -> list[RunResult]:
@@ -301,45 +193,3 @@ def _sweep(ctx: click.Context, plan: BenchPlan, command: BenchCommand) -> list[R
             bar.advance(result.run.key)
 
         return run_plan(plan, command, done)
-
-
-def _facts(
-    command: BenchCommand, test: str, fabric: str, thresholds: JudgeSettings
-) -> dict[str, Any]:
-    """The record's header: format, when, versions, the command and the thresholds."""
-    from topograph_slurm import __version__
-    from topograph_slurm.collect.bench import slurm_version
-    from topograph_slurm.collect.plan import now_iso
-    from topograph_slurm.sources.snapshot import BENCH_FORMAT, BENCH_VERSION
-
-    return {
-        "format": BENCH_FORMAT,
-        "version": BENCH_VERSION,
-        "created": now_iso(),
-        "topograph_slurm": __version__,
-        "slurm": slurm_version(command),
-        "fabric": fabric,
-        "test": test,
-        "command": {
-            "launcher": list(command.launcher),
-            "binary": command.binary,
-            "args": list(command.args),
-        },
-        "timeout": command.timeout,
-        "settings": {
-            "slow_fraction": thresholds.slow_fraction,
-            "expected_fraction": thresholds.expected_fraction,
-            "drift": thresholds.drift,
-        },
-    }
-
-
-def _baseline(baseline: str | None, record: str | None) -> dict[str, float]:
-    """Level medians of the previous run: --baseline, else the record --record replaces."""
-    from topograph_slurm.sources.snapshot import BENCH_FILE, load_bench
-
-    if baseline:
-        return load_bench(baseline).medians
-    if record and (Path(record) / BENCH_FILE).is_file():
-        return load_bench(Path(record) / BENCH_FILE).medians
-    return {}

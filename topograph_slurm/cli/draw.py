@@ -8,19 +8,16 @@ from typing import Any
 
 import click
 
-from topograph_slurm.app.view import FabricView, from_settings
+from topograph_slurm.app import draw as use_case
 from topograph_slurm.cli.options import config_settings, warn
-from topograph_slurm.cli.placement import job_options, prepare_job, split_flags
-from topograph_slurm.errors import InputError, UsageError
+from topograph_slurm.cli.placement import job_options, split_flags
 from topograph_slurm.render.draw.picture import (
     FORMATS,
-    Picture,
     output_format,
     render_page,
     render_svg,
 )
 from topograph_slurm.render.environment import environment
-from topograph_slurm.sources.gc_pause import no_cyclic_gc
 
 
 @click.command()
@@ -98,11 +95,13 @@ def draw(
     fmt = output_format(fmt, output)
     env = environment(_templates(ctx, templates))  # a bad directory fails before any work
     if node or topo_matrix:
-        pictures = [_node_picture(ctx, node, topo_matrix, flags)]
-    elif job_id or flags["hostlist"] or flags["hostfile"]:
-        pictures = [_job_picture(ctx, job_id, flags)]
+        pictures = [use_case.node_picture(node, topo_matrix, flags["snapshot"])]
     else:
-        pictures = _fabric_pictures(ctx, unit, flags)
+        settings, topology, job = split_flags(ctx, flags)
+        if job_id or job["hostlist"] or job["hostfile"]:
+            pictures = [use_case.job_picture(settings, topology, job_id, job, warn)]
+        else:
+            pictures = use_case.fabric_pictures(settings, topology, unit, warn)
     if fmt == "svg":
         if len(pictures) > 1:
             warn(
@@ -124,62 +123,3 @@ def _templates(ctx: click.Context, flag: str | None) -> Path | None:
     """--templates, else the config's ``templates``, as ``generate`` takes them."""
     chosen = flag or config_settings(ctx).templates
     return Path(chosen) if chosen else None
-
-
-def _fabric_pictures(ctx: click.Context, unit: str | None, flags: dict[str, Any]) -> list[Picture]:
-    from topograph_slurm.render.draw.fabric import fabric_pictures
-
-    settings, topology, _job = split_flags(ctx, flags)
-    with no_cyclic_gc():
-        view = from_settings(settings, topology, warn, facts=False)
-        pictures = fabric_pictures(_scene(view), unit)
-    if not pictures:
-        raise InputError("nothing to draw: no host became a Slurm node (see generate --report)")
-    return pictures
-
-
-def _scene(view: FabricView, job: Any = None) -> Any:
-    """The view's scene: its tree and the blocks Slurm gets (NVLink domains, else IB units)."""
-    from topograph_slurm.render.draw.fabric import scene
-
-    return scene(view.tree, view.blocks, view.analysis, view.findings, view.fmap.source, job)
-
-
-def _job_picture(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) -> Picture:
-    from topograph_slurm.analysis.placement.group_edges import job_groups
-    from topograph_slurm.render.draw.fabric import job_picture
-
-    with no_cyclic_gc():
-        job = prepare_job(ctx, job_id, flags)
-        groups = job_groups(job.layout, job.order, job.gpus, job.view.fmap)
-        return job_picture(_scene(job.view, groups))
-
-
-def _node_picture(
-    ctx: click.Context, node: str | None, topo_matrix: str | None, flags: dict[str, Any]
-) -> Picture:
-    from topograph_slurm.render.draw.node import node_picture
-
-    if topo_matrix:
-        if node or flags["snapshot"]:
-            raise UsageError("give --topo-matrix FILE, or --snapshot DIR with --node NODE")
-        from topograph_slurm.app.fabric import read_text
-        from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
-
-        name = "<stdin>" if topo_matrix == "-" else Path(topo_matrix).name
-        return node_picture(name, parse_topo_matrix(read_text(topo_matrix)))
-    if not flags["snapshot"]:
-        raise UsageError("--node needs --snapshot DIR (or draw a saved matrix with --topo-matrix)")
-    from topograph_slurm.sources.snapshot import load_snapshot
-
-    snapshot = load_snapshot(Path(flags["snapshot"]))
-    assert node is not None
-    if node not in snapshot.nodes:
-        known = ", ".join(sorted(snapshot.nodes)[:5])
-        raise UsageError(f"--node {node} is not in snapshot {flags['snapshot']} (it has {known} …)")
-    found = snapshot.nodes[node]
-    if found.topology is None:
-        raise InputError(
-            f"snapshot {flags['snapshot']} has no readable nvidia-smi topo -m for {node}"
-        )
-    return node_picture(node, found.topology, found.gpus or [])
