@@ -1,8 +1,8 @@
 """Shared pytest fixtures.
 
-Third-party dumps live beside the checkout in ``../shared/fixtures/real`` and are never copied
-into the repository; tests that need them skip with a reason in a user's clone without it.
-``TOPOGRAPH_SLURM_FIXTURES`` points elsewhere when the layout differs.
+Real third-party captures live in ``tests/fixtures/real`` (``SOURCES.md`` there gives each one's
+origin and licence); they are part of the repository, so a test whose capture is missing fails.
+``TOPOGRAPH_SLURM_FIXTURES`` points elsewhere when set (an empty value counts as unset).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 REAL_FIXTURES = Path(
-    os.environ.get("TOPOGRAPH_SLURM_FIXTURES", REPO.parent / "shared" / "fixtures" / "real")
+    os.environ.get("TOPOGRAPH_SLURM_FIXTURES") or REPO / "tests" / "fixtures" / "real"
 )
 
 
 def real_fixture(relpath: str) -> Path:
-    """Path of a real third-party fixture, skipping the calling test when it is absent."""
+    """Path of a real third-party fixture, failing the calling test when it is missing."""
     path = REAL_FIXTURES / relpath
     if not path.exists():
-        pytest.skip(f"real fixture {relpath} not found under {REAL_FIXTURES} (../shared absent)")
+        pytest.fail(f"real fixture {relpath} missing under {REAL_FIXTURES}", pytrace=False)
     return path
 
 
@@ -34,16 +34,16 @@ REFUSED_DUMPS = frozenset({"ibnetdiscover-p-hdr-leaf-spine-excerpt.txt"})
 
 def real_dump_names() -> list[str]:
     """The real ibnetdiscover dumps that read into a Fabric, by name (one placeholder when the
-    fixtures are absent, so a parametrised test skips instead of vanishing)."""
+    fixtures are missing, so a parametrised test fails instead of vanishing)."""
     found = (REAL_FIXTURES / "ibnetdiscover").glob("*.txt")
     return sorted(p.name for p in found if p.name not in REFUSED_DUMPS) or ["(absent)"]
 
 
 @pytest.fixture
 def real_fixtures() -> Path:
-    """The folder of real third-party fixtures; skips the test when it is absent."""
+    """The folder of real third-party fixtures; fails the test when it is missing."""
     if not REAL_FIXTURES.is_dir():
-        pytest.skip(f"real fixtures folder {REAL_FIXTURES} not found (../shared absent)")
+        pytest.fail(f"real fixtures folder {REAL_FIXTURES} missing", pytrace=False)
     return REAL_FIXTURES
 
 

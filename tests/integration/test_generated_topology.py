@@ -1,7 +1,7 @@
 """Every generated topology is judged by the real slurmctld (24.11 and 26.05).
 
-For each real ibnetdiscover dump in ``../shared`` and several simulated fabrics we generate tree
-and block topology with ``topograph-slurm generate``, start slurmctld with exactly the fabric's
+For each real ibnetdiscover dump in tests/fixtures/real and several simulated fabrics we generate
+tree and block topology with ``topograph-slurm generate``, start slurmctld with exactly the fabric's
 nodes, and require: it starts, its log has no topology error or warning, and ``scontrol show
 topology`` parsed back equals our model (every node under exactly one leaf or block; parents;
 blocks, their order and BlockSizes). On 26.05 tree and block go in as one topology.yaml.
@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from harness import Topology, ValidationResult
 
-from tests.conftest import REAL_FIXTURES, real_dump_names
+from tests.conftest import real_dump_names, real_fixture
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 
@@ -34,7 +34,6 @@ SIMS = {
     "sim-disagree": "nodes=24,rails=4,su=8,disagree=3,degraded=2",
     "sim-tie": "nodes=16,rails=2,su=8,disagree=3",  # a 1:1 rail vote: once two leaves alike
 }
-DUMPS = [name for name in real_dump_names() if name != "(absent)"]  # those that read
 
 
 def _generate(source: list[str], fmt: str, version: str, tmp: Path) -> tuple[str, dict]:
@@ -134,11 +133,9 @@ def test_sim_fabric_accepted(
     _check(validate, slurm_version, ["--sim", SIMS[name]], tmp_path)
 
 
-@pytest.mark.parametrize("name", DUMPS or ["absent"])
+@pytest.mark.parametrize("name", real_dump_names())
 def test_real_dump_accepted(
     validate: Validate, slurm_version: str, name: str, tmp_path: Path
 ) -> None:
-    dump = REAL_FIXTURES / "ibnetdiscover" / name
-    if not dump.exists():
-        pytest.skip(f"real fixtures not found under {REAL_FIXTURES} (../shared absent)")
+    dump = real_fixture(f"ibnetdiscover/{name}")
     _check(validate, slurm_version, ["--ibnetdiscover", str(dump)], tmp_path)

@@ -477,7 +477,7 @@ def test_fuzz_real_snippets(data: st.DataObject) -> None:
 
 
 # a PuTTY-style excerpt of the kb dump layout (CRLF, loops, ibwarn) kept inline so the fuzz
-# test runs without ../shared
+# test needs no fixture file
 _REAL_SNIPPET = (
     "src/query_smp.c:195; umad (DR path slid 0; dlid 0; 0,1,1,31 Attr 0x11:0) bad status 110\r\n"
     "#\r\n\r\nvendid=0x2c9\r\ndevid=0xcb20\r\nsysimgguid=0xe41d2d030003e470\r\n"

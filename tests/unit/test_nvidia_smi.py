@@ -1,4 +1,4 @@
-"""nvidia-smi parsers against every real capture in ../shared and against bad input.
+"""nvidia-smi parsers against every real capture in tests/fixtures/real and against bad input.
 
 The expectations below were read off each fixture by hand (see SOURCES.md for provenance),
 not produced by running the parser, so a parser bug cannot write its own answer key.
@@ -227,7 +227,7 @@ TOPO_EXPECT: dict[str, TopoExpect] = {
 
 
 def test_every_topo_fixture_has_expectations(real_fixtures: Path) -> None:
-    """A capture added to ../shared must get an entry here, not be skipped silently."""
+    """A capture added to tests/fixtures/real must get an entry here, not be skipped silently."""
     present = {p.name for p in (real_fixtures / TOPO).iterdir()}
     assert present == set(TOPO_EXPECT)
 
