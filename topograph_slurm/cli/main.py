@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import click
 
+from topograph_slurm import __version__
 from topograph_slurm.errors import Exit, TopographError
 
 # `collect` (UFM's HTTP stack, nvidia-smi parsing), the filters and the output module are
@@ -115,8 +116,9 @@ def _say(message: str) -> None:
 
 
 @click.group(cls=Cli, context_settings={"help_option_names": ["-h", "--help"]})
-# The version is the installed distribution's (package metadata), looked up only when asked.
-@click.version_option(package_name="topograph-slurm", prog_name="topograph-slurm")
+# One version: the package's, which pyproject.toml reads too (so an uninstalled checkout's
+# `python -m topograph_slurm --version` answers as well).
+@click.version_option(__version__, prog_name="topograph-slurm")
 @click.option("-v", "--verbose", count=True, help="More detail; -v also shows tracebacks.")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
 @click.option(
