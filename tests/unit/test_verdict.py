@@ -27,7 +27,7 @@ from topograph_slurm.analysis.nvlink import gpus
 from topograph_slurm.analysis.nvlink.clique import FindingKind
 from topograph_slurm.model.fabric import Link, Links
 from topograph_slurm.model.health import DEGRADED, DRAIN, HEALTHY, UNKNOWN, NodeLabels
-from topograph_slurm.model.result import LEVEL_INFO, TOPOLOGY_KINDS, Block, BlockTopology, Finding
+from topograph_slurm.model.result import LEVEL_INFO, TOPOLOGY_PLUGINS, Block, BlockTopology, Finding
 from topograph_slurm.sources import snapshot
 
 EVERY_KIND = {
@@ -99,7 +99,7 @@ def test_every_kind_constant_in_the_analysis_and_snapshot_has_a_severity() -> No
         for module in [*modules, snapshot]
         for name, value in vars(module).items()
         if name.startswith("KIND_") and isinstance(value, str)
-    } - set(TOPOLOGY_KINDS)  # tree/block/flat name topologies, not findings
+    } - set(TOPOLOGY_PLUGINS)  # tree/block/flat name topologies, not findings
     assert len(kinds) >= 19
     assert kinds - set(SEVERITY) - set(NOT_HEALTH) == set()
 

@@ -27,9 +27,9 @@ from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
 from topograph_slurm.errors import ConfigError, InputError, UsageError
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.result import (
-    KIND_BLOCK,
-    KIND_FLAT,
-    KIND_TREE,
+    PLUGIN_BLOCK,
+    PLUGIN_FLAT,
+    PLUGIN_TREE,
     Analysis,
     BlockTopology,
     Finding,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 Warn = Callable[[str], None]
 #: topology.yaml name of blocks made from IB scalable units (NVLink blocks are "nvl").
 IB_BLOCK_NAME = "su"
-TEMPLATES = {KIND_TREE: "topology.conf.tree.j2", KIND_BLOCK: "topology.conf.block.j2"}
+TEMPLATES = {PLUGIN_TREE: "topology.conf.tree.j2", PLUGIN_BLOCK: "topology.conf.block.j2"}
 #: ``--sim demo``: a small DGX SuperPOD-like fabric (4 scalable units of 8 nodes, 8 rails).
 DEMO_SIM = "nodes=32,gpus=8,rails=8,su=8,tiers=2,sharp=1"
 
@@ -219,14 +219,17 @@ def _topologies(
     from topograph_slurm.model.result import NamedTopology
     from topograph_slurm.render.topology_yaml import DEFAULT_NAMES
 
-    defaults = {**DEFAULT_NAMES, KIND_BLOCK: DEFAULT_NAMES[KIND_BLOCK] if nvlink else IB_BLOCK_NAME}
+    defaults = {
+        **DEFAULT_NAMES,
+        PLUGIN_BLOCK: DEFAULT_NAMES[PLUGIN_BLOCK] if nvlink else IB_BLOCK_NAME,
+    }
     names = {**defaults, **(settings.yaml_names or {})}
     topologies = []
     if analysis.node_count:
-        topologies.append(NamedTopology(names[KIND_TREE], tree=analysis.tree))
+        topologies.append(NamedTopology(names[PLUGIN_TREE], tree=analysis.tree))
     if blocks is not None and blocks.blocks:
-        topologies.append(NamedTopology(names[KIND_BLOCK], blocks=blocks))
-    topologies.append(NamedTopology(names[KIND_FLAT]))
+        topologies.append(NamedTopology(names[PLUGIN_BLOCK], blocks=blocks))
+    topologies.append(NamedTopology(names[PLUGIN_FLAT]))
     return topologies
 
 
@@ -270,7 +273,7 @@ def _filter_facts(
     if not settings.filter:
         raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
     leaf_size = typical_size(len(leaf.nodes) for leaf in analysis.tree.leaves)
-    measured = {KIND_BLOCK: blocks.block_sizes[0] if blocks else 0, KIND_TREE: leaf_size}
+    measured = {PLUGIN_BLOCK: blocks.block_sizes[0] if blocks else 0, PLUGIN_TREE: leaf_size}
     nodes = inputs.snapshot.nodes if inputs.snapshot else {}
     node_gpus = {name: node.topology.gpu_count for name, node in nodes.items() if node.topology}
     gpus = typical_gpus(node_gpus)
@@ -288,7 +291,7 @@ def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
     else:
         in_blocks = 0
     in_tree = sum(len(leaf.nodes) for leaf in analysis.tree.leaves)  # kept nodes too
-    return {KIND_TREE: in_tree, KIND_BLOCK: in_blocks}.get(fmt, max(in_tree, in_blocks))
+    return {PLUGIN_TREE: in_tree, PLUGIN_BLOCK: in_blocks}.get(fmt, max(in_tree, in_blocks))
 
 
 def _track(
@@ -339,14 +342,14 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     policy = naming_policy(settings, notes)  # asks Slurm for its nodes once per run
     analysis = analyse(inputs.fabric, policy, settings.max_tiers)
     analysis.findings += notes
-    wants_blocks = settings.format != KIND_TREE or settings.filter_dir
+    wants_blocks = settings.format != PLUGIN_TREE or settings.filter_dir
     # before the blocks: kept nodes are in them
     tracked = _track(settings, inputs, analysis, bool(wants_blocks), policy.slurm_nodes)
     if tracked is not None:
         blocks = tracked.blocks if wants_blocks else None
     else:
         blocks = choose_blocks(settings, inputs, analysis, version) if wants_blocks else None
-    shown = blocks if settings.format != KIND_TREE else None
+    shown = blocks if settings.format != PLUGIN_TREE else None
     facts = None
     if settings.filter_dir:
         facts, filter_findings = _filter_facts(settings, inputs, analysis, blocks)
@@ -371,7 +374,7 @@ def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generat
     else:
         from topograph_slurm.render.topology_yaml import check_names
 
-        check_names(analysis.tree if settings.format == KIND_TREE else None, shown)
+        check_names(analysis.tree if settings.format == PLUGIN_TREE else None, shown)
         out.topology = render(
             env,
             TEMPLATES[settings.format],

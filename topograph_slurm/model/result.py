@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.names import natural_key
 
-#: The kinds of topology Slurm knows, as topology.yaml and the CLI name them.
-KIND_TREE, KIND_BLOCK, KIND_FLAT = "tree", "block", "flat"
-TOPOLOGY_KINDS: tuple[str, ...] = (KIND_TREE, KIND_BLOCK, KIND_FLAT)
+#: The topology plugins Slurm knows, as topology.yaml and the CLI name them.
+PLUGIN_TREE, PLUGIN_BLOCK, PLUGIN_FLAT = "tree", "block", "flat"
+TOPOLOGY_PLUGINS: tuple[str, ...] = (PLUGIN_TREE, PLUGIN_BLOCK, PLUGIN_FLAT)
 
 #: Finding levels: a problem an admin should act on (alerting pages on it), or information
 #: about a healthy but notable configuration (the report shows it, alerting does not page).
@@ -116,8 +116,8 @@ class NamedTopology:
     def kind(self) -> str:
         """``tree``, ``block`` or ``flat``."""
         if self.tree is not None:
-            return KIND_TREE
-        return KIND_BLOCK if self.blocks is not None else KIND_FLAT
+            return PLUGIN_TREE
+        return PLUGIN_BLOCK if self.blocks is not None else PLUGIN_FLAT
 
     @property
     def nodes(self) -> list[str]:
