@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from topograph_slurm.analysis.state.keep_missing import KIND_KEPT
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import OutputError, TopographError, UsageError
+from topograph_slurm.model.findings import FindingKind
 
 if TYPE_CHECKING:
     import jinja2
@@ -98,7 +98,9 @@ def record_success(
         result.node_count,
         run.written,
         run.reconfigured,
-        kept_missing=sum(f.kind == KIND_KEPT for f in tracked.findings) if tracked else 0,
+        kept_missing=(
+            sum(f.kind == FindingKind.KEPT_MISSING for f in tracked.findings) if tracked else 0
+        ),
         # the first run (no summary kept yet) has nothing to compare with: not measured
         changes=len(tracked.changes.changes) if tracked and tracked.changes.old else None,
     )

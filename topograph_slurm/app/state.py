@@ -32,6 +32,7 @@ from topograph_slurm.analysis.state.summary import from_topology, summarize
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.bench import BenchSummary
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Analysis, BlockTopology, Drift, Finding
 from topograph_slurm.model.summary import FabricSummary
@@ -42,7 +43,6 @@ from topograph_slurm.sources.snapshot import BENCH_FILE, load_bench, looks_like_
 if TYPE_CHECKING:
     from topograph_slurm.app.fabric import Inputs, Warn
 
-KIND_SUMMARY_UNREADABLE = "summary-unreadable"
 SIM_PREFIX = "sim:"
 
 
@@ -132,7 +132,9 @@ def previous_summary(output: Path) -> tuple[FabricSummary | None, list[Finding]]
     try:
         kept = summary_file.load_summary(summary_file.summary_path(output))
     except InputError as err:
-        findings.append(Finding(KIND_SUMMARY_UNREADABLE, str(output), f"{err}; using {output}"))
+        findings.append(
+            Finding(FindingKind.SUMMARY_UNREADABLE, str(output), f"{err}; using {output}")
+        )
         kept = None
     if kept is not None:
         return kept, findings

@@ -35,17 +35,24 @@ class Finding:
     a degraded link, a node whose rails disagree, a GPU whose NVLink fabric is not ready.
 
     ``subject`` is what it is about (a node name, a switch name, ``guid/port``); ``kind`` is a
-    stable machine-readable key for reports and alerting; ``level`` is ``LEVEL_PROBLEM`` or
-    ``LEVEL_INFO``. ``nodes`` names the Slurm nodes it affects when the subject is not one node
-    (the nodes behind a degraded leaf uplink, the partners of a slow benchmark pair): ``health``
-    turns findings into per-node verdicts from the subject when it is a node, else from these.
+    stable machine-readable key for reports and alerting, a member of the catalogue
+    (``model/findings.py``: ``FindingKind``) when this release makes it; ``level`` is
+    ``LEVEL_PROBLEM`` or ``LEVEL_INFO``, the kind's own unless given (a kind the catalogue does
+    not know, read from another release's record, is a problem). ``nodes`` names the Slurm
+    nodes it affects when the subject is not one node (the nodes behind a degraded leaf uplink,
+    the partners of a slow benchmark pair): ``health`` turns findings into per-node verdicts
+    from the subject when it is a node, else from these.
     """
 
     kind: str
     subject: str
     message: str
-    level: str = LEVEL_PROBLEM
+    level: str = ""
     nodes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.level:  # a catalogue kind knows its level (model/findings.py)
+            object.__setattr__(self, "level", getattr(self.kind, "level", LEVEL_PROBLEM))
 
     @property
     def is_problem(self) -> bool:
