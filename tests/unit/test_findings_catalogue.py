@@ -1,5 +1,5 @@
-"""The catalogue of finding kinds (model/findings.py): every producer in the package takes its
-kinds from it, and no kind's text is written anywhere else."""
+"""The catalogue of finding kinds (model/findings.py): docs/findings.md lists it exactly, every
+producer in the package takes its kinds from it, and no kind's text is written anywhere else."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from topograph_slurm.model.result import LEVEL_INFO, LEVEL_PROBLEM, Finding
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "topograph_slurm"
 CATALOGUE = PACKAGE / "model" / "findings.py"
+DOCS = ROOT / "docs" / "findings.md"
 TEXTS = {member.value for member in FindingKind}
 
 #: Where a kind is passed on rather than named: the function and why it may.
@@ -31,6 +32,23 @@ NOT_KINDS = {
     ("sources/sim.py", "islands"),  # the --sim option
 }
 LEVELS = {"LEVEL_PROBLEM": LEVEL_PROBLEM, "LEVEL_INFO": LEVEL_INFO}
+
+
+def _health(member: FindingKind) -> str:
+    return member.severity or f"ignored: {member.ignored}"
+
+
+def _docs_rows() -> list[tuple[str, ...]]:
+    lines = [line for line in DOCS.read_text().splitlines() if line.startswith("|")]
+    assert lines[0] == "| kind | level | health | meaning |"
+    assert set(lines[1].replace("|", "").split()) == {"---"}
+    return [tuple(cell.strip() for cell in line.strip("|").split(" | ")) for line in lines[2:]]
+
+
+def test_the_docs_table_is_the_catalogue() -> None:
+    assert _docs_rows() == [
+        (f"`{m.value}`", " or ".join(m.levels), _health(m), m.meaning) for m in FindingKind
+    ]
 
 
 def test_every_kind_is_whole() -> None:
