@@ -28,13 +28,13 @@ import yaml
 
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model import names
-from topograph_slurm.model.result import KIND_BLOCK, KIND_TREE, TOPOLOGY_KINDS
+from topograph_slurm.model.result import PLUGIN_BLOCK, PLUGIN_TREE, TOPOLOGY_PLUGINS
 from topograph_slurm.model.slurm_version import SlurmVersion
 
 DEFAULT_CONFIG = Path("/etc/topograph-slurm/config.yaml")
 CONFIG_ENV = "TOPOGRAPH_SLURM_CONFIG"
 
-FORMATS = (KIND_TREE, KIND_BLOCK, "yaml")
+FORMATS = (PLUGIN_TREE, PLUGIN_BLOCK, "yaml")
 REPORT_FORMATS = ("text", "json")
 BLOCK_SOURCES = ("auto", "nvlink", "ib")
 NVLINK_UNHEALTHY = ("exclude", "include")
@@ -109,8 +109,8 @@ def _partitions(mapping: Mapping[str, str]) -> None:
 
 def _yaml_names(mapping: Mapping[str, str]) -> None:
     for kind in mapping:
-        if kind not in TOPOLOGY_KINDS:
-            raise ValueError(f"keys must be {', '.join(TOPOLOGY_KINDS)}, got {kind!r}")
+        if kind not in TOPOLOGY_PLUGINS:
+            raise ValueError(f"keys must be {', '.join(TOPOLOGY_PLUGINS)}, got {kind!r}")
     names.check(mapping.values(), "topology")
 
 

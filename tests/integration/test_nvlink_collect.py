@@ -43,8 +43,9 @@ from tests.support.sim_gpu import (
 )
 from topograph_slurm.analysis.fabric.analyse import analyse
 from topograph_slurm.analysis.fabric.naming import NamingPolicy
-from topograph_slurm.analysis.nvlink.clique import FindingKind, domain_results
-from topograph_slurm.analysis.nvlink.domains import KIND_RACK_MISSING, nvlink_blocks
+from topograph_slurm.analysis.nvlink.clique import domain_results
+from topograph_slurm.analysis.nvlink.domains import nvlink_blocks
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import NamedTopology, Tree
 from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import environment, render
@@ -222,7 +223,7 @@ def test_collect_blocks_and_yaml_on_real_slurm(
     # its place (same names, same order); 24.11 leaves it out and reports the shift
     gone = {n: r for n, r in domain_results(snapshot.gpus).items() if n not in rack(0)}
     again = nvlink_blocks(gone, version, layout=parse_layout(conf))
-    missing = [f for f in again.findings if f.kind == KIND_RACK_MISSING]
+    missing = [f for f in again.findings if f.kind == FindingKind.NVLINK_RACK_MISSING]
     assert [f.subject for f in missing] == ["nvl-gb0001"]
     conf2 = render(env, "topology.conf.block.j2", blocks=again, node_count=nodes)
     result2 = validate(NODES, topology_conf=conf2)
@@ -241,7 +242,7 @@ def test_collect_blocks_and_yaml_on_real_slurm(
     report = render_report(env, analysis, topo, "text")
     (tmp_path / "report.txt").write_text(report)
     line = next(line for line in report.splitlines() if UNHEALTHY in line)
-    assert FindingKind.NOT_COMPLETED in line and "In Progress" in line
+    assert FindingKind.FABRIC_NOT_COMPLETED in line and "In Progress" in line
     if not version.allows_small_blocks:
         assert "nvl-gb0005" in report and "undersized" in report
 

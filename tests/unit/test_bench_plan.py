@@ -10,17 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topograph_slurm.analysis.bench.judge import (
-    KIND_BENCH_DRIFT,
-    KIND_SLOW_LINK,
-    KIND_SLOW_NODE,
-    JudgeSettings,
-    judge,
-)
+from topograph_slurm.analysis.bench.judge import JudgeSettings, judge
 from topograph_slurm.analysis.bench.plan import cross_pairs, plan
 from topograph_slurm.analysis.placement.span import fabric_map, span
 from topograph_slurm.errors import UsageError
 from topograph_slurm.model.bench import BenchPlan, BenchRun, RunResult
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.placement import FabricMap
 from topograph_slurm.model.result import LeafGroup, Tree, TreeSwitch
 
@@ -152,10 +147,10 @@ def test_one_planted_slow_node_or_uplink_is_the_one_finding(
     behind: set[str] = set()
     if level == "node":
         results = results_for(bench, slow_node=unit)
-        wanted = (KIND_SLOW_NODE, unit)
+        wanted = (FindingKind.SLOW_NODE, unit)
     else:
         results = results_for(bench, slow_uplink=(level, unit))
-        wanted = (KIND_SLOW_LINK, unit)
+        wanted = (FindingKind.SLOW_LINK, unit)
         behind = {n for n in fmap.places if fmap.places[n].unit(level) == unit}
     found = judge(bench, fmap, results, expected(bench)).findings
     assert [(f.kind, f.subject) for f in found] == [wanted]
@@ -167,7 +162,7 @@ def test_slow_by_the_level_median_with_evidence() -> None:
     bench = plan(fmap, nodes_of(fmap), 8)
     results = results_for(bench, slow_uplink=("leaf", "leaf3"))
     found = judge(bench, fmap, results, {}).findings
-    assert [(f.kind, f.subject) for f in found] == [(KIND_SLOW_LINK, "leaf3")]
+    assert [(f.kind, f.subject) for f in found] == [(FindingKind.SLOW_LINK, "leaf3")]
     assert "uplinks of leaf leaf3" in found[0].message
     assert f"{SLOW:g} GB/s, {SLOW / FINE:.0%} of the level median {FINE:g}" in found[0].message
 
@@ -178,7 +173,7 @@ def test_a_failed_intra_node_run_is_a_slow_node_and_summaries_count_it() -> None
     results = results_for(bench)
     results[0] = RunResult(results[0].run, [], "", 5.0, None, True, "timed out after 5 s (killed)")
     judgement = judge(bench, fmap, results, {})
-    assert [(f.kind, f.subject) for f in judgement.findings] == [(KIND_SLOW_NODE, "n001")]
+    assert [(f.kind, f.subject) for f in judgement.findings] == [(FindingKind.SLOW_NODE, "n001")]
     assert "timed out after 5 s (killed)" in judgement.findings[0].message
     node = judgement.levels[0]
     assert (node.level, node.runs, node.failed, node.slow, node.median) == ("node", 9, 1, 1, FINE)
@@ -192,7 +187,9 @@ def test_a_lone_slow_pair_is_its_own_path() -> None:
     results[lone].busbw = SLOW
     a, b = results[lone].run.nodes
     found = judge(bench, fmap, results, {}).findings
-    assert [(f.kind, f.subject, f.nodes) for f in found] == [(KIND_SLOW_LINK, f"{a}<->{b}", (a, b))]
+    assert [(f.kind, f.subject, f.nodes) for f in found] == [
+        (FindingKind.SLOW_LINK, f"{a}<->{b}", (a, b))
+    ]
 
 
 def test_drift_against_the_baseline() -> None:
@@ -201,7 +198,7 @@ def test_drift_against_the_baseline() -> None:
     results = results_for(bench)
     baseline = {"node": FINE, "leaf": FINE * 1.5, "spine-1": FINE / 1.5}
     judgement = judge(bench, fmap, results, {}, JudgeSettings(drift=0.1), baseline)
-    drift = [(f.subject, f.level) for f in judgement.findings if f.kind == KIND_BENCH_DRIFT]
+    drift = [(f.subject, f.level) for f in judgement.findings if f.kind == FindingKind.BENCH_DRIFT]
     assert drift == [("leaf", "problem"), ("spine-1", "info")]
     assert "-33%" in judgement.findings[0].message
     assert judgement.levels[1].baseline == FINE * 1.5

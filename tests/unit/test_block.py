@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from topograph_slurm.analysis.fabric.block import (
-    KIND_SHORT_BASE,
     adjacency_order,
     covering_base,
     infer_block_sizes,
@@ -14,6 +13,7 @@ from topograph_slurm.analysis.fabric.block import (
     validate_block_sizes,
 )
 from topograph_slurm.errors import ConfigError
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import LEVEL_INFO, Block, LeafGroup, Tree, TreeSwitch
 from topograph_slurm.model.slurm_version import SlurmVersion
 
@@ -96,7 +96,7 @@ def test_a_base_below_the_unit_size_is_explained() -> None:
     for version in (V2411, V2505):
         planned = plan_blocks(blocks, version)
         assert planned.block_sizes[0] == 28
-        [finding] = [f for f in planned.findings if f.kind == KIND_SHORT_BASE]
+        [finding] = [f for f in planned.findings if f.kind == FindingKind.BLOCK_BASE_BELOW_UNIT]
         assert finding.level == LEVEL_INFO and finding.subject == "BlockSizes"
         assert finding.message.startswith("BlockSizes=28 instead of the unit size 32:")
         assert "(su03 (28 nodes), su07 (30 nodes))" in finding.message

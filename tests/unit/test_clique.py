@@ -15,13 +15,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import real_fixture
 from tests.support.sim_gpu import nvl_node_gpus, render_query_csv, render_query_q
-from topograph_slurm.analysis.nvlink.clique import (
-    Finding,
-    FindingKind,
-    group_domains,
-    is_problem,
-    node_domain,
-)
+from topograph_slurm.analysis.nvlink.clique import Finding, group_domains, node_domain
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import ZERO_UUID, DomainKind, DomainResult, GpuFabric
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.sources.nvidia_smi import parse_query_csv, parse_query_fabric
@@ -124,7 +119,7 @@ def test_disagreeing_gpus_are_a_finding_not_an_exception() -> None:
     assert result.domain_id is None
     assert result.cluster_uuid is None  # no single answer to keep
     [finding] = result.findings
-    assert finding.kind == FindingKind.DISAGREE
+    assert finding.kind == FindingKind.FABRIC_DISAGREE
     assert finding.subject == "gb7"
     assert f"GPU 0-1 in {RACK_A}.1" in finding.message
     assert f"GPU 2 in {RACK_A}.2" in finding.message
@@ -134,7 +129,7 @@ def test_disagreeing_gpus_are_a_finding_not_an_exception() -> None:
 def test_in_progress_is_not_completed() -> None:
     result = node_domain(parse_query_csv(IN_PROGRESS_CSV), "gb3")
     assert result.kind is DomainKind.INVALID
-    assert _kinds(result.findings) == [FindingKind.NOT_COMPLETED]
+    assert _kinds(result.findings) == [FindingKind.FABRIC_NOT_COMPLETED]
     assert "GPU 0-3 fabric State is 'In Progress'" in result.findings[0].message
 
 
@@ -159,14 +154,14 @@ def test_unhealthy_gpu_from_q_output() -> None:
     result = node_domain(parse_query_fabric(UNHEALTHY_Q), "gb5")
     assert result.kind is DomainKind.INVALID
     [finding] = result.findings
-    assert finding.kind == FindingKind.UNHEALTHY
+    assert finding.kind == FindingKind.FABRIC_UNHEALTHY
     assert "GPU 1" in finding.message
     assert "'Unhealthy'" in finding.message and "'Degraded'" in finding.message
 
 
 def test_degraded_bandwidth_alone_is_unhealthy() -> None:
     gpus = nvl_node_gpus(RACK_A, 1, health=None, bandwidth="Degraded")
-    assert _kinds(node_domain(gpus).findings) == [FindingKind.UNHEALTHY] * 4
+    assert _kinds(node_domain(gpus).findings) == [FindingKind.FABRIC_UNHEALTHY] * 4
 
 
 def test_route_unhealthy_flag_is_unhealthy() -> None:
@@ -177,21 +172,21 @@ def test_route_unhealthy_flag_is_unhealthy() -> None:
     )
     result = node_domain(parse_query_fabric(text), "gb6")
     [finding] = result.findings
-    assert finding.kind == FindingKind.UNHEALTHY
+    assert finding.kind == FindingKind.FABRIC_UNHEALTHY
     assert "route unhealthy: True" in finding.message
 
 
 def test_status_not_success() -> None:
     gpus = nvl_node_gpus(RACK_A, 1, status="Insufficient Resources")
     result = node_domain(gpus, "gb2")
-    assert _kinds(result.findings) == [FindingKind.STATUS]
+    assert _kinds(result.findings) == [FindingKind.FABRIC_STATUS]
     assert "'Insufficient Resources'" in result.findings[0].message
 
 
 def test_completed_without_ids() -> None:
     text = "0, 1652924010051, N/A, N/A, Completed, Success\n"
     result = node_domain(parse_query_csv(text), "gb4")
-    assert _kinds(result.findings) == [FindingKind.MISSING_ID]
+    assert _kinds(result.findings) == [FindingKind.FABRIC_MISSING_ID]
 
 
 def test_zero_uuid_is_single_node_nvswitch() -> None:
@@ -226,7 +221,10 @@ def test_several_problems_are_all_reported() -> None:
         ),
     ]
     result = node_domain(gpus, "gb8")
-    assert _kinds(result.findings) == [FindingKind.NOT_COMPLETED, FindingKind.UNHEALTHY]
+    assert _kinds(result.findings) == [
+        FindingKind.FABRIC_NOT_COMPLETED,
+        FindingKind.FABRIC_UNHEALTHY,
+    ]
 
 
 # --------------------------------------------------------------------------- real captures
@@ -250,7 +248,7 @@ def test_real_azure_insufficient_resources() -> None:
     result = node_domain(parse_query_fabric(path.read_text()), "miv50")
     assert result.kind is DomainKind.INVALID
     assert result.cluster_uuid == ZERO_UUID
-    assert _kinds(result.findings) == [FindingKind.STATUS]
+    assert _kinds(result.findings) == [FindingKind.FABRIC_STATUS]
     assert "Insufficient Resources" in result.findings[0].message
 
 
@@ -260,7 +258,7 @@ def test_real_gb200_unhealthy_clique2() -> None:
     assert result.kind is DomainKind.INVALID
     assert result.domain_id is None
     assert (result.cluster_uuid, result.clique_id) == ("dc6e40c4-d722-4357-9ba6-5291dd461278", 2)
-    assert _kinds(result.findings) == [FindingKind.UNHEALTHY]
+    assert _kinds(result.findings) == [FindingKind.FABRIC_UNHEALTHY]
 
 
 # --------------------------------------------------------------------------- group_domains
@@ -293,12 +291,12 @@ def test_bad_nodes_are_left_out_and_reported() -> None:
     assert domains == {f"{RACK_A}.1": ["gb1", "gb2", "gb3", "gb4"]}
     assert [(f.subject, f.kind) for f in findings] == [
         ("a100-1", FindingKind.FABRIC_NA),
-        ("gb5", FindingKind.DISAGREE),  # node stamped from the dict key
-        ("gb6", FindingKind.NOT_COMPLETED),
-        ("gb7", FindingKind.UNHEALTHY),
+        ("gb5", FindingKind.FABRIC_DISAGREE),  # node stamped from the dict key
+        ("gb6", FindingKind.FABRIC_NOT_COMPLETED),
+        ("gb7", FindingKind.FABRIC_UNHEALTHY),
         ("gb8", FindingKind.FABRIC_PARTIAL),
     ]
-    assert all(is_problem(f) for f in findings)
+    assert all(f.is_problem for f in findings)
 
 
 def test_single_node_systems_are_reported_as_info() -> None:
@@ -307,10 +305,10 @@ def test_single_node_systems_are_reported_as_info() -> None:
     domains, findings = group_domains(per_node)
     assert domains == {f"{RACK_A}.1": ["gb1", "gb2"]}
     assert [(f.subject, f.kind) for f in findings] == [
-        ("hgx2", FindingKind.SINGLE_NODE),
-        ("hgx10", FindingKind.SINGLE_NODE),
+        ("hgx2", FindingKind.SINGLE_NODE_NVSWITCH),
+        ("hgx10", FindingKind.SINGLE_NODE_NVSWITCH),
     ]
-    assert not any(is_problem(f) for f in findings)
+    assert not any(f.is_problem for f in findings)
 
 
 def test_tray_with_missing_gpu_is_flagged() -> None:
@@ -319,7 +317,7 @@ def test_tray_with_missing_gpu_is_flagged() -> None:
     domains, findings = group_domains(per_node)
     assert domains[f"{RACK_A}.1"] == ["gb1", "gb2", "gb3", "gb4"]  # still in its rack
     [finding] = findings
-    assert (finding.subject, finding.kind) == ("gb3", FindingKind.GPU_COUNT)
+    assert (finding.subject, finding.kind) == ("gb3", FindingKind.GPU_COUNT_MISMATCH)
     assert "3 GPUs" in finding.message and "usually have 4" in finding.message
 
 
@@ -378,7 +376,7 @@ def test_domain_logic_never_raises(nodes: dict[str, list[GpuFabric]]) -> None:
 def test_every_non_completed_state_is_a_finding(state: str) -> None:
     result = node_domain(nvl_node_gpus(RACK_A, 1, state=state), "gbx")
     assert result.kind is DomainKind.INVALID
-    assert _kinds(result.findings) == [FindingKind.NOT_COMPLETED]
+    assert _kinds(result.findings) == [FindingKind.FABRIC_NOT_COMPLETED]
 
 
 # --------------------------------------------------------------------------- ids only
@@ -391,8 +389,8 @@ def test_ids_only_gives_the_domain_and_an_info_note() -> None:
     result = node_domain(parse_query_csv(TOPOGRAPH_TRAY), "gb1")
     assert result.kind is DomainKind.MULTI_NODE and result.domain_id == f"{RACK_A}.7"
     assert result.ok
-    assert _kinds(result.findings) == [FindingKind.NOT_COLLECTED]
-    assert not any(is_problem(f) for f in result.findings)
+    assert _kinds(result.findings) == [FindingKind.FABRIC_STATE_NOT_COLLECTED]
+    assert not any(f.is_problem for f in result.findings)
     assert "State N/A" not in result.findings[0].message
 
 
@@ -401,10 +399,10 @@ def test_ids_only_rack_groups_and_reports_info_only() -> None:
     domains, findings = group_domains(per_node)
     assert domains == {f"{RACK_A}.7": ["gb1", "gb2"]}
     assert [(f.subject, f.kind) for f in findings] == [
-        ("gb1", FindingKind.NOT_COLLECTED),
-        ("gb2", FindingKind.NOT_COLLECTED),
+        ("gb1", FindingKind.FABRIC_STATE_NOT_COLLECTED),
+        ("gb2", FindingKind.FABRIC_STATE_NOT_COLLECTED),
     ]
-    assert not any(is_problem(f) for f in findings)
+    assert not any(f.is_problem for f in findings)
 
 
 @pytest.mark.parametrize(
@@ -418,7 +416,7 @@ def test_ids_only_rack_groups_and_reports_info_only() -> None:
 def test_ids_only_problems(text: str, kind: DomainKind, words: str) -> None:
     result = node_domain(parse_query_csv(text), "gb3")
     assert result.kind is kind and not result.ok
-    problems = [f for f in result.findings if is_problem(f)]
+    problems = [f for f in result.findings if f.is_problem]
     assert len(problems) == 1 and words in problems[0].message
     assert "State N/A" not in problems[0].message
 

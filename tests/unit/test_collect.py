@@ -29,6 +29,7 @@ from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.collect import plan as cp
 from topograph_slurm.collect import protocol, transport
 from topograph_slurm.errors import CollectError, Exit, InputError, OutputError
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import DomainKind
 from topograph_slurm.sources import snapshot as sn
 from topograph_slurm.sources.ufm import CREDENTIAL_ENV_VARS
@@ -493,7 +494,7 @@ def test_load_snapshot_parses_nodes_and_reports_failures(fake: FakeCluster, tmp_
     assert domains["gb1"].kind is DomainKind.MULTI_NODE
     assert domains["gb2"].kind is DomainKind.INVALID
     kinds = {(f.subject, f.kind) for f in loaded.findings}
-    assert ("gb3", sn.KIND_FAILED) in kinds and ("down1", sn.KIND_FAILED) in kinds
+    assert {("gb3", FindingKind.COLLECT_FAILED), ("down1", FindingKind.COLLECT_FAILED)} <= kinds
     # one line per node and failure, naming every command it hit
     down = [f for f in loaded.findings if f.subject == "down1"]
     assert len(down) == 1 and all(k in down[0].message for k in cp.DEFAULT_COMMANDS)
@@ -518,7 +519,9 @@ def test_load_snapshot_falls_back_to_csv_and_flags_garbage(tmp_path: Path) -> No
     loaded = sn.load_snapshot(tmp_path / "s")
     assert loaded.nodes["gb1"].fabric_source == sn.KEY_QUERY
     assert loaded.nodes["gb2"].gpus is None
-    assert {f.kind for f in loaded.findings if f.subject == "gb2"} == {sn.KIND_PARSE}
+    assert {f.kind for f in loaded.findings if f.subject == "gb2"} == {
+        FindingKind.COLLECT_PARSE_ERROR
+    }
 
 
 @pytest.mark.parametrize(

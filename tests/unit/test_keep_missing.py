@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from topograph_slurm.analysis.state import keep_missing as k
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree
 from topograph_slurm.model.summary import FabricSummary, NodeSummary
 from topograph_slurm.sources.layout import load_topology
@@ -56,9 +57,9 @@ def test_who_may_keep_their_place() -> None:
     keep, refused = k.candidates(previous, ["n5"], _policy())
     assert list(keep) == ["n1"]
     assert [(f.kind, f.subject, f.is_problem) for f in refused] == [
-        (k.KIND_EXPIRED, "n2", True),
-        (k.KIND_NOT_KEPT, "n3", True),
-        (k.KIND_NOT_KEPT, "n4", False),
+        (FindingKind.KEPT_MISSING_EXPIRED, "n2", True),
+        (FindingKind.MISSING_NOT_KEPT, "n3", True),
+        (FindingKind.MISSING_NOT_KEPT, "n4", False),
     ]
     assert refused[0].message == (
         "absent since 2026-11-20T12:00:00Z, over 7d: dropped from the topology"
@@ -70,7 +71,8 @@ def test_nothing_is_kept_when_off_or_without_a_slurm_node_list() -> None:
     previous = _previous(n1=NodeSummary("l1", last_seen=DAY_AGO))
     assert k.candidates(previous, [], _policy("0")) == ({}, [])
     keep, (finding,) = k.candidates(previous, [], _policy(listed=None))
-    assert keep == {} and finding.kind == k.KIND_NOT_KEPT and "--slurm-nodes" in finding.message
+    assert keep == {} and finding.kind == FindingKind.MISSING_NOT_KEPT
+    assert "--slurm-nodes" in finding.message
 
 
 def test_kept_nodes_go_back_under_their_leaf_and_into_their_block() -> None:
@@ -88,8 +90,8 @@ def test_kept_nodes_go_back_under_their_leaf_and_into_their_block() -> None:
     nodes, findings = k.kept_nodes(keep, leaves, in_blocks, _policy())
     assert nodes["n1"].kept and nodes["n1"].last_seen == DAY_AGO
     assert [(f.kind, f.subject) for f in findings] == [
-        (k.KIND_KEPT, "n1"),
-        (k.KIND_NOT_KEPT, "n3"),
+        (FindingKind.KEPT_MISSING, "n1"),
+        (FindingKind.MISSING_NOT_KEPT, "n3"),
     ]
     assert findings[0].message == (
         "absent from the fabric since 2026-11-30T12:00:00Z; kept in leaf l1 and block b1 "
@@ -142,8 +144,8 @@ def test_a_node_off_today_keeps_its_leaf_and_block(tmp_path: Path, fmt: str) -> 
     assert code == Exit.OK
     assert _nodes(out) == [f"gpu{i:04d}" for i in range(1, 16)]  # gpu0016: Slurm lists it no more
     by_kind = {(f["kind"], f["subject"]) for f in report["findings"]}
-    assert {(k.KIND_KEPT, "gpu0014"), (k.KIND_KEPT, "gpu0015")} <= by_kind
-    assert (k.KIND_NOT_KEPT, "gpu0016") in by_kind
+    assert {(FindingKind.KEPT_MISSING, "gpu0014"), (FindingKind.KEPT_MISSING, "gpu0015")} <= by_kind
+    assert (FindingKind.MISSING_NOT_KEPT, "gpu0016") in by_kind
     changes = report["since_last_run"]["changes"]
     assert [(c["kind"], c["subject"]) for c in changes if c["kind"] == "node-vanished"] == [
         ("node-vanished", "gpu0014"),
@@ -164,7 +166,7 @@ def test_past_the_limit_a_kept_node_drops_out(tmp_path: Path) -> None:
     summary_path(out).write_bytes(encode(kept))
     code, report = _generate(out, "nodes=14,su=8", "--slurm-nodes", "gpu[0001-0016]")
     assert code == Exit.OK and _nodes(out) == [f"gpu{i:04d}" for i in range(1, 16)]
-    (expired,) = [f for f in report["findings"] if f["kind"] == k.KIND_EXPIRED]
+    (expired,) = [f for f in report["findings"] if f["kind"] == FindingKind.KEPT_MISSING_EXPIRED]
     assert (
         expired["subject"] == "gpu0016"
         and f"absent since {week_ago}, over 7d" in expired["message"]
@@ -182,7 +184,7 @@ def test_the_shrink_guard_counts_kept_nodes_as_present(tmp_path: Path) -> None:
     assert summary_path(out).read_bytes() == before  # a refused run records nothing
     code, report = _generate(out, "nodes=9,su=8", *listed)
     assert code == Exit.OK and len(_nodes(out)) == 16
-    assert sum(f["kind"] == k.KIND_KEPT for f in report["findings"]) == 7
+    assert sum(f["kind"] == FindingKind.KEPT_MISSING for f in report["findings"]) == 7
 
 
 def test_without_a_summary_the_previous_output_gives_the_places(tmp_path: Path) -> None:
@@ -191,7 +193,7 @@ def test_without_a_summary_the_previous_output_gives_the_places(tmp_path: Path) 
     summary_path(out).unlink()
     code, report = _generate(out, "nodes=14,su=8", "--slurm-nodes", "gpu[0001-0016]")
     assert code == Exit.OK and len(_nodes(out)) == 16
-    assert sum(f["kind"] == k.KIND_KEPT for f in report["findings"]) == 2
+    assert sum(f["kind"] == FindingKind.KEPT_MISSING for f in report["findings"]) == 2
     assert report["since_last_run"]["not_compared"][0].startswith("blocks and BlockSizes: ")
 
 

@@ -7,8 +7,9 @@ import pytest
 
 from tests.conftest import real_fixture
 from topograph_slurm.analysis.fabric.analyse import analyse
-from topograph_slurm.analysis.fabric.leaf import KIND_RAIL_DISAGREE, group_leaves
+from topograph_slurm.analysis.fabric.leaf import group_leaves
 from topograph_slurm.analysis.fabric.naming import NamingPolicy
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import LeafGroup
 from topograph_slurm.sources.ibnetdiscover.parse import read_ibnetdiscover
 
@@ -31,7 +32,7 @@ def _move(rails: Rails, node: str, rail: int, leaf: str) -> None:
 
 def _group(rails: Rails) -> tuple[dict[str, list[str]], list[LeafGroup], list[str]]:
     groups, findings = group_leaves(rails, {})
-    assert all(f.kind == KIND_RAIL_DISAGREE for f in findings)
+    assert all(f.kind == FindingKind.RAIL_DISAGREEMENT for f in findings)
     return {g.name: g.nodes for g in groups}, groups, [f.message for f in findings]
 
 
@@ -121,7 +122,9 @@ def test_a_real_fabric_s_dual_homed_hosts_tie_and_no_leaf_switch_is_shared() -> 
     analysis = analyse(fabric, NamingPolicy())
     leaves = analysis.tree.leaves
     _assert_partition(analysis.hosts.rails, leaves)
-    ties = {f.subject: f.message for f in analysis.findings if f.kind == KIND_RAIL_DISAGREE}
+    ties = {
+        f.subject: f.message for f in analysis.findings if f.kind == FindingKind.RAIL_DISAGREEMENT
+    }
     assert sorted(ties) == ["sat11-0101-0902-01ufm", "sat11-0101-0902-02ufm"]
     assert all("no majority (1 of 2 rails" in message for message in ties.values())
     placed = {node: leaf.name for leaf in leaves for node in leaf.nodes}

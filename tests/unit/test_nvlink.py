@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.support.sim_gpu import nvl_node_gpus, render_query_q
-from topograph_slurm.analysis.fabric.block import KIND_UNDERSIZED
 from topograph_slurm.analysis.nvlink import domains as nv
-from topograph_slurm.analysis.nvlink.clique import FindingKind, domain_results, node_domain
+from topograph_slurm.analysis.nvlink.clique import domain_results, node_domain
 from topograph_slurm.collect import write_snapshot
 from topograph_slurm.errors import ConfigError
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import ZERO_UUID, DomainResult
 from topograph_slurm.model.names import sanitize
 from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree, TreeSwitch
@@ -86,9 +86,9 @@ def test_natural_order_puts_gb2_before_gb10() -> None:
 @pytest.mark.parametrize(
     ("overrides", "kind"),
     [
-        ({"state": "In Progress"}, FindingKind.NOT_COMPLETED),
-        ({"health": "Unhealthy"}, FindingKind.UNHEALTHY),
-        ({"status": "Insufficient Resources"}, FindingKind.STATUS),
+        ({"state": "In Progress"}, FindingKind.FABRIC_NOT_COMPLETED),
+        ({"health": "Unhealthy"}, FindingKind.FABRIC_UNHEALTHY),
+        ({"status": "Insufficient Resources"}, FindingKind.FABRIC_STATUS),
         (
             {"state": None, "status": None, "cluster_uuid": None, "clique_id": None},
             FindingKind.FABRIC_NA,
@@ -108,7 +108,7 @@ def test_disagreeing_gpus_leave_the_node_out() -> None:
     per_node["gb02"] = node_domain(gpus, "gb02")
     topo = nv.nvlink_blocks(per_node, V2605)
     assert "gb02" not in topo.blocks[0].nodes
-    assert ("gb02", FindingKind.DISAGREE) in {(f.subject, f.kind) for f in topo.findings}
+    assert ("gb02", FindingKind.FABRIC_DISAGREE) in {(f.subject, f.kind) for f in topo.findings}
 
 
 def test_include_policy_keeps_unhealthy_node_in_its_rack_and_reports_it() -> None:
@@ -116,8 +116,8 @@ def test_include_policy_keeps_unhealthy_node_in_its_rack_and_reports_it() -> Non
     topo = nv.nvlink_blocks(per_node, V2605, policy=nv.NvlinkPolicy(unhealthy="include"))
     assert topo.blocks[0].nodes == rack_nodes(0)
     kinds = [(f.subject, f.kind) for f in topo.findings]
-    assert ("gb03", FindingKind.NOT_COMPLETED) in kinds
-    assert ("gb03", nv.KIND_INCLUDED) in kinds
+    assert ("gb03", FindingKind.FABRIC_NOT_COMPLETED) in kinds
+    assert ("gb03", FindingKind.NVLINK_INCLUDED_WITH_FINDINGS) in kinds
 
 
 def test_include_policy_cannot_place_nodes_without_a_domain() -> None:
@@ -131,7 +131,9 @@ def test_single_node_nvswitch_systems_are_not_blocks() -> None:
     per_node["hgx1"] = node_domain(nvl_node_gpus(ZERO_UUID, 0, 8), "hgx1")
     topo = nv.nvlink_blocks(per_node, V2605)
     assert names(topo) == ["nvl-gb01"]
-    assert ("hgx1", FindingKind.SINGLE_NODE) in {(f.subject, f.kind) for f in topo.findings}
+    assert ("hgx1", FindingKind.SINGLE_NODE_NVSWITCH) in {
+        (f.subject, f.kind) for f in topo.findings
+    }
 
 
 def test_no_domain_at_all_is_an_error() -> None:
@@ -239,7 +241,7 @@ def test_missing_rack_keeps_its_position_on_25_05(fmt: str) -> None:
     assert names(second) == names(first)
     assert [len(b.nodes) for b in second.blocks] == [4, 0, 4, 4]
     assert second.block_sizes == first.block_sizes
-    missing = [f for f in second.findings if f.kind == nv.KIND_RACK_MISSING]
+    missing = [f for f in second.findings if f.kind == FindingKind.NVLINK_RACK_MISSING]
     assert [f.subject for f in missing] == ["nvl-gb05"]
     assert "keep their positions" in missing[0].message
     text = conf(second)
@@ -254,7 +256,7 @@ def test_missing_rack_is_left_out_and_reported_on_24_11() -> None:
     second = nv.nvlink_blocks(without(cluster(4), rack_nodes(1)), V2411, layout=layout)
     assert names(second) == ["nvl-gb01", "nvl-gb09", "nvl-gb13"]
     assert all(b.nodes for b in second.blocks)
-    missing = [f for f in second.findings if f.kind == nv.KIND_RACK_MISSING]
+    missing = [f for f in second.findings if f.kind == FindingKind.NVLINK_RACK_MISSING]
     assert [f.subject for f in missing] == ["nvl-gb05"]
     assert "shift" in missing[0].message and "24.11" in missing[0].message
 
@@ -269,7 +271,7 @@ def test_name_stays_when_the_first_node_of_a_rack_drops_out() -> None:
     # 24.11 cannot take the 3-node block: reported, left out
     old = nv.nvlink_blocks(per_node, V2411, layout=layout)
     assert names(old) == ["nvl-gb05", "nvl-gb09"]
-    assert ("nvl-gb01", KIND_UNDERSIZED) in {(f.subject, f.kind) for f in old.findings}
+    assert ("nvl-gb01", FindingKind.UNDERSIZED_BLOCK) in {(f.subject, f.kind) for f in old.findings}
 
 
 def test_without_layout_a_missing_rack_shifts_later_blocks() -> None:
@@ -282,7 +284,9 @@ def test_new_rack_is_appended_after_the_layout() -> None:
     layout = parse_layout(conf(nv.nvlink_blocks(cluster(2), V2605)))
     topo = nv.nvlink_blocks(cluster(3), V2605, layout=layout)
     assert names(topo) == ["nvl-gb01", "nvl-gb05", "nvl-gb09"]
-    assert [(f.subject, f.kind) for f in topo.findings] == [("nvl-gb09", nv.KIND_RACK_NEW)]
+    assert [(f.subject, f.kind) for f in topo.findings] == [
+        ("nvl-gb09", FindingKind.NVLINK_RACK_NEW)
+    ]
 
 
 def test_a_rack_split_in_two_cliques_keeps_the_larger_part_in_place() -> None:
@@ -295,7 +299,7 @@ def test_a_rack_split_in_two_cliques_keeps_the_larger_part_in_place() -> None:
         ("rackA", ["gb01", "gb02", "gb03", "gb04"]),
         ("nvl-gb05", ["gb05", "gb06"]),
     ]
-    assert nv.KIND_RACK_SPLIT in {f.kind for f in topo.findings}
+    assert FindingKind.NVLINK_RACK_SPLIT in {f.kind for f in topo.findings}
 
 
 def test_racks_file_layout_with_placeholders_and_names() -> None:
@@ -344,5 +348,5 @@ def test_blocks_from_a_snapshot_carry_collection_findings(tmp_path: object) -> N
     topo = nv.nvlink_blocks(domain_results(snap.gpus), V2605, findings=snap.findings)
     assert [b.nodes for b in topo.blocks] == [rack_nodes(0), ["gb05", "gb07", "gb08"]]
     subjects = {(f.subject, f.kind) for f in topo.findings}
-    assert ("gb06", FindingKind.NOT_COMPLETED) in subjects
+    assert ("gb06", FindingKind.FABRIC_NOT_COMPLETED) in subjects
     assert ("gb09", "collect-failed") in subjects

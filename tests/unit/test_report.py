@@ -19,9 +19,9 @@ from tests.support.snapshots import write_node_outputs
 from topograph_slurm.analysis.fabric.analyse import analyse
 from topograph_slurm.analysis.fabric.naming import REASON_DEFAULT, REASON_SHARP, NamingPolicy
 from topograph_slurm.analysis.fabric.unnamed import find_unnamed
-from topograph_slurm.analysis.nvlink.clique import FindingKind
 from topograph_slurm.cli.main import main
 from topograph_slurm.model import names
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.render.environment import environment, printable
 from topograph_slurm.render.report import render_report
 from topograph_slurm.sources import ibnetdiscover, sim
@@ -164,10 +164,12 @@ def test_topograph_two_column_snapshot_gives_domains_and_one_info_line(tmp_path:
     assert "Information: 8.  Findings: 0." in text
     assert "Findings (0):\n  none\n" in text
     info = text.split("Information (8):\n", 1)[1].splitlines()
-    assert info[0].startswith(f"  [{FindingKind.NOT_COLLECTED}] gb[01-08]: fabric State,")
+    assert info[0].startswith(
+        f"  [{FindingKind.FABRIC_STATE_NOT_COLLECTED}] gb[01-08]: fabric State,"
+    )
     assert "State N/A" not in text
     data = json.loads(_report(tmp_path, *args, fmt="json"))
-    notes = [f for f in data["findings"] if f["kind"] == FindingKind.NOT_COLLECTED]
+    notes = [f for f in data["findings"] if f["kind"] == FindingKind.FABRIC_STATE_NOT_COLLECTED]
     assert len(notes) == 8 and {f["level"] for f in data["findings"]} == {"info"}
 
 

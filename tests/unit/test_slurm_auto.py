@@ -16,13 +16,9 @@ from click.testing import CliRunner
 from tests.support.scontrol import Answer, ReplayScontrol
 from topograph_slurm.cli.main import main
 from topograph_slurm.config import Settings
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import LEVEL_INFO, LEVEL_PROBLEM, Finding
-from topograph_slurm.slurm.auto import (
-    KIND_SLURM_NODES,
-    KIND_SLURM_VERSION,
-    node_list,
-    resolve_version,
-)
+from topograph_slurm.slurm.auto import node_list, resolve_version
 
 NODES_JSON = json.dumps({"nodes": [{"name": f"gpu{i:04d}", "state": ["IDLE"]} for i in (1, 2, 3)]})
 VERSION_2605 = Answer("slurm-wlm 26.05.5\n")
@@ -39,8 +35,8 @@ def test_without_scontrol_every_host_and_24_11_with_info_notes(tmp_path: Path) -
     assert node_list(settings(absent), notes) is None
     assert resolve_version(settings(absent), notes).slurm_version == "24.11"
     assert [(n.kind, n.level) for n in notes] == [
-        (KIND_SLURM_NODES, LEVEL_INFO),
-        (KIND_SLURM_VERSION, LEVEL_INFO),
+        (FindingKind.SLURM_NODES, LEVEL_INFO),
+        (FindingKind.SLURM_VERSION, LEVEL_INFO),
     ]
     assert notes[0].message.endswith("every host is a node")
     assert notes[1].message.endswith("24.11 assumed")

@@ -17,6 +17,7 @@ from topograph_slurm.analysis.fabric.analyse import analyse
 from topograph_slurm.analysis.fabric.naming import NamingPolicy
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
+from topograph_slurm.model.findings import FindingKind
 
 COMPUTE = "nodes=32,rails=8,su=8"
 WITH_STORAGE = COMPUTE + ",storage=1"
@@ -45,7 +46,7 @@ def test_storage_subnet_hcas_are_left_out_with_a_reason_and_one_finding(tmp_path
     reasons = [ex["reason"] for ex in report["exclusions"]]
     assert reasons.count(subnet.REASON_OTHER_SUBNET) == 32 * 2
     assert {ex["description"].split()[1] for ex in report["exclusions"]} == {"mlx5_8", "mlx5_9"}
-    split = [f for f in report["findings"] if f["kind"] == subnet.KIND_SPLIT]
+    split = [f for f in report["findings"] if f["kind"] == FindingKind.SPLIT_SUBNETS]
     assert len(split) == 1 and split[0]["subject"] == "gpu[0001-0032]"
     assert "left out 64 HCA(s)" in split[0]["message"]
 
@@ -86,7 +87,7 @@ def test_hcas_names_the_compute_rails_of_a_converged_fabric() -> None:
     assert {(ex.reason, ex.leaf) for ex in chosen.exclusions} == {
         (naming.REASON_HCA, names[fb.guids["stor-leaf"]])
     }
-    assert not [f for f in chosen.findings if f.kind == subnet.KIND_SPLIT]
+    assert not [f for f in chosen.findings if f.kind == FindingKind.SPLIT_SUBNETS]
 
 
 def test_bad_hcas_pattern_is_one_usage_error_and_writes_nothing(tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_selene_compute_and_storage_dumps_in_one_file(tmp_path: Path) -> None:
     alone = _topology("--ibnetdiscover", str(compute), *nodes)
     assert _same_lines(_topology("--ibnetdiscover", str(both), *nodes), alone)
     report = _report(tmp_path, "--ibnetdiscover", str(both), *nodes)
-    split = [f for f in report["findings"] if f["kind"] == subnet.KIND_SPLIT]
+    split = [f for f in report["findings"] if f["kind"] == FindingKind.SPLIT_SUBNETS]
     assert len(split) == 1 and split[0]["subject"].startswith("luna-[0001-0034,")
     left_out = [ex for ex in report["exclusions"] if ex["reason"] == subnet.REASON_OTHER_SUBNET]
     assert left_out and all(ex["description"].startswith("luna-") for ex in left_out)
@@ -142,7 +143,7 @@ def test_planes_of_equal_weight_stay_rails_of_one_tree() -> None:
         fb.host(f"gpu{n}", [f"leaf-{p}{unit}-r{r}" for p in ("a", "b") for r in (0, 1)])
     result = analyse(fb.fabric, NamingPolicy())
     assert not result.exclusions
-    assert not [f for f in result.findings if f.kind == subnet.KIND_SPLIT]
+    assert not [f for f in result.findings if f.kind == FindingKind.SPLIT_SUBNETS]
     assert [(leaf.nodes, len(leaf.switches)) for leaf in result.tree.leaves] == [
         (["gpu0", "gpu1"], 4),
         (["gpu2", "gpu3"], 4),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tests.support.fabric_builder import FabricBuilder
 from topograph_slurm.analysis.fabric.analyse import analyse
-from topograph_slurm.analysis.fabric.leaf import KIND_RAIL_DISAGREE
 from topograph_slurm.analysis.fabric.naming import NamingPolicy
 from topograph_slurm.model.fabric import Links
+from topograph_slurm.model.findings import FindingKind
 
 
 def _rail_fabric(units: int = 2, nodes: int = 4, rails: int = 2, spines: int = 2) -> FabricBuilder:
@@ -51,7 +51,7 @@ def test_moved_cable_is_a_finding_and_node_stays_with_its_majority() -> None:
     leaves = {leaf.name: leaf.nodes for leaf in analysis.tree.leaves}
     assert leaves["su0-r0"] == ["gpu00", "gpu01", "gpu02", "gpu03"]
     assert leaves["su1-r0"] == ["gpu10", "gpu11", "gpu12", "gpu13"]
-    (finding,) = [f for f in analysis.findings if f.kind == KIND_RAIL_DISAGREE]
+    (finding,) = [f for f in analysis.findings if f.kind == FindingKind.RAIL_DISAGREEMENT]
     assert finding.subject == "gpu02"
     assert "3 of 4 rails" in finding.message
 

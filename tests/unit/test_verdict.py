@@ -1,107 +1,31 @@
-"""Per-node health verdicts: every finding kind's severity, the nodes behind a slow uplink or
-HCA cable, and the labels (leaf, block) a node carries."""
+"""Per-node health verdicts: every finding kind's severity (from the catalogue), the nodes
+behind a slow uplink or HCA cable, and the labels (leaf, block) a node carries."""
 
 from __future__ import annotations
-
-import importlib
-import pkgutil
 
 import pytest
 
 from tests.support.fabric_builder import FabricBuilder
-from topograph_slurm import analysis
-from topograph_slurm.analysis.fabric import block, leaf, subnet
 from topograph_slurm.analysis.fabric.analyse import analyse
 from topograph_slurm.analysis.fabric.naming import NamingPolicy
-from topograph_slurm.analysis.health import degraded as health
-from topograph_slurm.analysis.health.verdict import (
-    COLLECT_KINDS,
-    NOT_HEALTH,
-    SEVERITY,
-    judge,
-    node_labels,
-    severity,
-)
-from topograph_slurm.analysis.nvlink import domains as nvlink
-from topograph_slurm.analysis.nvlink import gpus
-from topograph_slurm.analysis.nvlink.clique import FindingKind
+from topograph_slurm.analysis.health.verdict import judge, node_labels, severity
 from topograph_slurm.model.fabric import Link, Links
-from topograph_slurm.model.health import DEGRADED, DRAIN, HEALTHY, UNKNOWN, NodeLabels
-from topograph_slurm.model.result import LEVEL_INFO, TOPOLOGY_KINDS, Block, BlockTopology, Finding
-from topograph_slurm.sources import snapshot
-
-EVERY_KIND = {
-    health.KIND_DEGRADED: DEGRADED,
-    health.KIND_MISSING_RAIL: DRAIN,
-    health.KIND_ISLANDS: None,
-    leaf.KIND_RAIL_DISAGREE: DEGRADED,
-    subnet.KIND_SPLIT: None,
-    block.KIND_UNDERSIZED: None,
-    block.KIND_SHORT_BASE: None,
-    gpus.KIND_GPUS_DISAGREE: None,
-    nvlink.KIND_RACK_MISSING: None,
-    nvlink.KIND_RACK_NEW: None,
-    nvlink.KIND_RACK_SPLIT: None,
-    nvlink.KIND_INCLUDED: None,
-    FindingKind.NO_GPUS: DRAIN,
-    FindingKind.FABRIC_NA: None,
-    FindingKind.FABRIC_PARTIAL: DRAIN,
-    FindingKind.NOT_COMPLETED: DRAIN,
-    FindingKind.STATUS: DRAIN,
-    FindingKind.UNHEALTHY: DEGRADED,
-    FindingKind.MISSING_ID: DRAIN,
-    FindingKind.DISAGREE: DRAIN,
-    FindingKind.GPU_COUNT: DRAIN,
-    FindingKind.SINGLE_NODE: None,
-    FindingKind.NOT_COLLECTED: None,
-    snapshot.KIND_FAILED: UNKNOWN,
-    snapshot.KIND_TIMEOUT: UNKNOWN,
-    snapshot.KIND_MISSING: UNKNOWN,
-    snapshot.KIND_PARSE: UNKNOWN,
-    "slow-node": DEGRADED,
-    "slow-link": DEGRADED,
-    "bench-drift": DEGRADED,
-    "kept-missing": None,  # off the fabric: judged when it is back
-    "kept-missing-expired": None,
-    "missing-not-kept": None,
-}
+from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.model.health import DEGRADED, DRAIN, HEALTHY, NodeLabels
+from topograph_slurm.model.result import LEVEL_INFO, LEVEL_PROBLEM, Block, BlockTopology, Finding
 
 
-@pytest.mark.parametrize(("kind", "expected"), sorted(EVERY_KIND.items()))
-def test_every_kind_has_its_severity(kind: str, expected: str | None) -> None:
-    verdicts, unused = judge([Finding(kind, "n1", "m")], ["n1", "n2"])
-    assert severity(Finding(kind, "n1", "m")) == expected
-    assert verdicts["n1"].severity == (expected or HEALTHY)
+@pytest.mark.parametrize("kind", list(FindingKind))
+@pytest.mark.parametrize("level", [LEVEL_PROBLEM, LEVEL_INFO])
+def test_every_kind_has_the_catalogues_severity_at_either_level(
+    kind: FindingKind, level: str
+) -> None:
+    finding = Finding(kind, "n1", "m", level)
+    verdicts, unused = judge([finding], ["n1", "n2"])
+    assert severity(finding) == kind.severity
+    assert verdicts["n1"].severity == (kind.severity or HEALTHY)
     assert verdicts["n2"].severity == HEALTHY
-    assert len(unused) == (expected is None)
-
-
-def test_the_table_covers_every_kind_the_analysis_defines() -> None:
-    assert set(SEVERITY) | set(NOT_HEALTH) == set(EVERY_KIND)
-    assert set(FindingKind) <= set(SEVERITY) | set(NOT_HEALTH)
-    assert set(COLLECT_KINDS) == {
-        snapshot.KIND_FAILED,
-        snapshot.KIND_TIMEOUT,
-        snapshot.KIND_MISSING,
-        snapshot.KIND_PARSE,
-    }
-
-
-def test_every_kind_constant_in_the_analysis_and_snapshot_has_a_severity() -> None:
-    modules = [
-        importlib.import_module(info.name)
-        for info in pkgutil.walk_packages(analysis.__path__, f"{analysis.__name__}.")
-        # their KIND_ constants name changes between runs (or bench records), not findings
-        if not info.name.endswith(".drift")
-    ]
-    kinds = {
-        value
-        for module in [*modules, snapshot]
-        for name, value in vars(module).items()
-        if name.startswith("KIND_") and isinstance(value, str)
-    } - set(TOPOLOGY_KINDS)  # tree/block/flat name topologies, not findings
-    assert len(kinds) >= 19
-    assert kinds - set(SEVERITY) - set(NOT_HEALTH) == set()
+    assert unused == ([(finding, kind.ignored)] if kind.severity is None else [])
 
 
 def test_an_unknown_problem_kind_degrades_and_unknown_information_is_ignored() -> None:
@@ -115,10 +39,10 @@ def test_an_unknown_problem_kind_degrades_and_unknown_information_is_ignored() -
 
 def test_worst_finding_wins_and_every_cause_is_kept() -> None:
     found = [
-        Finding(health.KIND_DEGRADED, "n1 mlx5_0/1 <-> leaf/1", "slow", nodes=("n1",)),
-        Finding(health.KIND_MISSING_RAIL, "n1", "lost one"),
-        Finding(snapshot.KIND_FAILED, "n2", "unreachable"),
-        Finding(leaf.KIND_RAIL_DISAGREE, "n2", "moved"),
+        Finding(FindingKind.DEGRADED_LINK, "n1 mlx5_0/1 <-> leaf/1", "slow", nodes=("n1",)),
+        Finding(FindingKind.MISSING_RAIL, "n1", "lost one"),
+        Finding(FindingKind.COLLECT_FAILED, "n2", "unreachable"),
+        Finding(FindingKind.RAIL_DISAGREEMENT, "n2", "moved"),
     ]
     verdicts, _ = judge(found, ["n1", "n2", "n3"])
     assert verdicts["n1"].severity == DRAIN
@@ -128,14 +52,16 @@ def test_worst_finding_wins_and_every_cause_is_kept() -> None:
 
 
 def test_a_finding_naming_no_judged_node_is_listed_with_the_reason() -> None:
-    verdicts, unused = judge([Finding(health.KIND_DEGRADED, "spine/1 <-> core/1", "slow")], ["n1"])
+    verdicts, unused = judge(
+        [Finding(FindingKind.DEGRADED_LINK, "spine/1 <-> core/1", "slow")], ["n1"]
+    )
     assert verdicts["n1"].severity == HEALTHY
     ((finding, why),) = unused
     assert finding.subject == "spine/1 <-> core/1" and "not a node" in why
 
 
 def test_nodes_named_by_a_finding_are_judged_even_outside_the_sweep() -> None:
-    verdicts, _ = judge([Finding("slow-link", "leaf1", "slow", nodes=("n9",))], ["n1"])
+    verdicts, _ = judge([Finding(FindingKind.SLOW_LINK, "leaf1", "slow", nodes=("n9",))], ["n1"])
     assert verdicts["n9"].severity == DEGRADED
 
 
@@ -170,7 +96,7 @@ def test_a_slow_leaf_uplink_degrades_every_node_under_that_leaf() -> None:
     fb.cable("leafB", "spine0")
     _slow(fb, "leafA", "spine0")
     analysis = analyse(fb.fabric, NamingPolicy())
-    slow = [f for f in analysis.findings if f.kind == health.KIND_DEGRADED]
+    slow = [f for f in analysis.findings if f.kind == FindingKind.DEGRADED_LINK]
     assert slow and all(f.nodes == ("a0", "a1", "a2") for f in slow)
     verdicts, _ = judge(analysis.findings, analysis.hosts.nodes)
     assert [v.node for v in verdicts.values() if v.severity == DEGRADED] == ["a0", "a1", "a2"]
@@ -180,7 +106,7 @@ def test_a_slow_hca_cable_degrades_only_its_node() -> None:
     fb = _two_leaves()
     _slow(fb, "b1/0", "leafB")
     analysis = analyse(fb.fabric, NamingPolicy())
-    (slow,) = [f for f in analysis.findings if f.kind == health.KIND_DEGRADED]
+    (slow,) = [f for f in analysis.findings if f.kind == FindingKind.DEGRADED_LINK]
     assert slow.nodes == ("b1",)
     verdicts, _ = judge(analysis.findings, analysis.hosts.nodes)
     assert {n: v.severity for n, v in verdicts.items() if v.severity != HEALTHY} == {"b1": DEGRADED}

@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from topograph_slurm.analysis.fabric.block import typical_size
-from topograph_slurm.analysis.state.keep_missing import KIND_KEPT
 from topograph_slurm.app.fabric import AnalysedFabric, Warn, read_fabric
 from topograph_slurm.app.state import Keeping, Tracked, keeping, track
 from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
 from topograph_slurm.errors import ConfigError, OutputError, TopographError, UsageError
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import (
-    KIND_BLOCK,
-    KIND_FLAT,
-    KIND_TREE,
+    PLUGIN_BLOCK,
+    PLUGIN_FLAT,
+    PLUGIN_TREE,
     Analysis,
     BlockTopology,
     Finding,
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 Log = Callable[[str], None]
 #: topology.yaml name of blocks made from IB scalable units (NVLink blocks are "nvl").
 IB_BLOCK_NAME = "su"
-TEMPLATES = {KIND_TREE: "topology.conf.tree.j2", KIND_BLOCK: "topology.conf.block.j2"}
+TEMPLATES = {PLUGIN_TREE: "topology.conf.tree.j2", PLUGIN_BLOCK: "topology.conf.block.j2"}
 
 
 @dataclass(slots=True)
@@ -79,7 +79,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}")
     if settings.block_source not in BLOCK_SOURCES:
         raise ConfigError(f"block_source must be one of {', '.join(BLOCK_SOURCES)}")
-    wants_blocks = bool(settings.format != KIND_TREE or settings.filter_dir)
+    wants_blocks = bool(settings.format != PLUGIN_TREE or settings.filter_dir)
     keep = _keeping(settings)
     fabric = read_fabric(
         settings,
@@ -92,7 +92,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
     analysis.findings += fabric.notes  # where the auto node list and release came from
     tracked = track(keep, fabric, fabric.blocks) if keep else None
     blocks = (tracked.blocks if tracked else fabric.blocks) if wants_blocks else None
-    shown = blocks if settings.format != KIND_TREE else None
+    shown = blocks if settings.format != PLUGIN_TREE else None
     facts = None
     if settings.filter_dir:
         facts, filter_findings = _filter_facts(settings, fabric, blocks)
@@ -117,7 +117,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
     else:
         from topograph_slurm.render.topology_yaml import check_names
 
-        check_names(analysis.tree if settings.format == KIND_TREE else None, shown)
+        check_names(analysis.tree if settings.format == PLUGIN_TREE else None, shown)
         out.topology = render(
             env,
             TEMPLATES[settings.format],
@@ -178,14 +178,17 @@ def _topologies(
     from topograph_slurm.model.result import NamedTopology
     from topograph_slurm.render.topology_yaml import DEFAULT_NAMES
 
-    defaults = {**DEFAULT_NAMES, KIND_BLOCK: DEFAULT_NAMES[KIND_BLOCK] if nvlink else IB_BLOCK_NAME}
+    defaults = {
+        **DEFAULT_NAMES,
+        PLUGIN_BLOCK: DEFAULT_NAMES[PLUGIN_BLOCK] if nvlink else IB_BLOCK_NAME,
+    }
     names = {**defaults, **(settings.yaml_names or {})}
     topologies = []
     if analysis.node_count:
-        topologies.append(NamedTopology(names[KIND_TREE], tree=analysis.tree))
+        topologies.append(NamedTopology(names[PLUGIN_TREE], tree=analysis.tree))
     if blocks is not None and blocks.blocks:
-        topologies.append(NamedTopology(names[KIND_BLOCK], blocks=blocks))
-    topologies.append(NamedTopology(names[KIND_FLAT]))
+        topologies.append(NamedTopology(names[PLUGIN_BLOCK], blocks=blocks))
+    topologies.append(NamedTopology(names[PLUGIN_FLAT]))
     return topologies
 
 
@@ -226,7 +229,7 @@ def _filter_facts(
     if not settings.filter:
         raise ConfigError("--filter-dir needs a 'filter' section with partitions in the config")
     leaf_size = typical_size(len(leaf.nodes) for leaf in fabric.analysis.tree.leaves)
-    measured = {KIND_BLOCK: blocks.block_sizes[0] if blocks else 0, KIND_TREE: leaf_size}
+    measured = {PLUGIN_BLOCK: blocks.block_sizes[0] if blocks else 0, PLUGIN_TREE: leaf_size}
     snapshot = fabric.inputs.snapshot
     nodes = snapshot.nodes if snapshot else {}
     node_gpus = {name: node.topology.gpu_count for name, node in nodes.items() if node.topology}
@@ -245,7 +248,7 @@ def _placed(fmt: str, analysis: Analysis, blocks: BlockTopology | None) -> int:
     else:
         in_blocks = 0
     in_tree = sum(len(leaf.nodes) for leaf in analysis.tree.leaves)  # kept nodes too
-    return {KIND_TREE: in_tree, KIND_BLOCK: in_blocks}.get(fmt, max(in_tree, in_blocks))
+    return {PLUGIN_TREE: in_tree, PLUGIN_BLOCK: in_blocks}.get(fmt, max(in_tree, in_blocks))
 
 
 def _report_page(
@@ -335,7 +338,9 @@ def record_success(
         result.node_count,
         run.written,
         run.reconfigured,
-        kept_missing=sum(f.kind == KIND_KEPT for f in tracked.findings) if tracked else 0,
+        kept_missing=(
+            sum(f.kind == FindingKind.KEPT_MISSING for f in tracked.findings) if tracked else 0
+        ),
         # the first run (no summary kept yet) has nothing to compare with: not measured
         changes=len(tracked.changes.changes) if tracked and tracked.changes.old else None,
     )

@@ -32,12 +32,11 @@ from topograph_slurm.analysis.state.summary import from_topology, summarize
 from topograph_slurm.app.fabric import AnalysedFabric, node_domains
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import InputError
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Analysis, BlockTopology, Drift, Finding
 from topograph_slurm.model.summary import FabricSummary, NodeSummary
 from topograph_slurm.sources import summary as summary_file
-
-KIND_SUMMARY_UNREADABLE = "summary-unreadable"
 
 
 @dataclass(slots=True)
@@ -114,7 +113,9 @@ def previous_summary(output: Path) -> tuple[FabricSummary | None, list[Finding]]
     try:
         kept = summary_file.load_summary(summary_file.summary_path(output))
     except InputError as err:
-        findings.append(Finding(KIND_SUMMARY_UNREADABLE, str(output), f"{err}; using {output}"))
+        findings.append(
+            Finding(FindingKind.SUMMARY_UNREADABLE, str(output), f"{err}; using {output}")
+        )
         kept = None
     if kept is not None:
         return kept, findings

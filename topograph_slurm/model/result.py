@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.names import natural_key
 
-#: The kinds of topology Slurm knows, as topology.yaml and the CLI name them.
-KIND_TREE, KIND_BLOCK, KIND_FLAT = "tree", "block", "flat"
-TOPOLOGY_KINDS: tuple[str, ...] = (KIND_TREE, KIND_BLOCK, KIND_FLAT)
+#: The topology plugins Slurm knows, as topology.yaml and the CLI name them.
+PLUGIN_TREE, PLUGIN_BLOCK, PLUGIN_FLAT = "tree", "block", "flat"
+TOPOLOGY_PLUGINS: tuple[str, ...] = (PLUGIN_TREE, PLUGIN_BLOCK, PLUGIN_FLAT)
 
 #: Finding levels: a problem an admin should act on (alerting pages on it), or information
 #: about a healthy but notable configuration (the report shows it, alerting does not page).
@@ -35,17 +35,24 @@ class Finding:
     a degraded link, a node whose rails disagree, a GPU whose NVLink fabric is not ready.
 
     ``subject`` is what it is about (a node name, a switch name, ``guid/port``); ``kind`` is a
-    stable machine-readable key for reports and alerting; ``level`` is ``LEVEL_PROBLEM`` or
-    ``LEVEL_INFO``. ``nodes`` names the Slurm nodes it affects when the subject is not one node
-    (the nodes behind a degraded leaf uplink, the partners of a slow benchmark pair): ``health``
-    turns findings into per-node verdicts from the subject when it is a node, else from these.
+    stable machine-readable key for reports and alerting, a member of the catalogue
+    (``model/findings.py``: ``FindingKind``) when this release makes it; ``level`` is
+    ``LEVEL_PROBLEM`` or ``LEVEL_INFO``, the kind's own unless given (a kind the catalogue does
+    not know, read from another release's record, is a problem). ``nodes`` names the Slurm
+    nodes it affects when the subject is not one node (the nodes behind a degraded leaf uplink,
+    the partners of a slow benchmark pair): ``health`` turns findings into per-node verdicts
+    from the subject when it is a node, else from these.
     """
 
     kind: str
     subject: str
     message: str
-    level: str = LEVEL_PROBLEM
+    level: str = ""
     nodes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.level:  # a catalogue kind knows its level (model/findings.py)
+            object.__setattr__(self, "level", getattr(self.kind, "level", LEVEL_PROBLEM))
 
     @property
     def is_problem(self) -> bool:
@@ -116,8 +123,8 @@ class NamedTopology:
     def kind(self) -> str:
         """``tree``, ``block`` or ``flat``."""
         if self.tree is not None:
-            return KIND_TREE
-        return KIND_BLOCK if self.blocks is not None else KIND_FLAT
+            return PLUGIN_TREE
+        return PLUGIN_BLOCK if self.blocks is not None else PLUGIN_FLAT
 
     @property
     def nodes(self) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any, Literal, cast
 import jinja2
 
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.model.result import KIND_BLOCK, KIND_TREE, TOPOLOGY_KINDS
+from topograph_slurm.model.result import PLUGIN_BLOCK, PLUGIN_TREE, TOPOLOGY_PLUGINS
 from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.render.environment import environment, render
 
@@ -83,9 +83,9 @@ class PartitionFacts:
             raise ConfigError(
                 f"partition name must be a non-empty string without ',': {self.name!r}"
             )
-        if self.topology not in TOPOLOGY_KINDS:
+        if self.topology not in TOPOLOGY_PLUGINS:
             raise ConfigError(
-                f"partition {self.name}: topology must be one of {', '.join(TOPOLOGY_KINDS)}, "
+                f"partition {self.name}: topology must be one of {', '.join(TOPOLOGY_PLUGINS)}, "
                 f"got {self.topology!r}"
             )
         _positive_int(self.gpus_per_node, f"partition {self.name}: gpus_per_node")
@@ -97,9 +97,9 @@ class PartitionFacts:
             and _positive_int(self.default_tp, f"partition {self.name}: default_tp") > MAX_TP
         ):
             raise ConfigError(f"partition {self.name}: default_tp must be at most {MAX_TP}")
-        if self.topology == KIND_BLOCK and self.base_block is None:
+        if self.topology == PLUGIN_BLOCK and self.base_block is None:
             raise ConfigError(f"partition {self.name}: a block partition needs base_block")
-        if self.topology == KIND_TREE and self.leaf_size is None:
+        if self.topology == PLUGIN_TREE and self.leaf_size is None:
             raise ConfigError(f"partition {self.name}: a tree partition needs leaf_size")
 
 
@@ -265,7 +265,7 @@ def _with_measured(spec: object, measured: Mapping[str, int], gpus_per_node: int
     if not isinstance(spec, Mapping):
         return spec
     filled = dict(spec)
-    key = {KIND_BLOCK: "base_block", KIND_TREE: "leaf_size"}.get(str(spec.get("topology")))
+    key = {PLUGIN_BLOCK: "base_block", PLUGIN_TREE: "leaf_size"}.get(str(spec.get("topology")))
     if key is not None and key not in spec:
         filled[key] = measured[str(spec["topology"])]
     if gpus_per_node and "gpus_per_node" not in spec:
@@ -281,8 +281,10 @@ def _partition_from_mapping(name: str, spec: object) -> PartitionFacts:
     if unknown:
         raise ConfigError(f"partition {name}: unknown keys: {', '.join(map(str, unknown))}")
     topology = spec.get("topology")
-    if topology not in TOPOLOGY_KINDS:
-        raise ConfigError(f"partition {name}: topology must be one of {', '.join(TOPOLOGY_KINDS)}")
+    if topology not in TOPOLOGY_PLUGINS:
+        raise ConfigError(
+            f"partition {name}: topology must be one of {', '.join(TOPOLOGY_PLUGINS)}"
+        )
     return PartitionFacts(
         name=name,
         topology=cast(TopologyKind, topology),

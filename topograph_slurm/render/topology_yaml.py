@@ -25,9 +25,9 @@ from topograph_slurm.analysis.fabric.block import validate_block_sizes
 from topograph_slurm.errors import ConfigError
 from topograph_slurm.model import names as slurm_names
 from topograph_slurm.model.result import (
-    KIND_BLOCK,
-    KIND_FLAT,
-    KIND_TREE,
+    PLUGIN_BLOCK,
+    PLUGIN_FLAT,
+    PLUGIN_TREE,
     BlockTopology,
     NamedTopology,
     Partition,
@@ -40,7 +40,7 @@ TEMPLATE = "topology.yaml.j2"
 PARTITIONS_TEMPLATE = "slurm.conf.partitions.j2"
 
 #: Topology names ``generate --format yaml`` uses unless configured otherwise.
-DEFAULT_NAMES: dict[str, str] = {KIND_TREE: "ib", KIND_BLOCK: "nvl", KIND_FLAT: "flat"}
+DEFAULT_NAMES: dict[str, str] = {PLUGIN_TREE: "ib", PLUGIN_BLOCK: "nvl", PLUGIN_FLAT: "flat"}
 
 
 def _check_name(name: str, what: str) -> None:

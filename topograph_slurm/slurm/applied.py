@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topograph_slurm.model import names
-from topograph_slurm.model.result import KIND_BLOCK, KIND_TREE, BlockTopology, NamedTopology, Tree
+from topograph_slurm.model.result import (
+    PLUGIN_BLOCK,
+    PLUGIN_TREE,
+    BlockTopology,
+    NamedTopology,
+    Tree,
+)
 
 #: Differences shown in one error line at most; the rest are counted.
 SHOWN = 3
@@ -23,7 +29,10 @@ def differences(written: NamedTopology, running: NamedTopology) -> list[str]:
     """Every way *running* (``scontrol show topology``) differs from *written*, worded for an
     admin; empty when slurmctld runs what was written."""
     found: list[str] = []
-    pairs = ((KIND_TREE, written.tree, running.tree), (KIND_BLOCK, written.blocks, running.blocks))
+    pairs = (
+        (PLUGIN_TREE, written.tree, running.tree),
+        (PLUGIN_BLOCK, written.blocks, running.blocks),
+    )
     for kind, mine, theirs in pairs:
         if mine is None and theirs is None:
             continue

@@ -18,14 +18,13 @@ from pathlib import Path
 from topograph_slurm.config import ALL, AUTO, Settings
 from topograph_slurm.errors import CollectError, InputError
 from topograph_slurm.model import names
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import LEVEL_INFO, LEVEL_PROBLEM, Finding
 from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.slurm.nodes import scontrol_nodes
 from topograph_slurm.slurm.release import installed_version
 from topograph_slurm.slurm.scontrol import Scontrol
 
-KIND_SLURM_NODES = "slurm-nodes"
-KIND_SLURM_VERSION = "slurm-version"
 #: The release assumed when Slurm cannot be asked (the oldest the test cluster runs).
 FALLBACK_VERSION = "24.11"
 
@@ -42,10 +41,12 @@ def node_list(settings: Settings, notes: list[Finding]) -> frozenset[str] | None
     try:
         found = scontrol_nodes(Scontrol.from_settings(settings))
     except (CollectError, InputError) as err:
-        notes.append(_fallback(KIND_SLURM_NODES, settings.scontrol, err, "every host is a node"))
+        notes.append(
+            _fallback(FindingKind.SLURM_NODES, settings.scontrol, err, "every host is a node")
+        )
         return None
     message = f"{len(found)} nodes from `scontrol show nodes --json`; other hosts are excluded"
-    notes.append(Finding(KIND_SLURM_NODES, "scontrol", message, LEVEL_INFO))
+    notes.append(Finding(FindingKind.SLURM_NODES, "scontrol", message, LEVEL_INFO))
     return found
 
 
@@ -58,11 +59,18 @@ def resolve_version(settings: Settings, notes: list[Finding]) -> Settings:
         version, command = installed_version(commands, min(settings.scontrol_timeout, 30.0))
     except CollectError as err:
         notes.append(
-            _fallback(KIND_SLURM_VERSION, settings.scontrol, err, f"{FALLBACK_VERSION} assumed")
+            _fallback(
+                FindingKind.SLURM_VERSION, settings.scontrol, err, f"{FALLBACK_VERSION} assumed"
+            )
         )
         return replace(settings, slurm_version=FALLBACK_VERSION)
     notes.append(
-        Finding(KIND_SLURM_VERSION, command, f"Slurm {version} (`{command} --version`)", LEVEL_INFO)
+        Finding(
+            FindingKind.SLURM_VERSION,
+            command,
+            f"Slurm {version} (`{command} --version`)",
+            LEVEL_INFO,
+        )
     )
     return replace(settings, slurm_version=version)
 
@@ -78,7 +86,7 @@ def _sibling(scontrol: str, command: str) -> str:
     return str(Path(scontrol).with_name(command)) if "/" in scontrol else command
 
 
-def _fallback(kind: str, scontrol: str, err: Exception, outcome: str) -> Finding:
+def _fallback(kind: FindingKind, scontrol: str, err: Exception, outcome: str) -> Finding:
     """Not installed is information (a host without Slurm); installed but not answering is a
     problem (slurmctld down: the node list may be wrong until the next run)."""
     installed = shutil.which(scontrol) is not None

@@ -1,7 +1,8 @@
 """A collected snapshot directory, read back: raw nvidia-smi texts and collection findings →
 per-node GPU fabric and topology. The format's reader owns the format, so its names (format,
-version, file layout, command keys, finding kinds) are defined here once and the writer
-(``topograph_slurm.collect``) imports them.
+version, file layout, command keys) are defined here once and the writer
+(``topograph_slurm.collect``) imports them; its finding kinds (``collect-*``) are in the
+catalogue, ``model/findings.py``.
 
 Layout of a snapshot directory::
 
@@ -37,6 +38,7 @@ from typing import Any
 
 from topograph_slurm.errors import InputError, ParseError
 from topograph_slurm.model import names
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuFabric, GpuTopology
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding
@@ -58,11 +60,6 @@ KEY_TOPO = "nvidia-smi-topo"
 BENCH_FILE = "bench.json"
 BENCH_FORMAT = "topograph-slurm-bench"
 BENCH_VERSION = 1
-
-KIND_FAILED = "collect-failed"
-KIND_TIMEOUT = "collect-timeout"
-KIND_MISSING = "collect-missing"
-KIND_PARSE = "collect-parse-error"
 
 
 def check_node_name(node: str) -> str:
@@ -187,9 +184,9 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     return data
 
 
-def _failure(entry: Mapping[str, Any]) -> tuple[str, str, str]:
+def _failure(entry: Mapping[str, Any]) -> tuple[str, FindingKind, str]:
     """(node, kind, what went wrong) for one failed manifest entry."""
-    kind = KIND_TIMEOUT if entry.get("timed_out") else KIND_FAILED
+    kind = FindingKind.COLLECT_TIMEOUT if entry.get("timed_out") else FindingKind.COLLECT_FAILED
     detail = str(entry.get("error") or f"exit code {entry.get('exit_code')}")
     tail = str(entry.get("stderr_tail") or "").strip().splitlines()
     return str(entry.get("node")), kind, detail + (f": {tail[-1].strip()}" if tail else "")
@@ -198,7 +195,7 @@ def _failure(entry: Mapping[str, Any]) -> tuple[str, str, str]:
 def _failure_findings(entries: Sequence[Mapping[str, Any]]) -> list[Finding]:
     """One finding per node and distinct failure, naming every command it hit, so a dead
     node is one line in the report rather than one per command."""
-    grouped: dict[tuple[str, str, str], list[str]] = {}
+    grouped: dict[tuple[str, FindingKind, str], list[str]] = {}
     for entry in entries:
         grouped.setdefault(_failure(entry), []).append(str(entry.get("command")))
     return [
@@ -238,19 +235,23 @@ def _parse_node(node: NodeSnapshot, findings: list[Finding]) -> None:
         try:
             gpus = parse_fabric_output(text)
         except ParseError as err:
-            findings.append(Finding(KIND_PARSE, node.name, f"{key}: {err}"))
+            findings.append(Finding(FindingKind.COLLECT_PARSE_ERROR, node.name, f"{key}: {err}"))
             continue
         if gpus:
             node.gpus, node.fabric_source = gpus, key
             break
     if node.gpus is None and not any(f.subject == node.name for f in findings):
-        findings.append(Finding(KIND_MISSING, node.name, "no nvidia-smi fabric output"))
+        findings.append(
+            Finding(FindingKind.COLLECT_MISSING, node.name, "no nvidia-smi fabric output")
+        )
     text = node.raw.get(KEY_TOPO)
     if text is not None:
         try:
             node.topology = parse_topo_matrix(text)
         except ParseError as err:
-            findings.append(Finding(KIND_PARSE, node.name, f"{KEY_TOPO}: {err}"))
+            findings.append(
+                Finding(FindingKind.COLLECT_PARSE_ERROR, node.name, f"{KEY_TOPO}: {err}")
+            )
 
 
 def load_snapshot(path: Path | str) -> Snapshot:
@@ -272,7 +273,7 @@ def load_snapshot(path: Path | str) -> Snapshot:
             node.raw[str(entry.get("command"))] = text
         elif entry.get("exit_code") == 0 and not entry.get("error"):
             what = f"{entry.get('command')}: output file missing"
-            findings.append(Finding(KIND_MISSING, name, what))
+            findings.append(Finding(FindingKind.COLLECT_MISSING, name, what))
         else:
             failed.append(entry)
     findings += _failure_findings(failed)

@@ -16,17 +16,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from topograph_slurm.analysis.bench.judge import KIND_SLOW_LINK, KIND_SLOW_NODE, JudgeSettings
+from topograph_slurm.analysis.bench.judge import JudgeSettings
 from topograph_slurm.model.bench import BenchSummary
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import fold, natural_key
 from topograph_slurm.model.result import Change, Drift, Finding, LevelDelta
 
 KIND_BENCH_SLOWER = "bench-slower"
 KIND_BENCH_FASTER = "bench-faster"
 #: The finding kinds compared, each with its (appeared, cleared) change kinds.
-_FINDING_KINDS = {
-    KIND_SLOW_NODE: ("slow-node-appeared", "slow-node-cleared"),
-    KIND_SLOW_LINK: ("slow-link-appeared", "slow-link-cleared"),
+_FINDING_KINDS: dict[str, tuple[str, str]] = {
+    FindingKind.SLOW_NODE: ("slow-node-appeared", "slow-node-cleared"),
+    FindingKind.SLOW_LINK: ("slow-link-appeared", "slow-link-cleared"),
 }
 #: Every bench change kind, in the order a drift lists them (after the fabric's).
 KINDS: tuple[str, ...] = (

@@ -26,14 +26,11 @@ from dataclasses import dataclass, field
 from topograph_slurm.analysis.placement.span import unit_of
 from topograph_slurm.model import rates
 from topograph_slurm.model.bench import BenchPlan, BenchRun, RunResult
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuTopology
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.placement import LEVEL_DOMAIN, LEVEL_NODE, FabricMap
 from topograph_slurm.model.result import LEVEL_INFO, LEVEL_PROBLEM, Finding
-
-KIND_SLOW_NODE = "slow-node"
-KIND_SLOW_LINK = "slow-link"
-KIND_BENCH_DRIFT = "bench-drift"
 
 #: GB/s one NVLink carries per direction on NVLink 3 and 4 (A100, H100): what ``NV12``/``NV18``
 #: in ``nvidia-smi topo -m`` multiply.
@@ -156,7 +153,7 @@ def _node_findings(results: Sequence[RunResult], slow: Mapping[str, str]) -> lis
         if run.level == LEVEL_NODE and run.key in slow:
             node = run.nodes[0]
             message = f"intra-node run with all its GPUs slow: {slow[run.key]}"
-            findings.append(Finding(KIND_SLOW_NODE, node, message))
+            findings.append(Finding(FindingKind.SLOW_NODE, node, message))
         elif run.level != LEVEL_NODE:
             for node in run.nodes:
                 pairs.setdefault(node, []).append(result)
@@ -168,7 +165,9 @@ def _node_findings(results: Sequence[RunResult], slow: Mapping[str, str]) -> lis
         evidence = "; ".join(
             f"with {_partner(r.run, node)} ({r.run.level}): {slow[r.run.key]}" for r in runs
         )
-        findings.append(Finding(KIND_SLOW_NODE, node, f"slow with every partner: {evidence}"))
+        findings.append(
+            Finding(FindingKind.SLOW_NODE, node, f"slow with every partner: {evidence}")
+        )
     return findings
 
 
@@ -206,7 +205,7 @@ def _link_findings(
             f"the {result.run.level} path {a} <-> {b} is slow: {slow[result.run.key]}; "
             "both nodes are fine with other partners"
         )
-        findings.append(Finding(KIND_SLOW_LINK, f"{a}<->{b}", message, nodes=(a, b)))
+        findings.append(Finding(FindingKind.SLOW_LINK, f"{a}<->{b}", message, nodes=(a, b)))
     return findings
 
 
@@ -226,7 +225,7 @@ def _uplink_finding(
         f"uplinks of {level} {unit}: every pair that leaves it is slow, pairs inside it are not "
         f"({len(runs)} slow: {evidence})"
     )
-    return Finding(KIND_SLOW_LINK, unit, message, nodes=tuple(affected))
+    return Finding(FindingKind.SLOW_LINK, unit, message, nodes=tuple(affected))
 
 
 def _summaries(
@@ -271,5 +270,7 @@ def _drift(levels: Sequence[LevelSummary], plan: BenchPlan, threshold: float) ->
             f"{summary.baseline:g} ({change:+.0%}, threshold {threshold:.0%})"
         )
         level = LEVEL_PROBLEM if change < 0 else LEVEL_INFO
-        findings.append(Finding(KIND_BENCH_DRIFT, summary.level, message, level, tuple(nodes)))
+        findings.append(
+            Finding(FindingKind.BENCH_DRIFT, summary.level, message, level, tuple(nodes))
+        )
     return findings

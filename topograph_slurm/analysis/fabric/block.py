@@ -13,11 +13,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from topograph_slurm.errors import ConfigError
-from topograph_slurm.model.result import LEVEL_INFO, Block, BlockTopology, Finding, Tree
+from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.model.result import Block, BlockTopology, Finding, Tree
 from topograph_slurm.model.slurm_version import SlurmVersion
 
-KIND_UNDERSIZED = "undersized-block"
-KIND_SHORT_BASE = "block-base-below-unit"
 #: Short blocks named in the base-size message; the rest are counted.
 _SHOWN_SHORT = 8
 
@@ -130,14 +129,13 @@ def _short_base(blocks: Sequence[Block], base: int) -> Finding | None:
     more = f" and {len(short) - _SHOWN_SHORT} more" if len(short) > _SHOWN_SHORT else ""
     jobs = f"{base + 1}-{unit}" if unit > base + 1 else str(unit)
     return Finding(
-        KIND_SHORT_BASE,
+        FindingKind.BLOCK_BASE_BELOW_UNIT,
         "BlockSizes",
         f"BlockSizes={base} instead of the unit size {unit}: blocks shorter than {unit} hold "
         f"more than {MAX_UNDERSIZED_SHARE:.0%} of the nodes ({shown}{more}); jobs of {jobs} "
         "nodes cannot stay in one block. "
         f"--block-sizes {unit},{2 * unit},... pins the base (the short blocks are then below "
         "it: Slurm 24.11 leaves them out, 25.05+ keeps them)",
-        LEVEL_INFO,
     )
 
 
@@ -170,7 +168,7 @@ def plan_blocks(
         else:
             findings.append(
                 Finding(
-                    KIND_UNDERSIZED,
+                    FindingKind.UNDERSIZED_BLOCK,
                     block.name,
                     f"{len(block.nodes)} nodes < base block size {base}; left out because "
                     f"Slurm {version.major}.{version.minor:02d} rejects undersized blocks "

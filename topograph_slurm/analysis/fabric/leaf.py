@@ -20,10 +20,8 @@ from collections import Counter
 from collections.abc import Mapping
 from operator import itemgetter
 
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import Finding, LeafGroup
-
-KIND_RAIL_DISAGREE = "rail-disagreement"
-
 
 _LEAF = itemgetter(1)  # of a rail (hca guid, leaf switch guid)
 
@@ -130,7 +128,7 @@ def _folded_findings(
             f"{group} ({', '.join(shared)}); its other leaves ({', '.join(own)}) were folded "
             "into that group with it: check the cabling of the shared leaves"
         )
-        findings += [Finding(KIND_RAIL_DISAGREE, node, message) for node in nodes]
+        findings += [Finding(FindingKind.RAIL_DISAGREEMENT, node, message) for node in nodes]
     return findings
 
 
@@ -157,5 +155,7 @@ def _disagreement(
     """Describe which leaf switches a node's rails land on and where it was placed."""
     leaves = ", ".join(sorted({switch_names.get(leaf, leaf) for _, leaf in node_rails}))
     return Finding(
-        KIND_RAIL_DISAGREE, node, f"rails reach {groups} leaf groups (leaves {leaves}); {why}"
+        FindingKind.RAIL_DISAGREEMENT,
+        node,
+        f"rails reach {groups} leaf groups (leaves {leaves}); {why}",
     )

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from ClusterShell.NodeSet import NodeSet
 
 from topograph_slurm.model.fabric import Fabric
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import Exclusion, Finding, HostAttachments
 
-KIND_SPLIT = "split-subnets"
 REASON_OTHER_SUBNET = "on another subnet than most of its node's HCAs (storage fabric?)"
 
 
@@ -58,7 +58,7 @@ def keep_main_subnet(
     kept.exclusions.sort(key=lambda ex: ex.guid)
     left_out = len(kept.exclusions) - len(hosts.exclusions)
     finding = Finding(
-        KIND_SPLIT,
+        FindingKind.SPLIT_SUBNETS,
         str(NodeSet.fromlist(split)),
         f"{len(split)} node(s) have HCAs on subnets no cable joins; kept the subnet with most "
         f"of each node's HCAs and left out {left_out} HCA(s) (see exclusions); "

@@ -13,13 +13,11 @@ from itertools import compress
 from operator import itemgetter
 
 from topograph_slurm.model.fabric import Fabric, Link
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.rates import is_rated, lanes, speed_rank
 from topograph_slurm.model.result import Finding, LeafGroup, Tree
 
-KIND_DEGRADED = "degraded-link"
-KIND_MISSING_RAIL = "missing-rail"
-KIND_ISLANDS = "islands"
 _HCA = itemgetter(0)  # of a rail (hca guid, leaf switch guid)
 #: A device's place for :func:`nodes_behind`: its level (an HCA -1, a leaf switch 0, an upper
 #: switch its tree level) and the Slurm nodes whose traffic crosses it.
@@ -109,7 +107,7 @@ def _degraded(
     ends = [behind[guid] for guid in (link.a_guid, link.b_guid) if guid in behind]
     nodes = min(ends)[1] if ends else ()
     message = f"runs at {link.width}{link.speed}, fabric norm is {norm}"
-    return Finding(KIND_DEGRADED, subject, message, nodes=nodes)
+    return Finding(FindingKind.DEGRADED_LINK, subject, message, nodes=nodes)
 
 
 def missing_rails(
@@ -126,7 +124,7 @@ def missing_rails(
             if count < norm:
                 findings.append(
                     Finding(
-                        KIND_MISSING_RAIL,
+                        FindingKind.MISSING_RAIL,
                         node,
                         f"{count} connected HCAs, peers under {group.name} have {norm}",
                     )
@@ -140,7 +138,7 @@ def islands(tree: Tree) -> list[Finding]:
         return []
     return [
         Finding(
-            KIND_ISLANDS,
+            FindingKind.ISLANDS,
             ",".join(tree.tops),
             f"the fabric has {len(tree.tops)} islands with no cable between them; Slurm will "
             "not place one job across them (and warns that no switch reaches all nodes)",

@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from enum import StrEnum
 
 from ClusterShell.RangeSet import RangeSet
 
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import ZERO_UUID, DomainKind, DomainResult, GpuFabric
 from topograph_slurm.model.names import natural_key
-from topograph_slurm.model.result import LEVEL_INFO, Finding
+from topograph_slurm.model.result import Finding
 
 STATE_COMPLETED = "Completed"
 STATUS_SUCCESS = "Success"
@@ -32,25 +32,20 @@ HEALTHY_SUMMARY = frozenset({"Healthy"})
 HEALTHY_BANDWIDTH = frozenset({"Full"})
 
 
-class FindingKind(StrEnum):
-    """Why a node is not (cleanly) in a multi-node NVLink domain."""
-
-    NO_GPUS = "no-gpus"
-    FABRIC_NA = "fabric-na"
-    FABRIC_PARTIAL = "fabric-partial"
-    NOT_COMPLETED = "fabric-not-completed"
-    STATUS = "fabric-status"
-    UNHEALTHY = "fabric-unhealthy"
-    MISSING_ID = "fabric-missing-id"
-    DISAGREE = "fabric-disagree"
-    GPU_COUNT = "gpu-count-mismatch"
-    SINGLE_NODE = "single-node-nvswitch"
-    NOT_COLLECTED = "fabric-state-not-collected"
-
-
-#: Kinds that describe a healthy configuration rather than a fault (reported, not alarmed);
-#: their findings carry ``LEVEL_INFO``.
-INFO_KINDS = frozenset({FindingKind.SINGLE_NODE, FindingKind.NOT_COLLECTED})
+#: The kinds of a node's NVLink verdict (every kind this module's findings carry).
+VERDICT_KINDS: tuple[FindingKind, ...] = (
+    FindingKind.NO_GPUS,
+    FindingKind.FABRIC_NA,
+    FindingKind.FABRIC_PARTIAL,
+    FindingKind.FABRIC_NOT_COMPLETED,
+    FindingKind.FABRIC_STATUS,
+    FindingKind.FABRIC_UNHEALTHY,
+    FindingKind.FABRIC_MISSING_ID,
+    FindingKind.FABRIC_DISAGREE,
+    FindingKind.GPU_COUNT_MISMATCH,
+    FindingKind.SINGLE_NODE_NVSWITCH,
+    FindingKind.FABRIC_STATE_NOT_COLLECTED,
+)
 
 #: The one message of every node read from ClusterUUID/CliqueId alone (identical on every
 #: node, so the text report folds them into one line).
@@ -59,13 +54,6 @@ NOT_COLLECTED_MESSAGE = (
     "--query-gpu=fabric.clusterUuid,fabric.cliqueId output, as NVIDIA topograph stores it): "
     "the NVLink domain is taken from ClusterUUID and CliqueId alone"
 )
-
-
-def is_problem(finding: Finding) -> bool:
-    """False for informational findings (a single-node NVSwitch system, state not
-    collected): those describe a configuration the report shows but alerting should not
-    page on."""
-    return finding.is_problem and finding.kind not in INFO_KINDS
 
 
 def _gpus(indices: Iterable[int]) -> str:
@@ -97,7 +85,7 @@ def _state_findings(node: str, gpus: list[GpuFabric]) -> list[Finding]:
     for state, idx in _by_value(present, "state").items():
         out.append(
             Finding(
-                FindingKind.NOT_COMPLETED,
+                FindingKind.FABRIC_NOT_COMPLETED,
                 node,
                 f"{_gpus(idx)} fabric State is {state!r}, not 'Completed' "
                 "(fabric manager registration not finished or failed)",
@@ -126,7 +114,11 @@ def _completed_findings(node: str, done: list[GpuFabric]) -> list[Finding]:
     for status, idx in _by_value(bad_status, "status").items():
         shown = "N/A" if status is None else repr(status)
         out.append(
-            Finding(FindingKind.STATUS, node, f"{_gpus(idx)} fabric Status is {shown}, not Success")
+            Finding(
+                FindingKind.FABRIC_STATUS,
+                node,
+                f"{_gpus(idx)} fabric Status is {shown}, not Success",
+            )
         )
     for g in done:
         if _healthy(g):
@@ -134,7 +126,7 @@ def _completed_findings(node: str, done: list[GpuFabric]) -> list[Finding]:
         flags = f", {', '.join(g.health_flags)}: True" if g.health_flags else ""
         out.append(
             Finding(
-                FindingKind.UNHEALTHY,
+                FindingKind.FABRIC_UNHEALTHY,
                 node,
                 f"{_gpus([g.index])} fabric Health Summary {g.health or 'N/A'!r}, "
                 f"Bandwidth {g.health_bandwidth or 'N/A'!r}{flags}",
@@ -144,7 +136,7 @@ def _completed_findings(node: str, done: list[GpuFabric]) -> list[Finding]:
     if no_id:
         out.append(
             Finding(
-                FindingKind.MISSING_ID,
+                FindingKind.FABRIC_MISSING_ID,
                 node,
                 f"{_gpus(no_id)} fabric is Completed but CliqueId or ClusterUUID is N/A",
             )
@@ -158,7 +150,9 @@ def _disagreement(node: str, done: list[GpuFabric]) -> Finding | None:
     if len(groups) < 2:
         return None
     detail = "; ".join(f"{_gpus(idx)} in {dom}" for dom, idx in groups.items())
-    return Finding(FindingKind.DISAGREE, node, f"GPUs disagree on the NVLink domain: {detail}")
+    return Finding(
+        FindingKind.FABRIC_DISAGREE, node, f"GPUs disagree on the NVLink domain: {detail}"
+    )
 
 
 def _no_fabric(node: str, gpus: list[GpuFabric], what: str) -> DomainResult:
@@ -181,11 +175,11 @@ def _ids_only(node: str, gpus: list[GpuFabric]) -> DomainResult:
     no_id = [g.index for g in gpus if g.domain_id is None]
     if no_id:
         message = f"{_gpus(no_id)} report ClusterUUID or CliqueId N/A while other GPUs do not"
-        findings.append(Finding(FindingKind.MISSING_ID, node, message))
+        findings.append(Finding(FindingKind.FABRIC_MISSING_ID, node, message))
     disagree = _disagreement(node, gpus)
     if disagree is not None:
         findings.append(disagree)
-    note = Finding(FindingKind.NOT_COLLECTED, node, NOT_COLLECTED_MESSAGE, LEVEL_INFO)
+    note = Finding(FindingKind.FABRIC_STATE_NOT_COLLECTED, node, NOT_COLLECTED_MESSAGE)
     return _verdict(gpus, findings, note)
 
 
@@ -238,7 +232,7 @@ def _count_findings(
             if gpu_counts[n] != usual:
                 out.append(
                     Finding(
-                        FindingKind.GPU_COUNT,
+                        FindingKind.GPU_COUNT_MISMATCH,
                         n,
                         f"{gpu_counts[n]} GPUs in domain {domain}, "
                         f"where nodes usually have {usual}",
@@ -270,11 +264,10 @@ def group_domains(
         elif result.kind is DomainKind.SINGLE_NODE and result.ok:
             findings.append(
                 Finding(
-                    FindingKind.SINGLE_NODE,
+                    FindingKind.SINGLE_NODE_NVSWITCH,
                     node,
                     f"all-zero ClusterUUID on {result.gpu_count} GPUs: single-node NVSwitch "
                     "system, not a multi-node NVLink domain",
-                    LEVEL_INFO,
                 )
             )
     ordered = {d: domains[d] for d in sorted(domains)}

@@ -47,6 +47,7 @@ from topograph_slurm.analysis.fabric.block import (
 )
 from topograph_slurm.analysis.nvlink.clique import group_domains
 from topograph_slurm.errors import ConfigError
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import ZERO_UUID, Domain, DomainKind, DomainResult
 from topograph_slurm.model.names import natural_key, sanitize, unique
 from topograph_slurm.model.result import Block, BlockTopology, Finding, Tree
@@ -56,12 +57,6 @@ POLICY_EXCLUDE = "exclude"
 POLICY_INCLUDE = "include"
 POLICIES = (POLICY_EXCLUDE, POLICY_INCLUDE)
 DEFAULT_NAME_PATTERN = "nvl-{first}"
-
-
-KIND_RACK_MISSING = "nvlink-rack-missing"
-KIND_RACK_NEW = "nvlink-rack-new"
-KIND_RACK_SPLIT = "nvlink-rack-split"
-KIND_INCLUDED = "nvlink-included-with-findings"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +109,7 @@ def collect_domains(
             members.setdefault(domain, []).extend(nodes)
             findings += [
                 Finding(
-                    KIND_INCLUDED,
+                    FindingKind.NVLINK_INCLUDED_WITH_FINDINGS,
                     node,
                     f"kept in NVLink domain {domain} despite the findings above "
                     "(unhealthy-node policy 'include')",
@@ -228,7 +223,7 @@ def _match_layout(domains: Sequence[Domain], layout: Sequence[Block]) -> _Placem
 
 def _split(name: str, domain: Domain) -> Finding:
     return Finding(
-        KIND_RACK_SPLIT,
+        FindingKind.NVLINK_RACK_SPLIT,
         name,
         f"nodes of block {name} are now in more than one NVLink domain; "
         f"{NodeSet.fromlist(domain.nodes)} (domain {domain.id}) becomes a new block",
@@ -244,7 +239,9 @@ def _missing(block: Block, version: SlurmVersion) -> Finding:
             f"left out: Slurm {version.major}.{version.minor:02d} rejects empty blocks, so "
             "the blocks after it shift by one (25.05+ keeps the position)"
         )
-    return Finding(KIND_RACK_MISSING, block.name, f"no NVLink domain found{was}; {what}")
+    return Finding(
+        FindingKind.NVLINK_RACK_MISSING, block.name, f"no NVLink domain found{was}; {what}"
+    )
 
 
 def place_blocks(
@@ -276,7 +273,7 @@ def place_blocks(
         if layout:
             findings.append(
                 Finding(
-                    KIND_RACK_NEW,
+                    FindingKind.NVLINK_RACK_NEW,
                     name,
                     f"new NVLink domain {domain.id} ({NodeSet.fromlist(domain.nodes)}) "
                     "appended after the known blocks",

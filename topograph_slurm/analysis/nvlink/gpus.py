@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from topograph_slurm.analysis.fabric.block import typical_size
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding
 
 #: Finding kind: the snapshot's nodes do not all have the same number of GPUs.
-KIND_GPUS_DISAGREE = "gpus-per-node-disagree"
 
 
 def typical_gpus(node_gpus: Mapping[str, int]) -> int:
@@ -40,7 +40,7 @@ def disagreement(subject: str, node_gpus: Mapping[str, int], chosen: int) -> Fin
         plural = "s" if len(nodes) > 1 else ""
         described.append(f"{count} GPUs on {len(nodes)} node{plural} ({shown})")
     return Finding(
-        KIND_GPUS_DISAGREE,
+        FindingKind.GPUS_PER_NODE_DISAGREE,
         subject,
         f"nodes disagree on GPUs per node (nvidia-smi topo -m): {'; '.join(described)}; "
         f"using {chosen}, set gpus_per_node in the filter config to choose",

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from topograph_slurm.analysis.health.degraded import KIND_DEGRADED, is_below, rate_norm
+from topograph_slurm.analysis.health.degraded import is_below, rate_norm
 from topograph_slurm.analysis.placement.span import (
     KindSpans,
     home_level,
@@ -20,6 +20,7 @@ from topograph_slurm.analysis.placement.span import (
     nodes_per_group,
 )
 from topograph_slurm.model import rates
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.placement import (
     LEVEL_DOMAIN,
     LEVEL_LEAF,
@@ -178,7 +179,9 @@ def path_facts(
             slow = sorted({rate for rate in measured if is_below(rate, norm)})
             if slow:
                 message = f"{what} runs at {slow[0][0]}{slow[0][1]}, the norm is {''.join(norm)}"
-                problems.setdefault(subject, []).append(Finding(KIND_DEGRADED, subject, message))
+                problems.setdefault(subject, []).append(
+                    Finding(FindingKind.DEGRADED_LINK, subject, message)
+                )
     return PathFacts(rails, uplinks, problems, nvlink_domains)
 
 

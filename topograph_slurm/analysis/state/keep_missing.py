@@ -17,13 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import LEVEL_INFO, BlockTopology, Finding, Tree
 from topograph_slurm.model.summary import FabricSummary, NodeSummary
-
-KIND_KEPT = "kept-missing"
-KIND_EXPIRED = "kept-missing-expired"
-KIND_NOT_KEPT = "missing-not-kept"
 
 #: How summaries write times: ISO 8601, UTC, whole seconds.
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -128,11 +125,13 @@ def kept_nodes(
         leaf, block = leaves.get(name, ""), blocks.get(name, "")
         if not (leaf or block):
             gone = f"its leaf {node.leaf or '(none)'} and block {node.block or '(none)'} are gone"
-            findings.append(Finding(KIND_NOT_KEPT, name, f"{gone}: dropped from the topology"))
+            findings.append(
+                Finding(FindingKind.MISSING_NOT_KEPT, name, f"{gone}: dropped from the topology")
+            )
             continue
         nodes[name] = dataclasses.replace(node, leaf=leaf, block=block, kept=True)
         message = _kept_message(node, leaf, block, policy)
-        findings.append(Finding(KIND_KEPT, name, message, LEVEL_INFO))
+        findings.append(Finding(FindingKind.KEPT_MISSING, name, message))
     return nodes, findings
 
 
@@ -141,15 +140,21 @@ def _why_not(name: str, node: NodeSummary, policy: KeepPolicy) -> Finding | None
     A node Slurm no longer lists is information (it was retired); the others are problems."""
     if policy.slurm_nodes is None:
         why = "absent from the fabric; not kept without a Slurm node list (--slurm-nodes)"
-        return Finding(KIND_NOT_KEPT, name, why)
+        return Finding(FindingKind.MISSING_NOT_KEPT, name, why)
     if name not in policy.slurm_nodes:
-        return Finding(KIND_NOT_KEPT, name, "absent and no longer listed by Slurm", LEVEL_INFO)
+        return Finding(
+            FindingKind.MISSING_NOT_KEPT, name, "absent and no longer listed by Slurm", LEVEL_INFO
+        )
     seen = _time(node.last_seen)
     if seen is None:
-        return Finding(KIND_NOT_KEPT, name, "absent; when it was last seen is unknown")
+        return Finding(
+            FindingKind.MISSING_NOT_KEPT, name, "absent; when it was last seen is unknown"
+        )
     if policy.now - seen > policy.limit:
         limit = _text(policy.limit)
-        return Finding(KIND_EXPIRED, name, f"absent since {node.last_seen}, over {limit}")
+        return Finding(
+            FindingKind.KEPT_MISSING_EXPIRED, name, f"absent since {node.last_seen}, over {limit}"
+        )
     return None
 
 

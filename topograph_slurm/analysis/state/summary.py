@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Mapping
 from itertools import compress
 
-from topograph_slurm.analysis.fabric.leaf import KIND_RAIL_DISAGREE
 from topograph_slurm.analysis.health.degraded import is_below, rate_norm
 from topograph_slurm.model.fabric import Fabric
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Analysis, Block, BlockTopology, NamedTopology
 from topograph_slurm.model.summary import (
@@ -41,7 +41,7 @@ def summarize(
     fabric, names = analysis.fabric, analysis.switch_names
     hcas = {hca for rails in analysis.hosts.rails.values() for hca, _ in rails}
     cables = _hca_cables(fabric, hcas)
-    disagree = {f.subject for f in analysis.findings if f.kind == KIND_RAIL_DISAGREE}
+    disagree = {f.subject for f in analysis.findings if f.kind == FindingKind.RAIL_DISAGREEMENT}
     leaf_of = {node: leaf.name for leaf in analysis.tree.leaves for node in leaf.nodes}
     block_of = _block_of(blocks)
     nodes = {}

@@ -16,23 +16,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from topograph_slurm.analysis.fabric.analyse import EXPECTED_REASONS
-from topograph_slurm.analysis.fabric.leaf import KIND_RAIL_DISAGREE
-from topograph_slurm.analysis.health.degraded import (
-    KIND_DEGRADED,
-    KIND_ISLANDS,
-    KIND_MISSING_RAIL,
-    below_norm,
-)
+from topograph_slurm.analysis.health.degraded import below_norm
 from topograph_slurm.analysis.nvlink.clique import (
     HEALTHY_BANDWIDTH,
     HEALTHY_SUMMARY,
     STATE_COMPLETED,
     STATUS_SUCCESS,
-    FindingKind,
-    is_problem,
+    VERDICT_KINDS,
 )
 from topograph_slurm.model import names
 from topograph_slurm.model.fabric import Link
+from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuFabric
 from topograph_slurm.model.result import Analysis, BlockTopology, Finding, Tree
 
@@ -63,11 +57,11 @@ FAULT_MEANING: dict[str, str] = {
     FAULT_ISLANDS: "top of an island (no cable joins the islands)",
     FAULT_OTHER: "other finding",
 }
-_KIND_CLASS = {
-    KIND_MISSING_RAIL: FAULT_MISSING_RAIL,
-    KIND_RAIL_DISAGREE: FAULT_DISAGREE,
-    KIND_ISLANDS: FAULT_ISLANDS,
-    **{kind.value: FAULT_NVLINK for kind in FindingKind},
+_KIND_CLASS: dict[str, str] = {
+    FindingKind.MISSING_RAIL: FAULT_MISSING_RAIL,
+    FindingKind.RAIL_DISAGREEMENT: FAULT_DISAGREE,
+    FindingKind.ISLANDS: FAULT_ISLANDS,
+    **dict.fromkeys(VERDICT_KINDS, FAULT_NVLINK),
 }
 
 
@@ -221,9 +215,9 @@ def _findings(faults: FaultMap, findings: Iterable[Finding], drawn: set[str]) ->
     links are already on their cables; information is not a fault."""
     information = 0
     for finding in findings:
-        if finding.kind == KIND_DEGRADED:
+        if finding.kind == FindingKind.DEGRADED_LINK:
             continue
-        if not is_problem(finding):
+        if not finding.is_problem:
             information += 1
             continue
         what = f"{finding.message} ({finding.kind} of {finding.subject})"
