@@ -320,3 +320,21 @@ def test_output_dash_is_stdout_and_writes_no_file(
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "\nSwitchName=spine-001 " in result.stdout and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["r.html", "R.HTM"])
+def test_an_html_report_with_another_format_is_refused_and_nothing_written(
+    tmp_path: Path, name: str
+) -> None:
+    """--report r.html --report-format json once wrote an HTML page anyway."""
+    report = tmp_path / name
+    result = run(
+        "generate", "--sim", "nodes=8", "--report", str(report), "--report-format", "json",
+        "-o", str(tmp_path / "topology.conf"),
+    )  # fmt: skip
+    assert result.exit_code == Exit.USAGE, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"topograph-slurm: error: --report {report} is an HTML page around the text report: "
+        "drop --report-format json or name another file"
+    ]
+    assert list(tmp_path.iterdir()) == []

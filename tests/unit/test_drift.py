@@ -187,6 +187,16 @@ def _dump(path: Path, spec: str) -> Path:
     return path
 
 
+@pytest.mark.parametrize("empty", ["sim:", "sim:  "])
+def test_an_empty_simulation_is_refused_before_any_fabric_is_read(empty: str) -> None:
+    """``sim:`` once ran the live ibnetdiscover (an empty --sim is no source at all)."""
+    code, out, err = _diff(empty, "sim:demo")
+    assert code == Exit.USAGE and out == ""
+    assert err.strip().splitlines() == [
+        f"topograph-slurm: error: {empty!r} names no simulation: sim:demo or sim:nodes=N,…"
+    ]
+
+
 def test_two_simulated_fabrics_text() -> None:
     code, out, _ = _diff("sim:nodes=16,su=8", "sim:nodes=16,su=8,degraded=1,disagree=3")
     assert code == Exit.DIFFERS

@@ -151,3 +151,48 @@ def test_gpus_per_node_is_needed_when_the_source_does_not_say(tmp_path: Path) ->
         "8",
     )
     assert ok.exit_code == 0, ok.output
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--tp", "0"], "--tp must be a positive integer, got 0"),
+        (["--gpus-per-node", "0"], "--gpus-per-node must be 1 to 1024, got 0"),
+        (["--gpus-per-node", "100000000"], "--gpus-per-node must be 1 to 1024, got 100000000"),
+    ],
+)
+def test_sizes_of_zero_or_beyond_any_node_are_refused_not_replaced(
+    flags: list[str], fragment: str
+) -> None:
+    """--tp 0 and --gpus-per-node 0 were taken as 'not given' (defaults, exit 0); a huge GPU
+    count never finished."""
+    for command in ("explain", "order"):
+        result = run(command, "--sim", SIM, "--nodes", "gpu[0001-0002]", *flags)
+        one_error(result, Exit.USAGE, fragment)
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n\n"])
+def test_a_hostfile_naming_no_node_is_one_input_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "hostfile"
+    path.write_text(text)
+    for command in ("explain", "order"):
+        result = run(command, "--sim", SIM, "--hostfile", str(path), "--tp", "8")
+        one_error(result, Exit.INPUT, f"hostfile {path} names no node")
+
+
+def test_a_job_claiming_more_gpus_per_node_than_any_node_holds_is_refused(tmp_path: Path) -> None:
+    """A gres of 10**26 GPUs per node once made explain loop over every rank, forever."""
+    from tests.support.scontrol import Answer, ReplayScontrol
+
+    job = {
+        "job_id": 7,
+        "job_state": ["RUNNING"],
+        "nodes": "gpu[0001-0002]",
+        "gres_detail": [f"gpu:{10**26}(IDX:0-3)"] * 2,
+        "admin_comment": "",
+    }
+    scontrol = ReplayScontrol(tmp_path, {"show job --json 7": Answer(json.dumps({"jobs": [job]}))})
+    config = tmp_path / "c.yaml"
+    config.write_text(f"scontrol: {scontrol.path}\n")
+    result = CliRunner().invoke(main, ["--config", str(config), "explain", "7", "--sim", SIM])
+    one_error(result, Exit.INPUT, f"the job's nodes hold {10**26} GPUs each")

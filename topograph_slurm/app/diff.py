@@ -19,7 +19,7 @@ from topograph_slurm.analysis.state.keep_missing import TIME_FORMAT
 from topograph_slurm.analysis.state.summary import from_topology, summarize
 from topograph_slurm.app.fabric import Inputs, Warn, node_domains, read_fabric
 from topograph_slurm.config import Settings
-from topograph_slurm.errors import InputError
+from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model.bench import BenchSummary
 from topograph_slurm.model.result import Drift
 from topograph_slurm.model.summary import FabricSummary
@@ -47,7 +47,10 @@ def load_side(spec: str, settings: Settings, warn: Warn) -> FabricSummary:
     from topograph_slurm.sources.layout import looks_like_topology, parse_topology
 
     if spec.startswith(SIM_PREFIX):
-        return _fabric(dataclasses.replace(settings, sim=spec[len(SIM_PREFIX) :]), warn)
+        sim = spec[len(SIM_PREFIX) :]
+        if not sim.strip():  # an empty --sim means no source: the live ibnetdiscover would run
+            raise UsageError(f"{spec!r} names no simulation: sim:demo or sim:nodes=N,…")
+        return _fabric(dataclasses.replace(settings, sim=sim), warn)
     path = Path(spec)
     if path.is_dir():
         return _fabric(dataclasses.replace(settings, snapshot=spec), warn)

@@ -106,7 +106,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
 
         changes = tracked.changes if tracked else None
         report = render_report(env, analysis, shown, settings.report_format, changes)
-        if settings.report.lower().endswith((".html", ".htm")):
+        if _is_page(settings.report):
             report = _report_page(env, report, analysis, shown)
     out = Generated(None, report, analysis=analysis, tracked=tracked)
     out.node_count = _placed(settings.format, analysis, blocks)
@@ -130,6 +130,11 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
 
         out.filters = render_filters(facts, env)
     return out
+
+
+def _is_page(report: str | None) -> bool:
+    """Whether ``--report`` names an HTML page (the pictures above the text report)."""
+    return bool(report) and str(report).lower().endswith((".html", ".htm"))
 
 
 def _keeping(settings: Settings) -> Keeping | None:
@@ -283,6 +288,11 @@ def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Se
     """*settings* for this run: --reconfigure applies a written -o file; --check writes nothing,
     so --reconfigure and --metrics on its command line are usage errors, and from the config
     (a cron job's, reused for a check) they are left out."""
+    if _is_page(settings.report) and settings.report_format != "text":
+        raise UsageError(
+            f"--report {settings.report} is an HTML page around the text report: drop "
+            f"--report-format {settings.report_format} or name another file"
+        )
     if check and (given.get("reconfigure") or given.get("metrics")):
         raise UsageError("--check writes nothing: drop --reconfigure and --metrics")
     if check:

@@ -18,6 +18,9 @@ from topograph_slurm.model.job import SlurmJob
 from topograph_slurm.model.placement import ParallelLayout
 from topograph_slurm.slurm.scontrol import Scontrol
 
+#: The most GPUs (ranks) a node is taken to hold: more than any server or tray has.
+MAX_GPUS_PER_NODE = 1024
+
 
 @dataclass(slots=True)
 class PlacedJob:
@@ -45,14 +48,31 @@ def prepare_job(
         order = list(slurm_job.nodes)
     else:
         order = _node_order(job["hostlist"], job["hostfile"])
-    gpus = job["gpus_per_node"] or (slurm_job and slurm_job.gpus_per_node) or view.gpus_per_node
-    if not gpus or gpus < 1:
-        raise UsageError("--gpus-per-node is needed: neither the job nor the fabric says")
-    tp = job["tp"] or (slurm_job and slurm_job.tp) or 1
+    gpus = _gpus_per_node(job["gpus_per_node"], slurm_job, view)
+    tp = job["tp"] if job["tp"] is not None else (slurm_job and slurm_job.tp) or 1
     layout = ParallelLayout.for_world(
         len(order) * gpus, tp, job["pp"], job["cp"], job["ep"], job["rank_order"]
     )
     return PlacedJob(view, order, gpus, layout)
+
+
+def _gpus_per_node(flag: int | None, slurm_job: SlurmJob | None, view: FabricView) -> int:
+    """GPUs (ranks) per node: the flag, else the job's, else the fabric's; a flag outside
+    1..MAX_GPUS_PER_NODE is a usage error, a job's an input error (no node holds more, and a
+    layout that large would take a loop over every rank to refuse)."""
+    if flag is not None:
+        if not 1 <= flag <= MAX_GPUS_PER_NODE:
+            raise UsageError(f"--gpus-per-node must be 1 to {MAX_GPUS_PER_NODE}, got {flag}")
+        return flag
+    gpus = (slurm_job and slurm_job.gpus_per_node) or view.gpus_per_node
+    if not gpus:
+        raise UsageError("--gpus-per-node is needed: neither the job nor the fabric says")
+    if gpus > MAX_GPUS_PER_NODE:
+        raise InputError(
+            f"the job's nodes hold {gpus} GPUs each, more than any node can "
+            f"({MAX_GPUS_PER_NODE}); pass --gpus-per-node"
+        )
+    return gpus
 
 
 def _node_order(hostlist: str | None, hostfile: str | None) -> list[str]:
@@ -62,6 +82,8 @@ def _node_order(hostlist: str | None, hostfile: str | None) -> list[str]:
         except (OSError, UnicodeDecodeError) as err:
             raise InputError(f"cannot read hostfile {hostfile}: {err}") from None
         order = [line.split()[0] for line in lines if line.strip() and not line.startswith("#")]
+        if not order:
+            raise InputError(f"hostfile {hostfile} names no node")
         names.check(order, "node", f"hostfile {hostfile}")
         return list(dict.fromkeys(order))
     if not hostlist:

@@ -106,7 +106,9 @@ def _write(
 @click.option(
     "--report",
     metavar="-|FILE",
-    help="Write a report: placement, exclusions with reasons, findings.",
+    help="Write a report: placement, exclusions with reasons, findings. FILE.html is a page "
+    "with the fabric pictures above the text report (so not with --report-format json); '-' "
+    "prints it to stdout when -o names a file, else to stderr (stdout holds the topology).",
 )
 @click.option(
     "--report-format",
