@@ -46,6 +46,14 @@ def test_bad_durations(text: str) -> None:
         k.parse_duration(text)
 
 
+@pytest.mark.parametrize("text", ["3651d", "999999999w", "5256001m"])
+def test_durations_past_ten_years_are_refused_not_an_overflow(text: str) -> None:
+    """``999999999w`` once overflowed the date arithmetic (exit 70)."""
+    with pytest.raises(ValueError, match=f"must be at most 3650d, got '{text}'"):
+        k.parse_duration(text)
+    assert k.parse_duration("3650d") == timedelta(days=3650)
+
+
 def test_who_may_keep_their_place() -> None:
     previous = _previous(
         n1=NodeSummary("l1", last_seen=DAY_AGO),  # seen yesterday, listed: kept

@@ -28,6 +28,10 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"(\d{1,9})([smhdw])")
 
 
+#: The longest a missing node may keep its place: ten years is "forever" for a cluster.
+MAX_KEEP = timedelta(days=3650)
+
+
 def parse_duration(text: str) -> timedelta:
     """``7d``, ``36h``, ``90m``, ``2w``, ``0`` (off) → a timedelta; ValueError otherwise."""
     value = text.strip()
@@ -36,7 +40,10 @@ def parse_duration(text: str) -> timedelta:
     match = _DURATION.fullmatch(value)
     if match is None:
         raise ValueError(f"must be a duration like 7d, 36h, 90m or 0 (off), got {text!r}")
-    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+    seconds = int(match.group(1)) * _UNITS[match.group(2)]
+    if seconds > MAX_KEEP.total_seconds():  # beyond it, date arithmetic overflows
+        raise ValueError(f"must be at most {MAX_KEEP.days}d, got {text!r}")
+    return timedelta(seconds=seconds)
 
 
 @dataclass(frozen=True, slots=True)
