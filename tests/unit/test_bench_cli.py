@@ -233,3 +233,16 @@ def test_a_run_that_printed_wrong_results_or_no_table_failed() -> None:
     )
     garbage = result_of(run, argv, NodeRun("", "garbage\n", "", 0, False, 1.0, "t"), 60)
     assert garbage.error == "unreadable output: leaf:n1,n2 output: no nccl-tests result table"
+
+
+@pytest.mark.parametrize("flag", ["--slow-fraction", "--expected-fraction", "--drift"])
+def test_a_threshold_that_is_not_a_number_is_refused(flag: str) -> None:
+    """``nan`` passed every range check (it compares false) and then judged nothing."""
+    from click.testing import CliRunner
+
+    from topograph_slurm.cli.main import main
+    from topograph_slurm.errors import Exit
+
+    result = CliRunner().invoke(main, ["bench", "--plan", "--sim", "demo", flag, "nan"])
+    assert result.exit_code == Exit.USAGE
+    assert f"Invalid value for '{flag}': 'nan' is not a number" in result.stderr

@@ -7,7 +7,12 @@ import shlex
 
 import pytest
 
-from topograph_slurm.analysis.health.proposal import REASON_PREFIX, HealthPolicy, plan
+from topograph_slurm.analysis.health.proposal import (
+    MAX_WEIGHT,
+    REASON_PREFIX,
+    HealthPolicy,
+    plan,
+)
 from topograph_slurm.model.health import (
     DEGRADED,
     DRAIN,
@@ -46,6 +51,13 @@ def test_a_degraded_node_gets_the_weight_offset_and_its_features() -> None:
     assert c.weight == 1005
     assert c.features == ("admin_a", *OURS_DEGRADED) and c.active_features == c.features
     assert c.drain_reason is None and not c.resume
+
+
+def test_the_offset_stops_at_slurms_largest_weight() -> None:
+    """A node weighted near 0xfffffff0 by its admin once got a Weight slurmctld refuses, so
+    every run failed with exit 10."""
+    assert change(node(MAX_WEIGHT - 10), DEGRADED, SLOW).weight == MAX_WEIGHT
+    assert change(node(MAX_WEIGHT), DEGRADED, SLOW).weight is None  # already there
 
 
 def test_a_drain_worthy_node_is_drained_with_our_reason_and_weighted() -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from topograph_slurm.analysis.bench.judge import JudgeSettings
-from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
+from topograph_slurm.cli.options import FiniteFloatRange, fabric_options, flag_settings, log, warn
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.bench import TESTS, BenchPlan, RunResult
@@ -38,7 +38,7 @@ _BENCH_KEYS = (
 )
 #: The judge's default thresholds, shown by --help (one place for the numbers).
 _JUDGE = JudgeSettings()
-_FRACTION = click.FloatRange(0, 1, min_open=True, max_open=True)
+_FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 
 
 @click.command()
@@ -91,7 +91,7 @@ _FRACTION = click.FloatRange(0, 1, min_open=True, max_open=True)
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=600.0,
     show_default=True,
     metavar="S",
@@ -121,7 +121,7 @@ _FRACTION = click.FloatRange(0, 1, min_open=True, max_open=True)
 )
 @click.option(
     "--drift",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=_JUDGE.drift,
     show_default=True,
     help="A level median that moved more than this fraction since the baseline is a finding.",

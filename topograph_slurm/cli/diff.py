@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from topograph_slurm.analysis.bench.drift import DEFAULT_THRESHOLD
-from topograph_slurm.cli.options import flag_settings, naming_options, warn
+from topograph_slurm.cli.options import FiniteFloatRange, flag_settings, naming_options, warn
 from topograph_slurm.errors import Exit
 
 
@@ -27,7 +27,7 @@ from topograph_slurm.errors import Exit
 @click.option(
     "--drift",
     "bench_drift",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=DEFAULT_THRESHOLD,
     show_default=True,
     metavar="FRACTION",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -164,3 +165,14 @@ def config_settings(ctx: click.Context) -> Settings:
 def flag_settings(ctx: click.Context, rewrites: Sequence[str], **flags: Any) -> Settings:
     """The config file's settings with the command's flags on top, checked (``override``)."""
     return override(config_settings(ctx), rewrites=parse_rewrites(rewrites), **flags)
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange, with ``nan`` refused too (it compares false with every bound, so
+    the range alone lets it through, and every threshold it reaches then judges nothing)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        converted = super().convert(value, param, ctx)
+        if math.isnan(converted):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return converted

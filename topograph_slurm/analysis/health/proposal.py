@@ -47,6 +47,10 @@ CLASS = {HEALTHY: "ok", DEGRADED: "degraded", DRAIN: "drain"}
 _PENALISED = (DEGRADED, DRAIN)
 
 
+#: The largest node Weight slurmctld takes (issue 14: above it every update is refused).
+MAX_WEIGHT = 0xFFFFFFF0
+
+
 @dataclass(frozen=True, slots=True)
 class HealthPolicy:
     """How verdicts become Slurm values: our feature prefix, the weight added to a degraded
@@ -105,7 +109,7 @@ def _change(
         return NodeChange(node.name, verdict, node, note=f"{why}: left as it is")
     own = node.weight - policy.weight if policy.marked(node) else node.weight
     own = own if own >= 1 else node.weight  # an admin set it below our offset: start anew
-    weight = own + policy.weight if verdict.severity in _PENALISED else own
+    weight = min(own + policy.weight, MAX_WEIGHT) if verdict.severity in _PENALISED else own
     ours = policy.features(verdict, labels)
     features = _with_ours(node.features, ours, policy.prefix)
     active = _with_ours(node.active_features, ours, policy.prefix)
