@@ -154,3 +154,59 @@ def test_metrics_must_be_a_prom_file_and_not_with_check(tmp_path: Path) -> None:
         "--sim", "demo", "-o", str(tmp_path / "t"), "--check", "--metrics", str(tmp_path / "m.prom")
     )
     assert code == Exit.USAGE and not (tmp_path / "m.prom").exists()
+
+
+def _succeeded_once(tmp_path: Path, prom: Path) -> float:
+    out = tmp_path / "topology.conf"
+    code, _ = run("--sim", "demo", "-o", str(out), "--metrics", str(prom), *PINNED)
+    assert code == Exit.OK
+    return samples(prom.read_text())[("topograph_slurm_last_success_timestamp_seconds", ())]
+
+
+def _failed(prom: Path, success: float) -> None:
+    failed = samples(prom.read_text())
+    assert failed[("topograph_slurm_success", ())] == 0
+    assert failed[("topograph_slurm_last_success_timestamp_seconds", ())] == success
+
+
+@pytest.mark.parametrize(
+    ("config", "flags", "code"),
+    [
+        # a refused config: the metrics file comes from the flag, or from the config's own key
+        ("unknown_key: 1\n", ["--metrics", "{prom}"], Exit.CONFIG),
+        ("unknown_key: 1\nmetrics: {prom}\n", [], Exit.CONFIG),
+        ("keep_missing: 999999999w\nmetrics: {prom}\n", [], Exit.CONFIG),
+        # templates that cannot be read
+        ("metrics: {prom}\n", ["--templates", "{missing}"], Exit.CONFIG),
+    ],
+)
+def test_a_run_failing_before_its_work_still_says_so(
+    tmp_path: Path, config: str, flags: list[str], code: int
+) -> None:
+    """A config error or missing templates once left the last run's `success 1` in place."""
+    prom = tmp_path / "topograph.prom"
+    success = _succeeded_once(tmp_path, prom)
+    values = {"prom": str(prom), "missing": str(tmp_path / "no-templates")}
+    path = tmp_path / "config.yaml"
+    path.write_text(config.format(**values))
+    args = ["--sim", "demo", *(flag.format(**values) for flag in flags)]
+    result = CliRunner().invoke(main, ["--config", str(path), "generate", *args])
+    assert result.exit_code == code, result.output
+    assert result.stderr.count("\n") == 1
+    _failed(prom, success)
+
+
+def test_an_internal_error_still_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug (exit 70) is a failed run for alerting too."""
+    from topograph_slurm.app import generate as use_case
+
+    prom = tmp_path / "topograph.prom"
+    success = _succeeded_once(tmp_path, prom)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(use_case, "_generate", broken)
+    code, err = run("--sim", "demo", "--metrics", str(prom), *PINNED)
+    assert code == Exit.BUG and "internal error (RuntimeError: a bug)" in err
+    _failed(prom, success)

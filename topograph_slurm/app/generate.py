@@ -23,7 +23,7 @@ from topograph_slurm.analysis.fabric.block import typical_size
 from topograph_slurm.app.fabric import AnalysedFabric, Warn, read_fabric
 from topograph_slurm.app.state import Keeping, Tracked, keeping, track
 from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
-from topograph_slurm.errors import ConfigError, OutputError, TopographError, UsageError
+from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import (
     PLUGIN_BLOCK,
@@ -302,17 +302,26 @@ def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Se
     return settings
 
 
-def _write_metrics(
-    settings: Settings, env: jinja2.Environment, run: Run, outcome: RunOutcome | None
-) -> None:
+@dataclass(slots=True)
+class MetricsTarget:
+    """Where a run's metrics go and the templates they render with, as far as the run got:
+    the --metrics flag before the config is read, the settings' once they are, the site's
+    templates once they load (before: the built-in ones)."""
+
+    path: str | None = None
+    env: jinja2.Environment | None = None
+
+
+def _write_metrics(target: MetricsTarget, run: Run, outcome: RunOutcome | None) -> None:
     from topograph_slurm.output import write_file
+    from topograph_slurm.render.environment import environment
     from topograph_slurm.render.metrics import render_metrics
     from topograph_slurm.sources.metrics import load_last_success
 
-    assert settings.metrics is not None
-    path = Path(settings.metrics)
+    assert target.path is not None
+    path = Path(target.path)
     text = render_metrics(
-        env,
+        target.env or environment(None),
         finished=time.time(),
         duration=run.duration,
         outcome=outcome,
@@ -322,21 +331,20 @@ def _write_metrics(
 
 
 @contextlib.contextmanager
-def failure_metrics(settings: Settings, env: jinja2.Environment, run: Run) -> Iterator[None]:
-    """On an expected failure, metrics that say so (when asked for), then the failure itself;
-    metrics that cannot be written then do not hide the failure that matters."""
+def failure_metrics(target: MetricsTarget, run: Run) -> Iterator[None]:
+    """On any failure (an expected one, or a bug: exit 70), from the config's reading on,
+    metrics that say so when a metrics file is known, then the failure itself; metrics that
+    cannot be written then do not hide the failure that matters."""
     try:
         yield
-    except TopographError:
-        if settings.metrics:
-            with contextlib.suppress(OutputError):
-                _write_metrics(settings, env, run, None)
+    except Exception:
+        if target.path:
+            with contextlib.suppress(TopographError, OSError):
+                _write_metrics(target, run, None)
         raise
 
 
-def record_success(
-    settings: Settings, env: jinja2.Environment, result: Generated, run: Run
-) -> None:
+def record_success(settings: Settings, target: MetricsTarget, result: Generated, run: Run) -> None:
     """What a successful run leaves for the next one and for alerting: its metrics."""
     if not settings.metrics:
         return
@@ -354,4 +362,4 @@ def record_success(
         # the first run (no summary kept yet) has nothing to compare with: not measured
         changes=len(tracked.changes.changes) if tracked and tracked.changes.old else None,
     )
-    _write_metrics(settings, env, run, outcome)
+    _write_metrics(target, run, outcome)

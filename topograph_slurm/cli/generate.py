@@ -15,6 +15,7 @@ from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.config import (
     Settings,
     choices_metavar,
+    config_path,
 )
 from topograph_slurm.errors import Exit, InputError
 from topograph_slurm.render.environment import environment
@@ -27,6 +28,21 @@ def _parse_sizes(value: str | None) -> list[int] | None:
         return [int(part) for part in value.split(",")]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+
+
+def _config_metrics(ctx: click.Context) -> str | None:
+    """The config's ``metrics`` file as far as the config can be read at all (YAML with the
+    key as a string), so a run whose config is refused still tells alerting it failed."""
+    import yaml
+
+    path, _required = config_path((ctx.obj or {}).get("config_file"))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    found = data.get("metrics") if isinstance(data, dict) else None
+    return found if isinstance(found, str) and found else None
 
 
 def _emit_report(settings: Settings, text: str) -> None:
@@ -211,20 +227,24 @@ def generate(
       topograph-slurm generate -o /etc/slurm/topology.conf --check   # in CI: exit 1 when stale
     """
     run = use_case.Run()
-    settings = flag_settings(
-        ctx,
-        rewrites,
-        block_sizes=_parse_sizes(block_sizes),
-        format=fmt,
-        **flags,
-    )
-    if settings.output == "-":  # stdout, as without -o: no file named '-', no state beside it
-        settings = dataclasses.replace(settings, output=None)
-    if (check or diff) and settings.output is None and settings.filter_dir is None:
-        raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
-    settings = use_case.check_flags(settings, check, flags)
-    env = environment(Path(settings.templates) if settings.templates else None)
-    with use_case.failure_metrics(settings, env, run):
+    target = use_case.MetricsTarget(None if check else flags.get("metrics"))
+    with use_case.failure_metrics(target, run):
+        target.path = target.path or (None if check else _config_metrics(ctx))
+        settings = flag_settings(
+            ctx,
+            rewrites,
+            block_sizes=_parse_sizes(block_sizes),
+            format=fmt,
+            **flags,
+        )
+        if settings.output == "-":  # stdout, as without -o: no file named '-', no state beside it
+            settings = dataclasses.replace(settings, output=None)
+        if (check or diff) and settings.output is None and settings.filter_dir is None:
+            raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
+        settings = use_case.check_flags(settings, check, flags)
+        target.path = settings.metrics
+        env = environment(Path(settings.templates) if settings.templates else None)
+        target.env = env
         result = use_case.generate(settings, env, warn)
         if settings.report:
             _emit_report(settings, result.report)
@@ -248,7 +268,7 @@ def generate(
         # reconfigure, when asked) took; a failure above leaves the previous record alone.
         if not check:
             use_case.record_state(settings, result)
-        use_case.record_success(settings, env, result, run)
+        use_case.record_success(settings, target, result, run)
     ctx.exit(code)
 
 
