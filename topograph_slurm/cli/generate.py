@@ -39,7 +39,12 @@ def _config_metrics(ctx: click.Context) -> str | None:
     try:
         with open(path, encoding="utf-8") as handle:
             data = yaml.safe_load(handle)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (
+        OSError,
+        ValueError,
+        RecursionError,
+        yaml.YAMLError,
+    ):  # ValueError: bad UTF-8, huge ints
         return None
     found = data.get("metrics") if isinstance(data, dict) else None
     return found if isinstance(found, str) and found else None
