@@ -21,8 +21,9 @@ from topograph_slurm.errors import Exit
 @naming_options
 @click.option(
     "--slurm-version",
-    metavar="X.Y",
-    help="Slurm release whose block rules form a fabric's blocks (default 24.11).",
+    metavar="X.Y|auto",
+    help="Slurm release whose block rules form a fabric's blocks, or auto (default): "
+    "`scontrol --version`, else `sinfo --version`, else 24.11.",
 )
 @click.option(
     "--drift",

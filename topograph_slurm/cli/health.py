@@ -19,8 +19,9 @@ from topograph_slurm.render.environment import environment
 @fabric_options
 @click.option(
     "--slurm-version",
-    metavar="X.Y",
-    help="Target Slurm release (default 24.11): decides which blocks a node's label names.",
+    metavar="X.Y|auto",
+    help="Target Slurm release, or auto (default): `scontrol --version`, else `sinfo "
+    "--version`, else 24.11; decides which blocks a node's label names.",
 )
 @click.option(
     "--feature-prefix",
