@@ -61,7 +61,6 @@ class AnalysedFabric:
     settings: Settings
     inputs: Inputs
     analysis: Analysis
-    version: SlurmVersion
     #: IB scalable-unit blocks, one per logical leaf in adjacency order (None: no node placed)
     units: BlockTopology | None
     #: NVLink domains as blocks (None: no GPU fabric data, or not asked for)
@@ -69,10 +68,13 @@ class AnalysedFabric:
     #: whether Slurm's blocks are NVLink domains (asked for, or GPU fabric data in the
     #: snapshot); with ``--block-source nvlink`` and no GPU data there are none to form
     nvlink: bool
-    #: the nodes Slurm lists, which hosts had to be among (None: every host became a node)
-    listed: frozenset[str] | None = None
     #: where the ``auto`` node list and release came from (info or problem findings)
     notes: list[Finding] = field(default_factory=list)
+
+    @property
+    def version(self) -> SlurmVersion:
+        """The release the blocks were formed for."""
+        return SlurmVersion.parse(self.settings.slurm_version)
 
     @property
     def tree(self) -> Tree | None:
@@ -128,7 +130,7 @@ def read_fabric(
         if before_blocks is not None:
             before_blocks(analysis, policy.slurm_nodes)
         units = ib_blocks(analysis, version, settings.block_sizes) if analysis.node_count else None
-        nvlink = settings.block_source == "nvlink"
+        nvlink = settings.block_source == "nvlink"  # what was asked, if it cannot be had
         try:
             nvlink = wants_nvlink(settings, inputs.snapshot)
             domains = nvlink_domains(settings, inputs, analysis, version) if nvlink else None
@@ -136,9 +138,7 @@ def read_fabric(
             if blocks_needed:
                 raise
             domains = None
-    return AnalysedFabric(
-        settings, inputs, analysis, version, units, domains, nvlink, policy.slurm_nodes, notes
-    )
+    return AnalysedFabric(settings, inputs, analysis, units, domains, nvlink, notes)
 
 
 def read_text(path: str) -> str:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from topograph_slurm.analysis.fabric.block import typical_size
 from topograph_slurm.app.fabric import AnalysedFabric, Warn, read_fabric
-from topograph_slurm.app.state import Keeping, Tracked, keeping, track
+from topograph_slurm.app.state import Tracked, keeping, track
 from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model.findings import FindingKind
@@ -80,7 +80,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
     if settings.block_source not in BLOCK_SOURCES:
         raise ConfigError(f"block_source must be one of {', '.join(BLOCK_SOURCES)}")
     wants_blocks = bool(settings.format != PLUGIN_TREE or settings.filter_dir)
-    keep = _keeping(settings)
+    keep = keeping(settings, datetime.now(UTC).replace(microsecond=0))
     fabric = read_fabric(
         settings,
         warn,
@@ -90,7 +90,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
     settings = fabric.settings  # the release resolved
     analysis = fabric.analysis
     analysis.findings += fabric.notes  # where the auto node list and release came from
-    tracked = track(keep, fabric, fabric.blocks) if keep else None
+    tracked = track(keep, fabric) if keep else None
     blocks = (tracked.blocks if tracked else fabric.blocks) if wants_blocks else None
     shown = blocks if settings.format != PLUGIN_TREE else None
     facts = None
@@ -134,16 +134,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
 
 def _is_page(report: str | None) -> bool:
     """Whether ``--report`` names an HTML page (the pictures above the text report)."""
-    return bool(report) and str(report).lower().endswith((".html", ".htm"))
-
-
-def _keeping(settings: Settings) -> Keeping | None:
-    """With ``-o FILE``: what the last run left beside it, so nodes that are off keep their
-    place and the report says what changed (see :mod:`topograph_slurm.app.state`)."""
-    if not settings.output:
-        return None
-    now = datetime.now(UTC).replace(microsecond=0)
-    return keeping(settings, now)
+    return report is not None and report.lower().endswith((".html", ".htm"))
 
 
 def reconfigured(
@@ -305,11 +296,17 @@ def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Se
 @dataclass(slots=True)
 class MetricsTarget:
     """Where a run's metrics go and the templates they render with, as far as the run got:
-    the --metrics flag before the config is read, the settings' once they are, the site's
-    templates once they load (before: the built-in ones)."""
+    the --metrics flag, else *guess* (asked only on a failure before the settings are read),
+    the settings' once they are, the site's templates once they load (before: the built-in
+    ones)."""
 
     path: str | None = None
     env: jinja2.Environment | None = None
+    guess: Callable[[], str | None] | None = None
+
+    def settle(self, settings: Settings) -> None:
+        """The settings are read: their metrics file is the one (or none), no more guessing."""
+        self.path, self.guess = settings.metrics, None
 
 
 def _write_metrics(target: MetricsTarget, run: Run, outcome: RunOutcome | None) -> None:
@@ -338,6 +335,8 @@ def failure_metrics(target: MetricsTarget, run: Run) -> Iterator[None]:
     try:
         yield
     except Exception:
+        if target.path is None and target.guess is not None:
+            target.path = target.guess()
         if target.path:
             with contextlib.suppress(TopographError, OSError):
                 _write_metrics(target, run, None)

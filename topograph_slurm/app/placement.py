@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topograph_slurm.app.fabric import Warn
 from topograph_slurm.app.view import FabricView, from_settings
@@ -17,6 +17,9 @@ from topograph_slurm.model import names
 from topograph_slurm.model.job import SlurmJob
 from topograph_slurm.model.placement import ParallelLayout
 from topograph_slurm.slurm.scontrol import Scontrol
+
+if TYPE_CHECKING:
+    from topograph_slurm.analysis.placement.explain import Explanation
 
 #: The most GPUs (ranks) a node is taken to hold: more than any server or tray has.
 MAX_GPUS_PER_NODE = 1024
@@ -100,3 +103,22 @@ def _slurm_job(settings: Settings, job_id: str) -> SlurmJob:
             f"job {job.job_id} has no nodes yet ({job.state}): explain it once it runs"
         )
     return job
+
+
+def explanation(job: PlacedJob, nodes: list[str] | None = None) -> Explanation:
+    """Where the job's groups sit when its ranks are laid on *nodes* (default: its order)."""
+    from topograph_slurm.analysis.placement.explain import explain
+
+    view = job.view
+    return explain(job.layout, nodes or job.order, job.gpus, view.fmap, view.facts)
+
+
+def better_order(job: PlacedJob) -> tuple[list[str], Explanation]:
+    """A node order that keeps each kind of group on its fastest links (nodes with health
+    findings last), and how the groups sit in it."""
+    from topograph_slurm.analysis.placement.order import best_order
+
+    view = job.view
+    unhealthy = set(view.facts.problems) if view.facts else set()
+    chosen = best_order(job.layout, job.order, job.gpus, view.fmap, unhealthy)
+    return chosen.nodes, explanation(job, chosen.nodes)

@@ -55,7 +55,7 @@ class Tracked:
 @dataclass(slots=True)
 class Keeping:
     """What the last run left beside ``-o`` and the missing nodes that may keep their place
-    (those Slurm still lists), once they are back in the tree (:func:`keep_in_tree`)."""
+    (those Slurm still lists), once they are back in the tree (:meth:`place_in_tree`)."""
 
     output: Path
     previous: FabricSummary | None
@@ -86,11 +86,11 @@ def keeping(settings: Settings, now: datetime) -> Keeping | None:
     return Keeping(output, previous, policy, findings=findings)
 
 
-def track(state: Keeping, fabric: AnalysedFabric, blocks: BlockTopology | None) -> Tracked:
-    """The kept nodes put into *blocks* too, today's summary, and what changed since the
-    last run."""
+def track(state: Keeping, fabric: AnalysedFabric) -> Tracked:
+    """The kept nodes put into the fabric's blocks too, today's summary, and what changed
+    since the last run."""
     analysis = fabric.analysis
-    blocks, in_blocks = place_in_blocks(blocks, state.keep)
+    blocks, in_blocks = place_in_blocks(fabric.blocks, state.keep)
     kept, placed = kept_nodes(state.keep, state.leaves, in_blocks, state.policy)
     findings = state.findings + placed
     analysis.findings += findings

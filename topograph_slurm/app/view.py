@@ -17,7 +17,7 @@ from pathlib import Path
 from topograph_slurm.analysis.nvlink.gpus import typical_gpus
 from topograph_slurm.analysis.placement.explain import PathFacts, path_facts
 from topograph_slurm.analysis.placement.span import fabric_map
-from topograph_slurm.app.fabric import FABRIC_SOURCES, AnalysedFabric, Warn, read_fabric, sim_spec
+from topograph_slurm.app.fabric import AnalysedFabric, Warn, given_sources, read_fabric, sim_spec
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import UsageError
 from topograph_slurm.model.gpu import GpuTopology
@@ -54,7 +54,7 @@ def from_settings(
     with neither, the *running* Slurm's topology (for a job id) or a usage error. Without
     *facts* a fabric's path facts are not computed (the fabric picture places its faults
     itself; the facts cost a pass over every link)."""
-    sources = [key for key in FABRIC_SOURCES if getattr(settings, key)]
+    sources = given_sources(settings)
     if topology and sources:
         raise UsageError(f"give --topology or --{sources[0]}, not both")
     if topology:

@@ -232,9 +232,9 @@ def generate(
       topograph-slurm generate -o /etc/slurm/topology.conf --check   # in CI: exit 1 when stale
     """
     run = use_case.Run()
-    target = use_case.MetricsTarget(None if check else flags.get("metrics"))
+    guess = None if check else lambda: _config_metrics(ctx)
+    target = use_case.MetricsTarget(None if check else flags.get("metrics"), guess=guess)
     with use_case.failure_metrics(target, run):
-        target.path = target.path or (None if check else _config_metrics(ctx))
         settings = flag_settings(
             ctx,
             rewrites,
@@ -247,7 +247,7 @@ def generate(
         if (check or diff) and settings.output is None and settings.filter_dir is None:
             raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
         settings = use_case.check_flags(settings, check, flags)
-        target.path = settings.metrics
+        target.settle(settings)
         env = environment(Path(settings.templates) if settings.templates else None)
         target.env = env
         result = use_case.generate(settings, env, warn)

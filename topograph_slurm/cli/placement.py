@@ -107,11 +107,9 @@ def explain(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: A
       topograph-slurm explain --topology /etc/slurm/topology.conf --nodes "$SLURM_JOB_NODELIST" \\
           --gpus-per-node 8 --tp 8 --pp 4
     """
-    from topograph_slurm.analysis.placement.explain import explain as explain_job
     from topograph_slurm.render.placement import render_explanation
 
-    job = prepare_job(ctx, job_id, flags)
-    result = explain_job(job.layout, job.order, job.gpus, job.view.fmap, job.view.facts)
+    result = placement.explanation(prepare_job(ctx, job_id, flags))
     env = environment(None)
     click.echo(render_explanation(env, result, "json" if as_json else "text"), nl=False)
     ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)
@@ -146,16 +144,11 @@ def order(ctx: click.Context, /, job_id: str | None, fmt: str, **flags: Any) -> 
           --gpus-per-node 8 --tp 16 --format slurm-hostfile > hosts
       SLURM_HOSTFILE=hosts srun --distribution=arbitrary -n "$SLURM_NTASKS" ...
     """
-    from topograph_slurm.analysis.placement.explain import explain as explain_job
-    from topograph_slurm.analysis.placement.order import best_order
     from topograph_slurm.render.placement import render_order
 
     job = prepare_job(ctx, job_id, flags)
-    view = job.view
-    unhealthy = set(view.facts.problems) if view.facts else set()
-    chosen = best_order(job.layout, job.order, job.gpus, view.fmap, unhealthy)
-    result = explain_job(job.layout, chosen.nodes, job.gpus, view.fmap, view.facts)
-    click.echo(render_order(environment(None), fmt, chosen.nodes, job.gpus), nl=False)
+    nodes, result = placement.better_order(job)
+    click.echo(render_order(environment(None), fmt, nodes, job.gpus), nl=False)
     if not result.tp_inside:
         warn(f"this allocation cannot keep TP inside: {result.verdict}; printed the best order")
     ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)
