@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "slurm-test-cluster")]
 
-from topograph_slurm.analysis.placement.span import fabric_map, kind_spans  # noqa: E402
+from topograph_slurm.analysis.placement.span import fabric_map, kind_spans, rank_nodes  # noqa: E402
 from topograph_slurm.model.placement import LEVEL_DOMAIN, FabricMap, ParallelLayout  # noqa: E402
 from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree  # noqa: E402
 
@@ -192,7 +192,7 @@ def tp_crossing(
         return 0, 0
     used = list(nodes)[: spec.nodes]
     layout = ParallelLayout.for_world(len(used) * gpus_per_node, tp=spec.tp)
-    spans = kind_spans(layout, used, gpus_per_node, fmap)["tp"]
+    spans = kind_spans(layout, rank_nodes(used, gpus_per_node), fmap)["tp"]
     return spans.crossing(LEVEL_DOMAIN, fmap.levels), spans.groups
 
 
