@@ -168,29 +168,25 @@ def _validate(spec: SimSpec) -> None:
         raise SimSpecError(
             f"sim spec: degraded={spec.degraded} exceeds the {spec.nodes * spec.rails} node links"
         )
-    _validate_disagree(spec)
-    _validate_swap(spec)
+    _validate_nodes(spec)
 
 
-def _validate_swap(spec: SimSpec) -> None:
-    index = spec.swap_index()
-    if index is None:
-        return
-    if not 0 <= index < spec.nodes:
-        raise SimSpecError(f"sim spec: swap={spec.swap!r} is not a simulated node")
-    if spec.rails < 2:
+def _validate_nodes(spec: SimSpec) -> None:
+    """The ``disagree`` and ``swap`` nodes exist, and the fabric can move or swap their cables."""
+    disagree = _simulated_node(spec, "disagree", spec.disagree_index())
+    if disagree is not None:
+        island = next(r for r in spec.island_nodes() if disagree in r)
+        if len(island) <= spec.su:
+            raise SimSpecError("sim spec: disagree needs at least two scalable units in its island")
+    if _simulated_node(spec, "swap", spec.swap_index()) is not None and spec.rails < 2:
         raise SimSpecError("sim spec: swap needs at least two rails")
 
 
-def _validate_disagree(spec: SimSpec) -> None:
-    index = spec.disagree_index()
-    if index is None:
-        return
-    if not 0 <= index < spec.nodes:
-        raise SimSpecError(f"sim spec: disagree={spec.disagree!r} is not a simulated node")
-    island = next(r for r in spec.island_nodes() if index in r)
-    if len(island) <= spec.su:
-        raise SimSpecError("sim spec: disagree needs at least two scalable units in its island")
+def _simulated_node(spec: SimSpec, key: str, index: int | None) -> int | None:
+    """The node index a key names (None when not given); one that names no node is an error."""
+    if index is not None and not 0 <= index < spec.nodes:
+        raise SimSpecError(f"sim spec: {key}={getattr(spec, key)!r} is not a simulated node")
+    return index
 
 
 _INT_RE = re.compile(r"-?[0-9]{1,12}")
