@@ -68,9 +68,16 @@ def test_two_swapped_cables_name_the_node_its_hcas_and_both_leaves() -> None:
             "n2",
             "mlx5_0 (h2-0) is on r1, its rail's leaf is r0; mlx5_1 (h2-1) is on r0, its "
             "rail's leaf is r1 (unit r0): rail-aligned collectives through the node cross "
-            "rails; swap the cables back",
+            "rails; cable each HCA to its rail's leaf",
         )
     ]
+
+
+def test_the_hcas_are_named_in_natural_order() -> None:
+    rails_of, names = _unit(nodes=3, rails=12)
+    _swap(rails_of, "n0", 10, 2)
+    [(_, message)] = _judge(rails_of, names)
+    assert message.startswith("mlx5_2 (h0-2) is on r10, its rail's leaf is r2; mlx5_10 (h0-10)")
 
 
 def test_an_aligned_unit_has_no_finding() -> None:

@@ -23,9 +23,17 @@ from itertools import chain
 from operator import itemgetter
 
 from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding, LeafGroup
 
 _HCA, _LEAF = itemgetter(0), itemgetter(1)  # of a rail (hca guid, leaf switch guid)
+
+
+def _by_name(item: tuple[str, tuple[str, str]]) -> tuple[tuple[str | int, ...], str]:
+    """A node's HCAs in natural name order (``mlx5_2`` before ``mlx5_10``)."""
+    return natural_key(item[0])
+
+
 #: A node's HCAs in its unit by name: name -> (hca guid, leaf switch guid)
 Placed = dict[str, tuple[str, str]]
 
@@ -49,7 +57,7 @@ def _rail_optimised(placed: Mapping[str, Placed]) -> bool:
     return 2 * own > len(placed)
 
 
-def rail_leaves(placed: Mapping[str, Placed]) -> dict[str, str]:
+def _rail_leaves(placed: Mapping[str, Placed]) -> dict[str, str]:
     """Each rail (HCA name) with the leaf holding a strict majority (at least two) of its HCAs."""
     votes: dict[str, Counter[str]] = {}
     for held in placed.values():
@@ -93,11 +101,11 @@ def misaligned_rails(
         placed = {node: _placed(rails[node], unit, hca_names) for node in group.nodes}
         if not _rail_optimised(placed):
             continue
-        leaf_of = rail_leaves(placed)
+        leaf_of = _rail_leaves(placed)
         for node, held in placed.items():
             wrong = [
                 (name, hca, leaf, leaf_of[name])
-                for name, (hca, leaf) in sorted(held.items())
+                for name, (hca, leaf) in sorted(held.items(), key=_by_name)
                 if leaf_of.get(name, leaf) != leaf
             ]
             if wrong:
@@ -122,5 +130,5 @@ def _misaligned(
         FindingKind.RAIL_MISALIGNED,
         node,
         f"{hcas} (unit {unit}): rail-aligned collectives through the node cross rails; "
-        "swap the cables back",
+        "cable each HCA to its rail's leaf",
     )
