@@ -105,6 +105,7 @@ NETWORK_KINDS = frozenset(
         FindingKind.DEGRADED_LINK,
         FindingKind.MISSING_RAIL,
         FindingKind.RAIL_DISAGREEMENT,
+        FindingKind.RAIL_MISALIGNED,
         FindingKind.SLOW_LINK,
     }
 )
