@@ -254,3 +254,14 @@ def test_health_reads_the_fabric_with_collection_paused(
     seen = watch_analysis(monkeypatch)
     assert run(slurm).exit_code in (0, 1)
     assert gc.isenabled() and seen == [False]
+
+
+def test_healthy_nodes_that_only_get_their_labels_are_one_line(slurm: Path) -> None:
+    """A first run relabels every node; the healthy ones are summarised in one line (a row
+    each would be 33k lines at 16k nodes), their commands and JSON rows stay."""
+    out = run(slurm).stdout
+    table = [line.split()[0] for line in out.splitlines() if line.startswith("node")]
+    assert table == ["node0001", "node0006"]
+    assert "Healthy, only their topology labels change (6): node[0002-0005,0007-0008]" in out
+    rows = json.loads(run(slurm, "--json").stdout)["nodes"]
+    assert len(rows) == 9

@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 
 from topograph_slurm.model.health import SEVERITIES, HealthPlan, NodeChange
+from topograph_slurm.model.names import fold
 from topograph_slurm.model.result import Finding
 from topograph_slurm.render.environment import render
 
@@ -100,5 +101,25 @@ def render_plan(env: jinja2.Environment, plan: HealthPlan, commands: list[str], 
     data = plan_data(plan, commands)
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
-    shown = [row for row in data["nodes"] if row["verdict"] != "healthy" or row["changes"]]
-    return render(env, "health.txt.j2", shown=shown, **data)
+    relabelled = [row["node"] for row in data["nodes"] if _relabelled(row)]
+    shown = [
+        row
+        for row in data["nodes"]
+        if (row["verdict"] != "healthy" or row["changes"]) and not _relabelled(row)
+    ]
+    return render(
+        env, "health.txt.j2", shown=shown, relabelled=fold(relabelled), count=len(relabelled), **data
+    )
+
+
+def _relabelled(row: dict[str, Any]) -> bool:
+    """A healthy node whose one change is its topology labels (a first run gives every node
+    its leaf and block feature): summarised in one line, not a row each (33k lines at 16k
+    nodes); its command and its row in ``--json`` stay."""
+    return (
+        row["verdict"] == "healthy"
+        and row["weight"]["new"] is None
+        and row["action"] == "-"
+        and not row["note"]
+        and row["features"]["new"] is not None
+    )
