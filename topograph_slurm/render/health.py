@@ -108,7 +108,12 @@ def render_plan(env: jinja2.Environment, plan: HealthPlan, commands: list[str], 
         if (row["verdict"] != "healthy" or row["changes"]) and not _relabelled(row)
     ]
     return render(
-        env, "health.txt.j2", shown=shown, relabelled=fold(relabelled), count=len(relabelled), **data
+        env,
+        "health.txt.j2",
+        shown=shown,
+        relabelled=fold(relabelled),
+        count=len(relabelled),
+        **data,
     )
 
 
