@@ -524,17 +524,32 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def reject(path: Path, previous: bytes | None, rejected: Path) -> None:
+def reject(path: Path, previous: bytes | None, rejected: Path) -> str | None:
     """Put *previous* back at *path* and keep what *path* holds now (a candidate slurmctld
     refused) as *rejected* for inspection, each atomically. Without a previous file the
-    candidate is moved aside, so the directory holds what it held before the run."""
+    candidate is moved aside, so the directory holds what it held before the run.
+
+    The restore comes first: a *rejected* that cannot be written (a directory, a planted link)
+    must not leave the refused candidate where slurmctld reads it. Returns None when the
+    candidate is kept, else why it is not (the restore itself raises :class:`OutputError`).
+    """
     target = trusted_target(path)
     candidate = _read_existing(target)
-    if candidate is not None:
-        write_file(rejected, candidate)
     if previous is not None:
         write_file(target, previous)
-        return
+    else:
+        _remove(target, path)
+    if candidate is None:
+        return None
+    try:
+        write_file(rejected, candidate)
+    except OutputError as err:
+        return str(err)
+    return None
+
+
+def _remove(target: Path, path: Path) -> None:
+    """Remove *target* (what *path* names), durably; gone already is fine."""
     try:
         os.unlink(target)
     except FileNotFoundError:

@@ -276,9 +276,10 @@ class Run:
 
 
 def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Settings:
-    """*settings* for this run: --reconfigure applies a written -o file; --check writes nothing,
-    so --reconfigure and --metrics on its command line are usage errors, and from the config
-    (a cron job's, reused for a check) they are left out."""
+    """*settings* for this run: --reconfigure applies a written -o file, so it needs -o and a
+    scontrol to run (checked here, before anything is written); --check writes nothing, so
+    --reconfigure and --metrics on its command line are usage errors, and from the config (a
+    cron job's, reused for a check) they are left out."""
     if _is_page(settings.report) and settings.report_format != "text":
         raise UsageError(
             f"--report {settings.report} is an HTML page around the text report: drop "
@@ -290,6 +291,10 @@ def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Se
         return replace(settings, reconfigure=False, metrics=None)
     if settings.reconfigure and settings.output is None:
         raise UsageError("--reconfigure needs -o PATH: slurmctld reads a file")
+    if settings.reconfigure:  # before any write: a file slurmctld cannot be asked to take
+        from topograph_slurm.slurm.scontrol import Scontrol
+
+        Scontrol.from_settings(settings).require("--reconfigure needs slurm-client; nothing written")
     return settings
 
 
