@@ -208,7 +208,9 @@ def write_tree(
     """Write generated files (filters, plugin source) into ``directory``, each only on change.
 
     Same atomic semantics as :func:`write_topology` without the shrink guard; one lock covers
-    the whole directory so a reader never sees files from two different runs. The directory is
+    the whole directory so a reader never sees files from two different runs. Every target is
+    read (and its links trusted) before any is written, so a refused one (a directory, a
+    planted link) leaves the others as they were, not half the set new. The directory is
     created when missing (not in ``check`` mode, which writes nothing).
     """
     for name in files:
@@ -217,10 +219,12 @@ def write_tree(
         return [_plan(directory / n, files[n], with_diff=True) for n in sorted(files)]
     _make_dir(directory)  # idempotent, so safe before the lock; the lock file sits beside it
     with output_lock(directory, lock_timeout):
-        outcomes = []
+        plans = []  # every target read and trusted first: a refused one leaves all unwritten
         for name in sorted(files):
             _remove_stale_temps(trusted_target(directory / name))
-            plan = _plan(directory / name, files[name], with_diff=show_diff)
+            plans.append(_plan(directory / name, files[name], with_diff=show_diff))
+        outcomes = []
+        for plan, name in zip(plans, sorted(files), strict=True):
             if plan.changed:
                 write_file(plan.path, files[name])
                 plan = replace(plan, written=True)
