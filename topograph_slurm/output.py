@@ -55,6 +55,8 @@ class WriteOutcome:
     path: Path
     old_nodes: int = 0
     new_nodes: int = 0
+    #: the file's text before (with a diff only: ``--check`` says why it differs)
+    old: str = ""
 
 
 # --------------------------------------------------------------------------- diff and counting
@@ -283,7 +285,7 @@ def _plan(
     if count and old_bytes:
         old_nodes = count(old) if changed else new_nodes
     diff = unified_diff(old, content, str(path)) if with_diff and changed else ""
-    return WriteOutcome(changed, False, diff, path, old_nodes, new_nodes)
+    return WriteOutcome(changed, False, diff, path, old_nodes, new_nodes, old if with_diff else "")
 
 
 def _read_existing(path: Path) -> bytes | None:

@@ -257,7 +257,6 @@ def test_an_error_message_is_one_line_even_with_newlines_in_the_value() -> None:
     assert "'a\\nb\\rc\\u2028d'" in line
 
 
-
 @pytest.mark.parametrize("target", ["out/", "out/.", "/"])
 def test_a_directory_as_the_output_is_refused_before_anything_is_written(
     tmp_path: Path, target: str

@@ -135,7 +135,9 @@ def test_a_program_or_config_in_a_home_keeps_home_readable(tmp_path: Path) -> No
         ("--output", "/"),
     ],
 )
-def test_units_that_would_fail_every_hour_are_refused(tmp_path: Path, args: tuple[str, str]) -> None:
+def test_units_that_would_fail_every_hour_are_refused(
+    tmp_path: Path, args: tuple[str, str]
+) -> None:
     """Issue 24: a path PrivateTmp=yes hides, and what generate itself refuses (its own rule),
     are one usage line up front; nothing is written, the cron file neither."""
     binary = ("--binary", "/usr/bin/t") if args[0] != "--binary" else ()

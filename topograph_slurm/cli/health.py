@@ -78,9 +78,10 @@ def health(
     the scontrol update commands; --apply runs them, only where Slurm's value differs, and
     undoes them when the node is healthy again. On a host without scontrol, a dry run with
     --slurm-nodes HOSTLIST still proposes: Slurm's current values are unknown (shown as ?),
-    so the commands start from its defaults (Weight 1, no features, not drained). Exit 0 when Slurm holds every verdict (or
-    --apply set them), 1 when a dry run has commands pending, 4 when Slurm cannot be asked,
-    10 when Slurm refused a command (the others still run).
+    so the commands start from its defaults (Weight 1, no features, not drained). Exit 0
+    when Slurm holds every verdict (or --apply set them), 1 when a dry run has commands
+    pending, 4 when Slurm cannot be asked, 10 when Slurm refused a command (the others still
+    run).
 
     \b
     Examples:

@@ -29,6 +29,7 @@ from topograph_slurm.model.result import (
     PLUGIN_FLAT,
     PLUGIN_TREE,
     BlockTopology,
+    MadeWith,
     NamedTopology,
     Partition,
     Tree,
@@ -141,12 +142,14 @@ def render_topology_yaml(
     topologies: Sequence[NamedTopology],
     default: str,
     version: SlurmVersion | None = None,
+    made: MadeWith | None = None,
 ) -> str:
-    """topology.yaml text, checked first (see :func:`check_topologies`); rendered again with
+    """topology.yaml text (its header naming what it was *made* with), checked first (see
+    :func:`check_topologies`); rendered again with
     the template's padding comment when its size would kill the target's slurmctld
     (:func:`~topograph_slurm.model.slurm_version.yaml_needs_padding`)."""
     check_topologies(topologies, default, version)
-    context = {"topologies": list(topologies), "default": default}
+    context = {"topologies": list(topologies), "default": default, "made": made}
     text = render(env, TEMPLATE, **context, pad=False)
     if not yaml_needs_padding(len(text.encode("utf-8")), version):
         return text

@@ -86,8 +86,10 @@ def apply(path: Path, previous: bytes | None, written: str, scontrol: Scontrol) 
 def _refused(path: Path, reason: str, not_kept: str | None) -> str:
     """The one line of a refusal: Slurm's reason, the restore, where the candidate is (or why
     it could not be kept)."""
-    kept = f"the candidate not kept ({not_kept})" if not_kept else (
-        f"the candidate kept as {rejected_path(path)}"
+    kept = (
+        f"the candidate not kept ({not_kept})"
+        if not_kept
+        else (f"the candidate kept as {rejected_path(path)}")
     )
     return f"slurmctld did not take {path}: {reason}; the previous file is restored, {kept}"
 
