@@ -203,7 +203,8 @@ def _write(
     default=None,
     help="After a changed write of -o PATH: scontrol reconfigure (never a restart), then check "
     "that slurmctld runs what was written; if not, put the previous file back, keep the "
-    "candidate as PATH.rejected and exit 10 with Slurm's reason.",
+    "candidate as PATH.rejected and exit 10 with Slurm's reason. Without scontrol here: exit 4, "
+    "nothing written.",
 )
 @click.option(
     "--metrics",

@@ -15,7 +15,10 @@ there. Why each step:
   does not know in the tree with a warning only), so ``scontrol show topology`` is read back and
   compared as a structure (:mod:`topograph_slurm.slurm.applied`).
 - On any failure the previous file goes back (slurmctld still runs it), the candidate stays as
-  ``<file>.rejected`` for inspection, and the run fails with Slurm's reason.
+  ``<file>.rejected`` for inspection (when that cannot be written, the restore still comes
+  first and the line says why), and the run fails with Slurm's reason.
+- Without scontrol on the host, ``generate`` refuses ``--reconfigure`` before it writes
+  anything (:meth:`.Scontrol.require`), so no file is written only to be taken back.
 """
 
 from __future__ import annotations
@@ -86,11 +89,9 @@ def apply(path: Path, previous: bytes | None, written: str, scontrol: Scontrol) 
 def _refused(path: Path, reason: str, not_kept: str | None) -> str:
     """The one line of a refusal: Slurm's reason, the restore, where the candidate is (or why
     it could not be kept)."""
-    kept = (
-        f"the candidate not kept ({not_kept})"
-        if not_kept
-        else (f"the candidate kept as {rejected_path(path)}")
-    )
+    kept = f"the candidate kept as {rejected_path(path)}"
+    if not_kept:
+        kept = f"the candidate not kept ({not_kept})"
     return f"slurmctld did not take {path}: {reason}; the previous file is restored, {kept}"
 
 
