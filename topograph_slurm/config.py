@@ -95,6 +95,14 @@ def _path(value: str) -> None:
         raise ValueError(f"must be a file name, got {value!r}")
 
 
+def _output_path(value: str) -> None:
+    """A file to write, never a directory's name (``/etc/slurm/``, ``/``, ``.``): generate would
+    write beside the directory or fail on it every run. ``-`` is stdout."""
+    _path(value)
+    if value != "-" and os.path.basename(value) in ("", ".", ".."):
+        raise ValueError(f"must name a file, not a directory, got {value!r}")
+
+
 def _regex(value: str) -> None:
     try:
         re.compile(value)
@@ -220,7 +228,7 @@ class Settings:
     slurm_nodes: str | None = field(default=AUTO, metadata=_rule(check=_hostlist))
     hcas: str | None = field(default=None, metadata=_rule(check=_regex))
     format: str = field(default="tree", metadata=_rule(choices=FORMATS))
-    output: str | None = field(default=None, metadata=PATH)
+    output: str | None = field(default=None, metadata=_rule(check=_output_path))
     report: str | None = field(default=None, metadata=PATH)
     report_format: str = field(default="text", metadata=_rule(choices=REPORT_FORMATS))
     max_tiers: int | None = field(default=None, metadata=_rule(low=1, integer=True))

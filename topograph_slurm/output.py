@@ -55,6 +55,8 @@ class WriteOutcome:
     path: Path
     old_nodes: int = 0
     new_nodes: int = 0
+    #: the file's text before (with a diff only: ``--check`` says why it differs)
+    old: str = ""
 
 
 # --------------------------------------------------------------------------- diff and counting
@@ -208,7 +210,9 @@ def write_tree(
     """Write generated files (filters, plugin source) into ``directory``, each only on change.
 
     Same atomic semantics as :func:`write_topology` without the shrink guard; one lock covers
-    the whole directory so a reader never sees files from two different runs. The directory is
+    the whole directory so a reader never sees files from two different runs. Every target is
+    read (and its links trusted) before any is written, so a refused one (a directory, a
+    planted link) leaves the others as they were, not half the set new. The directory is
     created when missing (not in ``check`` mode, which writes nothing).
     """
     for name in files:
@@ -217,10 +221,12 @@ def write_tree(
         return [_plan(directory / n, files[n], with_diff=True) for n in sorted(files)]
     _make_dir(directory)  # idempotent, so safe before the lock; the lock file sits beside it
     with output_lock(directory, lock_timeout):
-        outcomes = []
+        plans = []  # every target read and trusted first: a refused one leaves all unwritten
         for name in sorted(files):
             _remove_stale_temps(trusted_target(directory / name))
-            plan = _plan(directory / name, files[name], with_diff=show_diff)
+            plans.append(_plan(directory / name, files[name], with_diff=show_diff))
+        outcomes = []
+        for plan, name in zip(plans, sorted(files), strict=True):
             if plan.changed:
                 write_file(plan.path, files[name])
                 plan = replace(plan, written=True)
@@ -279,7 +285,7 @@ def _plan(
     if count and old_bytes:
         old_nodes = count(old) if changed else new_nodes
     diff = unified_diff(old, content, str(path)) if with_diff and changed else ""
-    return WriteOutcome(changed, False, diff, path, old_nodes, new_nodes)
+    return WriteOutcome(changed, False, diff, path, old_nodes, new_nodes, old if with_diff else "")
 
 
 def _read_existing(path: Path) -> bytes | None:
@@ -524,17 +530,32 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def reject(path: Path, previous: bytes | None, rejected: Path) -> None:
+def reject(path: Path, previous: bytes | None, rejected: Path) -> str | None:
     """Put *previous* back at *path* and keep what *path* holds now (a candidate slurmctld
     refused) as *rejected* for inspection, each atomically. Without a previous file the
-    candidate is moved aside, so the directory holds what it held before the run."""
+    candidate is moved aside, so the directory holds what it held before the run.
+
+    The restore comes first: a *rejected* that cannot be written (a directory, a planted link)
+    must not leave the refused candidate where slurmctld reads it. Returns None when the
+    candidate is kept, else why it is not (the restore itself raises :class:`OutputError`).
+    """
     target = trusted_target(path)
     candidate = _read_existing(target)
-    if candidate is not None:
-        write_file(rejected, candidate)
     if previous is not None:
         write_file(target, previous)
-        return
+    else:
+        _remove(target, path)
+    if candidate is None:
+        return None
+    try:
+        write_file(rejected, candidate)
+    except OutputError as err:
+        return str(err)
+    return None
+
+
+def _remove(target: Path, path: Path) -> None:
+    """Remove *target* (what *path* names), durably; gone already is fine."""
     try:
         os.unlink(target)
     except FileNotFoundError:

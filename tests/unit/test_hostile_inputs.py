@@ -257,6 +257,58 @@ def test_an_error_message_is_one_line_even_with_newlines_in_the_value() -> None:
     assert "'a\\nb\\rc\\u2028d'" in line
 
 
+@pytest.mark.parametrize("target", ["out/", "out/.", "/"])
+def test_a_directory_as_the_output_is_refused_before_anything_is_written(
+    tmp_path: Path, target: str
+) -> None:
+    """Issue 24: ``-o /etc/slurm/`` wrote a file named /etc/slurm beside the directory (or
+    failed on it every hour); it is generate's own rule, reused by ``units``."""
+    args = ["generate", "--sim", TINY, "--slurm-nodes", "all", "--slurm-version", "24.11"]
+    output = target if target == "/" else f"{tmp_path}/{target}"  # Path drops the "/"
+    report = tmp_path / "report.txt"
+    line = assert_refused(invoke([*args, "-o", output, "--report", str(report)]), Exit.USAGE)
+    assert "--output: must name a file, not a directory" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("planted", ["directory", "dangling link"])
+def test_an_unwritable_rejected_file_still_restores_the_previous_one(
+    tmp_path: Path, planted: str
+) -> None:
+    """Issue 24: a refused reconfigure whose PATH.rejected cannot be written (a directory, a
+    link into a shared directory) still puts the previous file back first: exit 10."""
+    from tests.support.scontrol import Answer, ReplayScontrol
+
+    refused = Answer(stderr="slurm_reconfigure error: Unspecified error\n", code=1)
+    scontrol = ReplayScontrol(tmp_path / "bin", {"show config": Answer(), "reconfigure": refused})
+    out, rejected = tmp_path / "topology.conf", tmp_path / "topology.conf.rejected"
+    out.write_text(OLD)
+    if planted == "directory":
+        rejected.mkdir()
+    else:
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        shared.chmod(0o777)
+        (shared / "x").symlink_to(tmp_path / "elsewhere")
+        rejected.symlink_to(shared / "x")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"scontrol: {scontrol.path}\nslurm_nodes: all\nslurm_version: '24.11'\n")
+    args = ["-q", "generate", "--sim", TINY, "-o", str(out), "--reconfigure", "--force"]
+    line = assert_refused(invoke(args, str(config)), Exit.APPLY, out)
+    assert "the previous file is restored, the candidate not kept (" in line
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_no_topology_yaml_is_a_multiple_of_4096_bytes_for_an_affected_release() -> None:
+    """Issue 24: slurmctld 25.05.0-25.11.5 reads past the end of such a file and dies."""
+    from tests.unit.test_topology_yaml import ENV, _block_multiple_topologies
+    from topograph_slurm.model.slurm_version import SlurmVersion
+    from topograph_slurm.render.topology_yaml import render_topology_yaml
+
+    text = render_topology_yaml(ENV, _block_multiple_topologies(), "ib", SlurmVersion(25, 11))
+    assert len(text.encode()) % 4096 != 0
+
+
 # --------------------------------------------------------------------------- fuzz
 
 #: every character class that has broken a CLI somewhere: controls, separators, quotes,

@@ -18,6 +18,7 @@ from topograph_slurm.config import (
     config_path,
 )
 from topograph_slurm.errors import Exit, InputError
+from topograph_slurm.model.result import MadeWith
 from topograph_slurm.render.environment import environment
 
 
@@ -64,12 +65,14 @@ def _write(
     ctx: click.Context,
     settings: Settings,
     content: str,
+    made: MadeWith | None,
     check: bool,
     diff: bool,
     force: bool,
     run: use_case.Run,
 ) -> int:
-    """Print or write the topology; returns the exit code."""
+    """Print or write the topology; returns the exit code. A stale --check says when the
+    file was *made* with another release or node list than this run's (another host)."""
     if settings.output is None:
         if not (check or diff):  # --check --filter-dir alone checks only the filters
             click.echo(content, nl=False)
@@ -87,8 +90,16 @@ def _write(
     )
     if (check or diff) and outcome.diff:
         click.echo(outcome.diff, nl=False)
+    if check and not outcome.changed:
+        log(ctx, f"{settings.output}: up to date")
+    if check and outcome.changed:
+        why = use_case.environment_change(outcome.old, made)
+        log(
+            ctx,
+            f"{settings.output}: out of date"
+            + (f"; the environment differs: {why}" if why else ""),
+        )
     if check:
-        log(ctx, f"{settings.output}: {'out of date' if outcome.changed else 'up to date'}")
         return Exit.DIFFERS if outcome.changed else Exit.OK
     run.written = outcome.written
     state = "written" if outcome.written else "unchanged"
@@ -112,7 +123,10 @@ def _write(
     help="Write here (atomic, only on change) instead of stdout ('-' = stdout).",
 )
 @click.option(
-    "--check", is_flag=True, help="Write nothing; exit 1 with a diff when PATH is out of date."
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 with a diff when PATH is out of date, saying so when PATH was "
+    "made for another Slurm release or node list (pin --slurm-version, --slurm-nodes in CI).",
 )
 @click.option("--diff", is_flag=True, help="Print the diff, then write.")
 @click.option(
@@ -189,7 +203,8 @@ def _write(
     default=None,
     help="After a changed write of -o PATH: scontrol reconfigure (never a restart), then check "
     "that slurmctld runs what was written; if not, put the previous file back, keep the "
-    "candidate as PATH.rejected and exit 10 with Slurm's reason.",
+    "candidate as PATH.rejected and exit 10 with Slurm's reason. Without scontrol here: exit 4, "
+    "nothing written.",
 )
 @click.option(
     "--metrics",
@@ -260,7 +275,7 @@ def generate(
             settings,
             topology,
             run,
-            lambda: _write(ctx, settings, topology, check, diff, force, run),
+            lambda: _write(ctx, settings, topology, result.made, check, diff, force, run),
             lambda message: log(ctx, message),
         )
         if result.partition_lines:

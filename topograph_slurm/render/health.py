@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from topograph_slurm.model.health import SEVERITIES, HealthPlan, NodeChange
+from topograph_slurm.model.health import SEVERITIES, HealthPlan, NodeChange, SlurmNode
 from topograph_slurm.model.names import fold
 from topograph_slurm.model.result import Finding
 from topograph_slurm.render.environment import render
@@ -57,23 +57,29 @@ def _action(change: NodeChange) -> str:
 
 
 def _node(change: NodeChange) -> dict[str, Any]:
+    """One node's row; Slurm's current values are None where it could not be asked."""
     was = change.was
     return {
         "node": change.node,
         "verdict": change.verdict.severity,
         "findings": [_finding(f) for f in change.verdict.findings],
-        "weight": {"now": was.weight, "new": change.weight},
-        "features": {"now": list(was.features), "new": _listed(change.features)},
+        "known": was.known,
+        "weight": {"now": was.weight if was.known else None, "new": change.weight},
+        "features": {"now": _known(was, was.features), "new": _listed(change.features)},
         "active_features": {
-            "now": list(was.active_features),
+            "now": _known(was, was.active_features),
             "new": _listed(change.active_features),
         },
-        "state": {"now": list(was.state), "reason": was.reason},
+        "state": {"now": _known(was, was.state), "reason": was.reason if was.known else None},
         "action": _action(change),
         "drain_reason": change.drain_reason,
         "changes": change.changes,
         "note": change.note,
     }
+
+
+def _known(node: SlurmNode, value: tuple[str, ...]) -> list[str] | None:
+    return list(value) if node.known else None
 
 
 def _listed(value: tuple[str, ...] | None) -> list[str] | None:
@@ -86,6 +92,7 @@ def plan_data(plan: HealthPlan, commands: list[str]) -> dict[str, Any]:
     return {
         "summary": {severity: counts[severity] for severity in SEVERITIES}
         | {"nodes": len(plan.changes), "changing": len(plan.pending)},
+        "slurm_asked": all(change.was.known for change in plan.changes),
         "nodes": [_node(change) for change in plan.changes],
         "not_in_slurm": [
             {"node": v.node, "verdict": v.severity, "findings": [_finding(f) for f in v.findings]}

@@ -9,6 +9,7 @@ command that changes slurmctld (:mod:`.apply`, :mod:`.reconfigure`) goes through
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,12 @@ class Scontrol:
     @classmethod
     def from_settings(cls, settings: Settings) -> Scontrol:
         return cls(settings.scontrol, settings.scontrol_timeout, settings.slurmctld_log)
+
+    def require(self, why: str) -> None:
+        """Refuse up front, before anything is written, when the command is not there (not
+        on PATH, or a configured path that is not an executable): *why* says what needs it."""
+        if shutil.which(self.binary) is None:
+            raise NotInstalled(f"{self.binary} not found: {why}")
 
     def run(self, args: Sequence[str], what: str | None = None) -> str:
         """stdout of ``scontrol <args>``; a collect error of one line otherwise: *what* (the
