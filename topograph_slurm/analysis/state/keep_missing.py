@@ -157,6 +157,10 @@ def _why_not(name: str, node: NodeSummary, policy: KeepPolicy) -> Finding | None
         return Finding(
             FindingKind.MISSING_NOT_KEPT, name, "absent; when it was last seen is unknown"
         )
+    if seen > policy.now:  # a clock gone wrong or an edited file: kept for ever otherwise
+        return Finding(
+            FindingKind.MISSING_NOT_KEPT, name, f"absent; last seen {node.last_seen}, in the future"
+        )
     if policy.now - seen > policy.limit:
         limit = _text(policy.limit)
         return Finding(
