@@ -364,6 +364,99 @@ def test_a_rewrite_without_pattern_or_replace_is_a_config_error(
     assert f"config key rewrites[0].{missing} is missing" in line
 
 
+# --------------------------------------------------------------------------- bench output
+
+BENCH_SIM = "nodes=2,gpus=2,rails=2,su=2,tiers=2,prefix=bn"
+
+
+def _capture() -> list[str]:
+    from tests.conftest import real_fixture
+    from tests.support.nccl_fake import CAPTURE
+
+    return real_fixture(CAPTURE).read_text(encoding="utf-8").splitlines()
+
+
+def _bench_with(tmp_path: Path, lines: list[str]) -> Result:
+    """bench over two nodes whose every run prints *lines* and exits 0, recorded."""
+    output = tmp_path / "output.txt"
+    output.write_text("\n".join(lines) + "\n")
+    launcher = tmp_path / "fake-srun"
+    launcher.write_text(f"#!/bin/sh\ncat {output}\n")
+    launcher.chmod(0o755)
+    args = ["bench", "--sim", BENCH_SIM, "--launcher", str(launcher), "--levels", "node"]
+    env = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "bn[0001-0002]"}
+    args += ["--record", str(tmp_path / "record")]
+    return CliRunner().invoke(main, ["--config", os.devnull, *args], env=env)
+
+
+def _strict_json(path: Path) -> object:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{path} holds {constant}: not JSON")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+@pytest.mark.parametrize("busbw", ["nan", "inf", "1e309", "0", "-nan", "\u0663\u0663\u0668"])
+def test_a_busbw_that_is_no_measurement_fails_the_run(tmp_path: Path, busbw: str) -> None:
+    """Every node's busbw nan (or inf, 0, Arabic-Indic digits) was judged "No findings"."""
+    lines = []
+    for line in _capture():
+        words = line.split()
+        if len(words) == 13 and words[0].isascii() and words[0].isdigit():
+            words[7] = words[11] = busbw
+            line = "  ".join(words)
+        lines.append(line)
+    result = _bench_with(tmp_path, lines)
+    assert result.exit_code == Exit.COLLECT, result.output
+    assert "every run failed" in result.stderr and "No findings" not in result.stdout
+    record = _strict_json(tmp_path / "record" / "bench.json")
+    assert isinstance(record, dict) and all(r["busbw"] is None for r in record["results"])
+
+
+def test_output_cut_mid_table_is_a_failed_run(tmp_path: Path) -> None:
+    """Exit 0, the table cut after 4 GiB of an 8 GiB sweep: no measurement of the link."""
+    lines = _capture()
+    cut = next(i for i, line in enumerate(lines) if line.lstrip().startswith("8589934592"))
+    result = _bench_with(tmp_path, lines[:cut])
+    assert result.exit_code == Exit.COLLECT, result.output
+    assert "output ends before the largest size (4294967296 of 8589934592 B)" in result.stdout
+
+
+@pytest.mark.parametrize("sizes", ["3_3_8", "\uff11\uff16", "\u0667"])
+def test_block_sizes_in_odd_digits_are_refused(sizes: str) -> None:
+    """``int()`` read 3_3_8 as 338 and full-width digits as numbers."""
+    result = invoke(["generate", "--sim", TINY, "--format", "block", "--block-sizes", sizes])
+    assert "expected comma-separated integers" in assert_refused(result, Exit.USAGE)
+
+
+@pytest.mark.parametrize("duration", ["\u0667d", "\uff17d"])
+def test_a_keep_missing_in_odd_digits_is_refused(duration: str) -> None:
+    result = invoke(["generate", "--sim", TINY, "--keep-missing", duration])
+    assert "must be a duration like 7d" in assert_refused(result, Exit.USAGE)
+
+
+@pytest.mark.parametrize("char", ["\ufffe", "\uffff", "\x01"])
+@pytest.mark.parametrize("fmt", ["svg", "html"])
+def test_xml_invalid_characters_in_a_description_leave_the_picture_valid(
+    tmp_path: Path, char: str, fmt: str
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    from topograph_slurm.sources import sim
+
+    text = sim.generate_ibnetdiscover(sim.parse_sim_spec("nodes=8,su=8,rails=2"))
+    dump = tmp_path / "fabric.txt"
+    dump.write_text(text.replace('"gpu0002 mlx5_1"', f'"gpu{char}0002 mlx5_1"'))
+    picture = tmp_path / f"fabric.{fmt}"
+    result = invoke(["draw", "--ibnetdiscover", str(dump), "-o", str(picture)])
+    assert result.exit_code == Exit.OK, result.output
+    drawn = picture.read_text()
+    escaped = f"\\u{ord(char):04x}" if ord(char) > 0xFF else f"\\x{ord(char):02x}"
+    assert char not in drawn and escaped in drawn
+    if fmt == "svg":
+        ET.fromstring(drawn)
+
+
 # --------------------------------------------------------------------------- usage errors
 
 

@@ -27,7 +27,7 @@ from topograph_slurm.collect.transport import (
     terminate_live,
 )
 from topograph_slurm.errors import CollectError, OutputError, ParseError
-from topograph_slurm.model.bench import BenchPlan, BenchRun, RunResult
+from topograph_slurm.model.bench import BenchPlan, BenchRun, NcclOutput, RunResult
 from topograph_slurm.output import write_file
 from topograph_slurm.sources.nccl_tests import parse_nccl_tests
 from topograph_slurm.sources.snapshot import (
@@ -138,17 +138,30 @@ def result_of(run: BenchRun, argv: list[str], done: NodeRun, timeout: float) -> 
         unreadable = f"unreadable output: {err}"
     else:
         unreadable = ""
-    wrong = result.output.wrong if result.output else 0
     if done.timed_out:
         result.error = f"timed out after {timeout:g} s (killed)"
     elif not result.error and done.exit_code != 0:
         result.error = f"exit code {done.exit_code}"
     elif not result.error:
-        result.error = unreadable or (f"{wrong} wrong elements (data corruption)" if wrong else "")
+        result.error = unreadable or (_invalid(result.output) if result.output else "")
     peak = result.output.peak if result.output else None
     if peak is not None and peak.busbw is not None and not result.error:
         result.busbw = peak.busbw
     return result
+
+
+def _invalid(output: NcclOutput) -> str:
+    """Why a run that exited 0 with a table measured nothing ('' when it did): wrong
+    elements, a table cut before its largest size, no busbw at the largest size."""
+    peak = output.peak
+    if output.wrong:
+        return f"{output.wrong} wrong elements (data corruption)"
+    if output.cut:
+        last = f"{peak.size if peak else 0} of {output.last_size} B"
+        return f"output ends before the largest size ({last})"
+    if peak is not None and peak.busbw is not None and peak.busbw <= 0:
+        return f"busbw {peak.busbw:g} GB/s at the largest size (no measurement)"
+    return ""
 
 
 def check_record(dest: Path) -> None:

@@ -25,7 +25,7 @@ from topograph_slurm.model.summary import FabricSummary, NodeSummary
 #: How summaries write times: ISO 8601, UTC, whole seconds.
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(\d{1,9})([smhdw])")
+_DURATION = re.compile(r"(\d{1,9})([smhdw])", re.ASCII)  # int() reads "٧" as 7
 
 
 #: The longest a missing node may keep its place: ten years is "forever" for a cluster.
