@@ -240,6 +240,7 @@ def write_summary(topology: Path, summary: FabricSummary, *, lock_timeout: float
 
     with output_lock(trusted_target(topology), lock_timeout):
         path = kept_summary_path(topology)
+        _remove_stale_temps(trusted_target(path))
         write_file(path, encode(summary))
     return path
 

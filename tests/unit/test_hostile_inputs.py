@@ -422,6 +422,26 @@ def test_output_cut_mid_table_is_a_failed_run(tmp_path: Path) -> None:
     assert "output ends before the largest size (4294967296 of 8589934592 B)" in result.stdout
 
 
+@pytest.mark.parametrize("nodes", ["", " "])
+def test_an_empty_bench_node_list_is_refused_not_the_whole_allocation(nodes: str) -> None:
+    result = invoke(["bench", "--plan", "--sim", BENCH_SIM, "--nodes", nodes])
+    assert "--nodes: empty" in assert_refused(result, Exit.USAGE)
+
+
+@pytest.mark.parametrize(
+    ("levels", "said"),
+    [
+        ("island", "island not in this fabric; its levels are node, leaf, spine-1\n"),
+        ("leaf,spine-2", "spine-2 not in this fabric; its levels are node, leaf, spine-1\n"),
+        ("leaf,", "an empty level name in 'leaf,'"),
+    ],
+)
+def test_bench_levels_the_fabric_lacks_are_named_with_those_it_has(levels: str, said: str) -> None:
+    """One island: no pair spans the island or fabric level, which the error listed."""
+    result = invoke(["bench", "--plan", "--sim", "nodes=8,su=4,tiers=2", "--levels", levels])
+    assert said in assert_refused(result, Exit.USAGE)
+
+
 @pytest.mark.parametrize("sizes", ["3_3_8", "\uff11\uff16", "\u0667"])
 def test_block_sizes_in_odd_digits_are_refused(sizes: str) -> None:
     """``int()`` read 3_3_8 as 338 and full-width digits as numbers."""

@@ -102,15 +102,16 @@ def run_plan(plan: BenchPlan, command: BenchCommand, on_run: OnRun) -> list[RunR
     for run in plan.runs:
         by_round.setdefault(run.round, []).append(run)
     results: dict[str, RunResult] = {}
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, command.parallel)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, command.parallel)) as pool:
+        try:
             for number in sorted(by_round):
                 for result in pool.map(lambda r: _run_one(r, command), by_round[number]):
                     results[result.run.key] = result
                     on_run(result)
-    except BaseException:
-        terminate_live()
-        raise
+        except BaseException:  # stop the steps before leaving the pool waits for them
+            pool.shutdown(wait=False, cancel_futures=True)
+            terminate_live()
+            raise
     return [results[run.key] for run in plan.runs]
 
 
