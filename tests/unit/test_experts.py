@@ -279,14 +279,17 @@ def test_multi_node_nvlink_blocks_are_the_domains(tmp_path: Path) -> None:
     assert [layer["physical_to_logical"] for layer in data["layers"]] == HELD_OUT_P2L
 
 
-def test_csv_loads_and_ep_take_the_first_ranks(tmp_path: Path) -> None:
+def test_csv_loads_and_ep_take_the_first_ranks_and_out_writes_the_json(tmp_path: Path) -> None:
+    """--ep 8 on 4-GPU nodes: two servers; --out gets the JSON, stdout the text."""
     csv = "".join(",".join(map(str, row)) + "\n" for row in PUBLISHED)
+    out = tmp_path / "plan.json"
     result = run(
         *SIM, "--loads", loads_file(tmp_path, csv, "loads.csv"), "--replicas", "16",
-        "--groups", "4", "--ep", "8", "--json",
+        "--groups", "4", "--ep", "8", "--out", str(out),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+    assert result.stdout.startswith("Policy: hierarchical")
+    data = json.loads(out.read_text())
     assert len(data["gpus"]) == 8 and data["layout"]["domains"] == 2
     published = [5, 6, 5, 7, 8, 4, 3, 4, 10, 9, 10, 2, 0, 1, 11, 1]
     assert data["layers"][0]["physical_to_logical"] == published
@@ -309,12 +312,22 @@ def test_layouts_that_cannot_fit_are_usage_errors(
     one_error(run(*SIM, "--loads", loads_file(tmp_path, PUBLISHED), *flags), code, fragment)
 
 
-def test_bad_or_missing_load_file_exits_3(tmp_path: Path) -> None:
+def test_bad_or_missing_load_file_exits_3_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
     one_error(
-        run(*SIM, "--loads", loads_file(tmp_path, [[1, 2], [3]]), "--replicas", "16"),
+        run(
+            *SIM,
+            "--loads",
+            loads_file(tmp_path, [[1, 2], [3]]),
+            "--replicas",
+            "16",
+            "--out",
+            str(out),
+        ),
         Exit.INPUT,
         "layer 1 has 1 experts",
     )
+    assert not out.exists()
     one_error(
         run(*SIM, "--loads", str(tmp_path / "none.json"), "--replicas", "16"),
         Exit.INPUT,

@@ -4,6 +4,7 @@ GPUs, EPLB's "node" being the fabric's fastest domain."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -47,8 +48,15 @@ def _options(func: F) -> F:
 @click.option("--ep", type=int, help="Expert-parallel size: the first EP ranks (default: all).")
 @_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@click.option(
+    "--out",
+    metavar="FILE",
+    help="Also write the JSON plan to FILE (atomically; nothing is written on an error).",
+)
 @click.pass_context
-def experts(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: Any) -> None:
+def experts(
+    ctx: click.Context, /, job_id: str | None, as_json: bool, out: str | None, **flags: Any
+) -> None:
     """Place a MoE model's experts on a job's GPUs with DeepSeek's EPLB, the fabric's
     fastest domain as EPLB's "node".
 
@@ -68,7 +76,7 @@ def experts(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: A
       topograph-slurm experts --sim nodes=4,gpus=4 --nodes 'gpu[0001-0004]' \\
           --loads loads.json --replicas 32 --groups 4
       topograph-slurm experts "$SLURM_JOB_ID" --topology /etc/slurm/topology.conf \\
-          --loads eplb.csv --replicas 288 --groups 8 --json
+          --loads eplb.csv --replicas 288 --groups 8 --out plan.json
     """
     from topograph_slurm.app import experts as app
     from topograph_slurm.render.environment import environment
@@ -78,4 +86,9 @@ def experts(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: A
     settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
     run = app.plan(settings, topology, job_id, job, wanted, warn)
     data = experts_data(run.plan, run.gpus, run.domain_kind, run.loads_from, run.ranks_from)
-    click.echo(render_experts(environment(None), data, "json" if as_json else "text"), nl=False)
+    env = environment(None)
+    if out:
+        from topograph_slurm.output import write_file
+
+        write_file(Path(out), render_experts(env, data, "json"))
+    click.echo(render_experts(env, data, "json" if as_json else "text"), nl=False)
