@@ -304,6 +304,8 @@ def test_csv_loads_and_ep_take_the_first_ranks_and_out_writes_the_json(tmp_path:
         (["--replicas", "8", "--ep", "4"], Exit.USAGE, "--replicas 8 is fewer than the 12 logical"),
         (["--replicas", "16", "--ep", "17"], Exit.USAGE, "--ep 17 must be 1 to the job's 16"),
         (["--replicas", "16", "--ep", "0"], Exit.USAGE, "--ep 0 must be 1"),
+        (["--replicas", "65552"], Exit.USAGE, "--replicas 65552 is more than 65,536 slots"),
+        (["--replicas", "-16"], Exit.USAGE, "--replicas -16 is fewer than the 12"),
     ],
 )
 def test_layouts_that_cannot_fit_are_usage_errors(

@@ -41,9 +41,8 @@ def plan(
     warn: Warn,
 ) -> ExpertsRun:
     """Loads from *experts*' ``loads`` file, the EP GPUs (the first ``ep`` ranks of the job
-    *job* and *job_id* describe) and their domains, and EPLB's plan over them. The layout is
-    checked against the loads before the fabric is read."""
-    from topograph_slurm.analysis.experts.hierarchy import check_layout, plan_experts
+    *job* and *job_id* describe) and their domains, and EPLB's plan over them."""
+    from topograph_slurm.analysis.experts.hierarchy import plan_experts
     from topograph_slurm.sources.expert_load import parse_load
 
     loads = parse_load(_read(experts["loads"]), experts["loads"])
@@ -51,7 +50,6 @@ def plan(
     ep = len(placed.ranks) if experts["ep"] is None else experts["ep"]
     if not 1 <= ep <= len(placed.ranks):
         raise UsageError(f"--ep {ep} must be 1 to the job's {len(placed.ranks)} ranks")
-    check_layout(len(loads[0]), experts["replicas"], experts["groups"], ep)
     gpus, kind = ep_gpus(placed, ep)
     names = list(dict.fromkeys(gpu.domain for gpu in gpus))
     domains = [names.index(gpu.domain) for gpu in gpus]

@@ -14,8 +14,7 @@ HIERARCHICAL, GLOBAL = "hierarchical", "global"
 @dataclass(frozen=True, slots=True)
 class ExpertLayout:
     """The EP shape a plan is for: *replicas* physical slots in all (a multiple of *gpus*),
-    *groups* expert groups, *gpus* EP ranks and *domains* fast domains (EPLB's "nodes"),
-    each holding ``gpus // domains`` ranks."""
+    *groups* expert groups, *gpus* EP ranks and *domains* fast domains (EPLB's "nodes")."""
 
     replicas: int
     groups: int
@@ -25,10 +24,6 @@ class ExpertLayout:
     @property
     def slots_per_gpu(self) -> int:
         return self.replicas // self.gpus
-
-    @property
-    def gpus_per_domain(self) -> int:
-        return self.gpus // self.domains
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ def plan_experts(
     """The plan for *loads* (``[layer][logical expert]`` tokens) over the GPUs whose domains
     *gpu_domains* gives in rank order, and its estimate against the contiguous layout."""
     experts = len(loads[0])
-    check_layout(experts, replicas, groups, len(gpu_domains))
+    _check_layout(experts, replicas, groups, len(gpu_domains))
     order = sorted(range(len(gpu_domains)), key=gpu_domains.__getitem__)
     sizes = sorted(gpu_domains.count(d) for d in set(gpu_domains))
     even = sizes[0] == sizes[-1]
@@ -60,8 +60,15 @@ def plan_experts(
     )
 
 
-def check_layout(experts: int, replicas: int, groups: int, gpus: int) -> None:
+#: The most physical slots a layer may have: each one is a pass over its domain's experts,
+#: and no EP deployment has more than a few thousand (DeepSeek-V3 serves 288 or 320).
+MAX_REPLICAS = 65_536
+
+
+def _check_layout(experts: int, replicas: int, groups: int, gpus: int) -> None:
     """A usage error for a layout EPLB cannot fill with these experts."""
+    if replicas > MAX_REPLICAS:
+        raise UsageError(f"--replicas {replicas} is more than {MAX_REPLICAS:,} slots")
     if gpus < 1 or replicas % gpus:
         raise UsageError(f"--replicas {replicas} must be a multiple of the {gpus} EP GPUs")
     if replicas < experts:
