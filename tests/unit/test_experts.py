@@ -279,6 +279,21 @@ def test_multi_node_nvlink_blocks_are_the_domains(tmp_path: Path) -> None:
     assert [layer["physical_to_logical"] for layer in data["layers"]] == HELD_OUT_P2L
 
 
+def test_single_node_blocks_leave_servers_as_the_domains(tmp_path: Path) -> None:
+    """Blocks of one node are no multi-node NVLink domain: each node's GPUs are EPLB's node."""
+    conf = tmp_path / "topology.conf"
+    conf.write_text("".join(f"BlockName=b{n} Nodes=gpu000{n}\n" for n in range(1, 5)))
+    result = run(
+        "--topology", str(conf), "--nodes", "gpu[0001-0004]", "--gpus-per-node", "2",
+        "--loads", loads_file(tmp_path, PUBLISHED), "--replicas", "16", "--groups", "4",
+        "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["domain_kind"] == "node" and data["layout"]["domains"] == 4
+    assert data["policy"] == HIERARCHICAL
+
+
 def test_csv_loads_and_ep_take_the_first_ranks_and_out_writes_the_json(tmp_path: Path) -> None:
     """--ep 8 on 4-GPU nodes: two servers; --out gets the JSON, stdout the text."""
     csv = "".join(",".join(map(str, row)) + "\n" for row in PUBLISHED)
