@@ -5,7 +5,8 @@ EPLB's outputs below were produced once by hand by running ``eplb.rebalance_expe
 github.com/deepseek-ai/EPLB at d52c72d5b2f2fb4c41afbf8eb21366820239913d under torch 2.13.0
 (CPU) on the ``weight`` shown, with ``(num_replicas, num_groups, num_nodes, num_gpus)`` as
 named in each test; the three returned tensors' ``tolist()`` are pasted as literals. The
-held-out weights are ``random.seed(25)`` draws of ``randint(0, 400)``. Rows of at most 16
+held-out weights are ``random.seed(25)`` draws of ``randint(0, 400)``; the near-tie case was found by comparing this code in float32 and in
+float64, then run through EPLB the same way. Rows of at most 16
 items keep torch's sort stable, so ties break as here; nothing here needs torch.
 """
 
@@ -106,6 +107,19 @@ def test_held_out_global_case_matches_eplb() -> None:
          [[12, -1], [9, 7], [6, -1], [10, -1], [2, -1], [13, 11], [5, 3], [14, 15], [4, -1],
           [8, -1], [1, -1], [0, -1]]],
         [[1, 1, 2, 1, 2, 1, 1, 1, 1, 2, 1, 2], [1, 2, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1]],
+    )  # fmt: skip
+
+
+def test_float32_arithmetic_as_eplb_decides_a_near_tie() -> None:
+    """Counts near 2**28 that float32 rounds together, (16, 2, 2, 4): float64 arithmetic gives
+    ``[0, 2, 2, 1, 2, 3, 3, 3, ...]``; EPLB's float32 tensors give this (run as above)."""
+    weight = [[88080387, 12582912, 264241152, 264241152, 41943043, 20971520, 528482304, 20971520]]
+    plan = plan_experts(weight, 16, 2, [0, 0, 1, 1])
+    assert arrays(plan) == (
+        [[0, 3, 3, 3, 2, 2, 2, 1, 6, 6, 6, 7, 6, 6, 4, 5]],
+        [[[0, -1, -1, -1, -1], [7, -1, -1, -1, -1], [4, 5, 6, -1, -1], [1, 2, 3, -1, -1],
+          [14, -1, -1, -1, -1], [15, -1, -1, -1, -1], [8, 12, 9, 13, 10], [11, -1, -1, -1, -1]]],
+        [[1, 1, 3, 3, 1, 1, 5, 1]],
     )  # fmt: skip
 
 
@@ -277,6 +291,31 @@ def test_multi_node_nvlink_blocks_are_the_domains(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert data["domain_kind"] == "NVLink domain" and data["layout"]["domains"] == 2
     assert [layer["physical_to_logical"] for layer in data["layers"]] == HELD_OUT_P2L
+
+
+def test_a_task_hostfile_interleaving_domains_gets_each_gpus_slots_at_its_rank(
+    tmp_path: Path,
+) -> None:
+    """Ranks alternate between the two NVLink blocks (a per-task SLURM_HOSTFILE): local ranks
+    count per node, and the plan is the domain-major one with GPU blocks moved to ranks."""
+    conf = tmp_path / "topology.conf"
+    conf.write_text("BlockName=nvl1 Nodes=gpu[0001-0002]\nBlockName=nvl2 Nodes=gpu[0003-0004]\n")
+    hosts = ["gpu0001", "gpu0003", "gpu0001", "gpu0003", "gpu0002", "gpu0004", "gpu0002", "gpu0004"]
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("".join(f"{host}\n" for host in hosts))
+    result = run(
+        "--topology", str(conf), "--hostfile", str(hostfile), "--hostfile-lines", "task",
+        "--gpus-per-node", "2", "--loads", loads_file(tmp_path, PUBLISHED),
+        "--replicas", "16", "--groups", "4", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [(g["host"], g["local_rank"]) for g in data["gpus"][:4]] == [
+        ("gpu0001", 0), ("gpu0003", 0), ("gpu0001", 1), ("gpu0003", 1)
+    ]  # fmt: skip
+    expected = plan_experts(PUBLISHED, 16, 4, [0, 1, 0, 1, 0, 1, 0, 1])
+    assert [layer["physical_to_logical"] for layer in data["layers"]] == arrays(expected)[0]
+    assert data["layers"][0]["gpu_experts"][0] == [5, 6]  # EPLB's GPU 0, first in nvl1
 
 
 def test_single_node_blocks_leave_servers_as_the_domains(tmp_path: Path) -> None:
