@@ -5,8 +5,8 @@ EPLB's outputs below were produced once by hand by running ``eplb.rebalance_expe
 github.com/deepseek-ai/EPLB at d52c72d5b2f2fb4c41afbf8eb21366820239913d under torch 2.13.0
 (CPU) on the ``weight`` shown, with ``(num_replicas, num_groups, num_nodes, num_gpus)`` as
 named in each test; the three returned tensors' ``tolist()`` are pasted as literals. The
-held-out weights are ``random.seed(25)`` draws of ``randint(0, 400)``; the near-tie case was found by comparing this code in float32 and in
-float64, then run through EPLB the same way. Rows of at most 16
+held-out weights are ``random.seed(25)`` draws of ``randint(0, 400)``; the near-tie case was found by comparing this code in
+float32 and in float64, then run through EPLB the same way. Rows of at most 16
 items keep torch's sort stable, so ties break as here; nothing here needs torch.
 """
 
@@ -226,6 +226,8 @@ def test_load_file_formats_agree() -> None:
         ("[1,2]", "want a list of layers"),
         ("[[1,2]", "not JSON"),
         ("1,2\n3,x\n", "layer 1 expert 1: 'x' is not a token count"),
+        ("1,2\n3,1_0\n", "layer 1 expert 1: '1_0' is not a token count"),
+        ("1,2\n3,nan\n", "layer 1 expert 1: 'nan' is not a token count"),
         ("1,2\n3,-1\n", "layer 1 expert 1: -1 is not a token count"),
     ],
 )

@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from topograph_slurm.errors import InputError, ParseError
-from topograph_slurm.model.numbers import natural
+from topograph_slurm.model.numbers import decimal, natural
 
 #: The object keys a JSON load file may hold its table under.
 JSON_KEYS = ("weight", "load")
@@ -91,12 +91,6 @@ def _csv_rows(text: str, source: str) -> list[list[int]]:
 
 
 def _number(cell: str) -> int | float | None:
-    """A cell's number: digits only as an integer, else a float Python reads, else None."""
-    text = cell.strip()
-    whole = natural(text)
-    if whole is not None:
-        return whole
-    try:
-        return float(text)
-    except ValueError:
-        return None
+    """A cell's number: digits only as an integer, else a finite plain decimal, else None."""
+    whole = natural(cell)
+    return whole if whole is not None else decimal(cell)
