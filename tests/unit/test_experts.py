@@ -5,9 +5,10 @@ EPLB's outputs below were produced once by hand by running ``eplb.rebalance_expe
 github.com/deepseek-ai/EPLB at d52c72d5b2f2fb4c41afbf8eb21366820239913d under torch 2.13.0
 (CPU) on the ``weight`` shown, with ``(num_replicas, num_groups, num_nodes, num_gpus)`` as
 named in each test; the three returned tensors' ``tolist()`` are pasted as literals. The
-held-out weights are ``random.seed(25)`` draws of ``randint(0, 400)``; the near-tie case was found by comparing this code in
-float32 and in float64, then run through EPLB the same way. Rows of at most 16
-items keep torch's sort stable, so ties break as here; nothing here needs torch.
+held-out weights are ``random.seed(25)`` draws of ``randint(0, 400)``; the near-tie case was
+found by comparing this code in float32 and in float64, then run through EPLB the same way.
+Rows of at most 16 items keep torch's sort stable, so ties break as here; nothing here needs
+torch.
 """
 
 from __future__ import annotations
