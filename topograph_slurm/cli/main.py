@@ -30,6 +30,7 @@ _LAZY_COMMANDS = {
     "diff": ("topograph_slurm.cli.diff", "diff"),
     "draw": ("topograph_slurm.cli.draw", "draw"),
     "experts": ("topograph_slurm.cli.experts", "experts"),
+    "gres": ("topograph_slurm.cli.gres", "gres"),
 }
 
 

@@ -237,6 +237,14 @@ class FindingKind(StrEnum):
         "nodes disagree on GPUs per node (nvidia-smi topo -m); the filters use one count "
         "unless the config sets gpus_per_node",
     )
+    # gres.conf from topo -m (analysis/nvlink/gres.py)
+    GRES_LAYOUT_DIFFERS = (
+        "gres-layout-differs",
+        PROBLEM,
+        DEGRADED,
+        "the node's GPUs (NUMA cores or NVLink links from nvidia-smi topo -m) differ from "
+        "the other nodes of its type: gres.conf gives it lines of its own",
+    )
     # Collection: a snapshot's nodes (sources/snapshot.py)
     COLLECT_FAILED = (
         "collect-failed",

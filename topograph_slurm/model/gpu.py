@@ -169,3 +169,33 @@ class Domain:
     nodes: list[str]
     cluster_uuid: str = ""
     clique_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GresDevice:
+    """One GPU's ``gres.conf`` line: ``Type=`` (None when only ``topo -m`` is known), the
+    Slurm core indices of its NUMA node (None when topo -m has no CPU affinity), and its
+    ``Links=`` (one count per GPU index, -1 for itself; None when the node has no NVLink)."""
+
+    index: int
+    type: str | None
+    cores: tuple[int, ...] | None
+    links: tuple[int, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class GresGroup:
+    """Nodes with the same GPU layout: one ``NodeName=`` hostlist, one line per GPU."""
+
+    nodes: tuple[str, ...]
+    devices: tuple[GresDevice, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GresPlan:
+    """What ``gres`` writes: the groups in node order, the findings (nodes that differ from
+    their type's layout, nodes not read) and notes on what was left out and why."""
+
+    groups: tuple[GresGroup, ...]
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()

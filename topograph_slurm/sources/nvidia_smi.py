@@ -377,6 +377,25 @@ def parse_fabric_output(text: str) -> list[GpuFabric]:
     return parse_query_csv(text)
 
 
+def parse_product_names(text: str) -> dict[int, str]:
+    """The ``Product Name`` of each GPU section of ``nvidia-smi -q`` text, by GPU index (the
+    section's position: nvidia-smi lists GPUs in index order). Fragments without ``GPU …``
+    headers have none, so the result is empty: the GPU's type is then not known."""
+    names: dict[int, str] = {}
+    index = -1
+    for line in _clean_lines(text):
+        stripped = line.strip()
+        if _GPU_HEADER.match(stripped):
+            index += 1
+            continue
+        match = _KEY_VALUE.match(stripped)
+        if index >= 0 and match and match.group(1).strip() == "Product Name":
+            value = _value(match.group(2))
+            if value is not None:
+                names.setdefault(index, value)
+    return names
+
+
 # --------------------------------------------------------------------------- topo -m
 
 _TRAILING = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")

@@ -1,0 +1,110 @@
+"""``gres``' use case: the measured GPU layout of each node (a snapshot's ``nvidia-smi topo
+-m`` and ``-q``, or one capture for a hostlist of identical nodes) as a gres.conf plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from topograph_slurm.errors import InputError
+from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.model.gpu import GpuTopology, GresDevice, GresPlan
+from topograph_slurm.model.result import Finding
+from topograph_slurm.sources.snapshot import KEY_Q, KEY_TOPO
+
+#: The most a hand-given capture may hold: a topo -m is a few KiB, a -q a few hundred.
+_CAPTURE_LIMIT = 16 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class GresSource:
+    """Where the layout comes from: a snapshot directory, or one ``topo -m`` capture (and
+    optionally that node's ``nvidia-smi -q``) that every node of *nodes* shares."""
+
+    snapshot: str | None = None
+    topo_matrix: str | None = None
+    nodes: str | None = None
+    nvidia_smi_q: str | None = None
+    threads_per_core: int | None = None
+
+    @property
+    def name(self) -> str:
+        """What the file's header says it was made from."""
+        return self.snapshot or str(self.topo_matrix)
+
+
+def plan(source: GresSource) -> GresPlan:
+    """Read the layout and fold it into gres.conf groups; InputError on unreadable input."""
+    from topograph_slurm.analysis.nvlink import gres
+
+    if source.snapshot is not None:
+        nodes, findings = _snapshot_devices(source)
+    else:
+        nodes, findings = _capture_devices(source), []
+    result = gres.plan(nodes)
+    return GresPlan(result.groups, (*findings, *result.findings), result.notes)
+
+
+def _capture_devices(source: GresSource) -> dict[str, tuple[GresDevice, ...]]:
+    from topograph_slurm.model.names import expand
+    from topograph_slurm.sources.nvidia_smi import parse_product_names, parse_topo_matrix
+
+    hosts = expand(str(source.nodes), "--nodes")
+    topo_path = str(source.topo_matrix)
+    try:
+        topo = parse_topo_matrix(_read(topo_path))
+    except InputError as err:
+        raise InputError(f"{topo_path}: {err}") from None
+    products = parse_product_names(_read(source.nvidia_smi_q)) if source.nvidia_smi_q else {}
+    return dict.fromkeys(hosts, _devices(topo_path, topo, products, source.threads_per_core))
+
+
+def _snapshot_devices(
+    source: GresSource,
+) -> tuple[dict[str, tuple[GresDevice, ...]], list[Finding]]:
+    """Every node with a topo -m; the snapshot's findings for the nodes not read."""
+    from topograph_slurm.sources.nvidia_smi import parse_product_names
+    from topograph_slurm.sources.snapshot import load_snapshot
+
+    snapshot = load_snapshot(str(source.snapshot))
+    nodes = {}
+    for name, node in snapshot.nodes.items():
+        if node.topology is None:
+            continue
+        products = parse_product_names(node.raw.get(KEY_Q, ""))
+        where = f"{source.snapshot}: {name}"
+        nodes[name] = _devices(where, node.topology, products, source.threads_per_core)
+    if not nodes:
+        raise InputError(f"{source.snapshot}: no node has a readable nvidia-smi topo -m")
+    return nodes, _unread(snapshot.findings, [n for n in snapshot.nodes if n not in nodes])
+
+
+def _unread(findings: list[Finding], missing: list[str]) -> list[Finding]:
+    """Why each node without a topo -m has no lines: the snapshot's own finding when it has
+    one (the command failed, the output did not parse), else that the output is missing."""
+    told = [f for f in findings if f.subject in missing]
+    known = {f.subject for f in told}
+    what = f"no {KEY_TOPO} output: the node gets no gres.conf lines"
+    told += [Finding(FindingKind.COLLECT_MISSING, n, what) for n in missing if n not in known]
+    return told
+
+
+def _devices(
+    where: str, topo: GpuTopology, products: dict[int, str], threads_per_core: int | None
+) -> tuple[GresDevice, ...]:
+    """One node's devices; an InputError names *where* the layout came from."""
+    from topograph_slurm.analysis.nvlink.gres import node_devices
+
+    try:
+        return node_devices(topo, products, threads_per_core)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
+
+
+def _read(path: str) -> str:
+    from topograph_slurm.sources.files import read_regular
+
+    try:
+        return read_regular(Path(path), _CAPTURE_LIMIT).decode("utf-8", errors="replace")
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}") from None

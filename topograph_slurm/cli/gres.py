@@ -1,0 +1,89 @@
+"""``topograph-slurm gres``: gres.conf from the measured node (nvidia-smi topo -m and -q)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from topograph_slurm.cli.options import config_settings, log, warn
+from topograph_slurm.errors import Exit
+
+
+@click.command()
+@click.option("--snapshot", metavar="DIR", help="A snapshot made by `collect`.")
+@click.option("--topo-matrix", metavar="FILE", help="One node's `nvidia-smi topo -m` capture.")
+@click.option("--nodes", metavar="HOSTLIST", help="With --topo-matrix: the nodes it describes.")
+@click.option(
+    "--nvidia-smi-q",
+    metavar="FILE",
+    help="With --topo-matrix: its node's `nvidia-smi -q` (Type=).",
+)
+@click.option(
+    "--threads-per-core",
+    type=click.IntRange(1, 8),
+    help="Hardware threads per core (default: read from the CPU affinity lists).",
+)
+@click.option("-o", "--output", metavar="PATH", help="Write gres.conf here (default: stdout).")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when PATH would change.")
+@click.option("--diff", is_flag=True, help="Show the change to PATH.")
+@click.pass_context
+def gres(
+    ctx: click.Context,
+    snapshot: str | None,
+    topo_matrix: str | None,
+    nodes: str | None,
+    nvidia_smi_q: str | None,
+    threads_per_core: int | None,
+    output: str | None,
+    check: bool,
+    diff: bool,
+) -> None:
+    """Write Slurm's gres.conf from the GPUs each node measured: one line per GPU with
+    Type= (nvidia-smi -q's product name), File=/dev/nvidiaN, Cores= (the Slurm core indices
+    of the GPU's NUMA node) and Links= (NVLinks to each GPU), identical nodes folded into one
+    NodeName= hostlist. A node whose layout differs from its type's is a finding on stderr.
+
+    \b
+    Examples:
+      topograph-slurm gres --snapshot /var/lib/topograph/snap -o /etc/slurm/gres.conf
+      topograph-slurm gres --topo-matrix topo.txt --nodes 'gpu[001-064]' --check -o gres.conf
+    """
+    from topograph_slurm.app.gres import GresSource, plan
+    from topograph_slurm.render.environment import environment
+    from topograph_slurm.render.gres import render_gres
+
+    if (snapshot is None) == (topo_matrix is None):
+        raise click.UsageError("give --snapshot DIR or --topo-matrix FILE --nodes HOSTLIST")
+    if topo_matrix is not None and nodes is None:
+        raise click.UsageError("--topo-matrix needs --nodes HOSTLIST")
+    if snapshot is not None and (nodes or nvidia_smi_q):
+        raise click.UsageError("--nodes and --nvidia-smi-q go with --topo-matrix")
+    source = GresSource(snapshot, topo_matrix, nodes, nvidia_smi_q, threads_per_core)
+    result = plan(source)
+    templates = config_settings(ctx).templates
+    text = render_gres(environment(Path(templates) if templates else None), result, source.name)
+    for finding in result.findings:
+        warn(f"{finding.kind}: {finding.subject}: {finding.message}")
+    for note in result.notes:
+        log(ctx, f"note: {note}")
+    ctx.exit(_write(ctx, text, output, check, diff))
+
+
+def _write(ctx: click.Context, text: str, output: str | None, check: bool, diff: bool) -> int:
+    """Print or write the file (atomic, only on change); --check's exit code."""
+    if output is None:
+        if check or diff:
+            raise click.UsageError("--check and --diff need -o PATH")
+        click.echo(text, nl=False)
+        return Exit.OK
+    from topograph_slurm.output import write_topology
+
+    outcome = write_topology(Path(output), text, check=check, show_diff=diff, count=lambda _: 0)
+    if (check or diff) and outcome.diff:
+        click.echo(outcome.diff, nl=False)
+    if check:
+        log(ctx, f"{output}: {'out of date' if outcome.changed else 'up to date'}")
+        return Exit.DIFFERS if outcome.changed else Exit.OK
+    log(ctx, f"{output}: {'written' if outcome.written else 'unchanged'}")
+    return Exit.OK

@@ -1,0 +1,46 @@
+"""``gres.conf`` from a :class:`GresPlan`: the hostlists, core ranges and link lists as Slurm
+writes them; the line syntax is ``templates/gres.conf.j2``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+from topograph_slurm.model.gpu import GresDevice, GresPlan
+from topograph_slurm.model.names import fold
+from topograph_slurm.render.environment import printable, render
+
+
+def core_ranges(cores: tuple[int, ...]) -> str:
+    """``(0, 1, 2, 5)`` → ``0-2,5``: Slurm's core list form."""
+    parts: list[str] = []
+    start = prev = cores[0]
+    for core in (*cores[1:], None):
+        if core is not None and core == prev + 1:
+            prev = core
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if core is not None:
+            start = prev = core
+    return ",".join(parts)
+
+
+def _device(device: GresDevice) -> dict[str, Any]:
+    return {
+        "index": device.index,
+        "type": device.type,
+        "cores": core_ranges(device.cores) if device.cores else "",
+        "links": ",".join(str(n) for n in device.links) if device.links else "",
+    }
+
+
+def render_gres(env: jinja2.Environment, plan: GresPlan, source: str) -> str:
+    """The whole file. *source* (the snapshot or capture read) lands in a comment, so it is
+    shown printable: a path with a newline must not start a line Slurm reads."""
+    groups = [
+        {"nodes": fold(group.nodes), "devices": [_device(d) for d in group.devices]}
+        for group in plan.groups
+    ]
+    notes = [printable(note) for note in plan.notes]
+    return render(env, "gres.conf.j2", source=printable(source), notes=notes, groups=groups)
