@@ -51,7 +51,7 @@ def test_slurmd_reads_the_generated_gres_conf(make_cluster: Callable[..., Cluste
     spec.extra_files = {"gres.conf": gres_conf, "slurm.conf": _with_cores(conf)}
     cluster = make_cluster(spec)
     show = cluster.exec("scontrol show node gpu01").check("scontrol show node").stdout
-    assert "Gres=gpu:h100:8" in show, show
+    assert "Gres=gpu:h100:8(S:0-1)" in show, show  # GPUs 0-3 on socket 0, 4-7 on 1
     for node in NODES:
         printed = cluster.exec(f"slurmd -G -N {node}", node=node).check("slurmd -G")
         text = printed.stdout + printed.stderr

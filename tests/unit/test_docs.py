@@ -20,6 +20,7 @@ PAGES = [
     "bench.md",
     "draw.md",
     "moe.md",
+    "gres.md",
     "ufm.md",
     "collect.md",
     "configuration.md",
