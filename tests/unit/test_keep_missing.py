@@ -75,12 +75,13 @@ def test_who_may_keep_their_place() -> None:
     assert refused[2].message == "absent and no longer listed by Slurm: dropped from the topology"
 
 
-def test_nothing_is_kept_when_off_or_without_a_slurm_node_list() -> None:
-    previous = _previous(n1=NodeSummary("l1", last_seen=DAY_AGO))
+def test_nothing_is_kept_when_off_and_the_summary_decides_without_a_node_list() -> None:
+    previous = _previous(
+        n1=NodeSummary("l1", last_seen=DAY_AGO), n2=NodeSummary("l1", last_seen="2026-11-20")
+    )
     assert k.candidates(previous, [], _policy("0")) == ({}, [])
-    keep, (finding,) = k.candidates(previous, [], _policy(listed=None))
-    assert keep == {} and finding.kind == FindingKind.MISSING_NOT_KEPT
-    assert "--slurm-nodes" in finding.message
+    keep, (expired,) = k.candidates(previous, [], _policy(listed=None))
+    assert list(keep) == ["n1"] and expired.kind == FindingKind.KEPT_MISSING_EXPIRED
 
 
 def test_kept_nodes_go_back_under_their_leaf_and_into_their_block() -> None:
@@ -163,6 +164,50 @@ def test_a_node_off_today_keeps_its_leaf_and_block(tmp_path: Path, fmt: str) -> 
     kept = decode(summary_path(out).read_bytes(), "kept").nodes["gpu0015"]
     assert kept.kept and kept.last_seen == first.nodes["gpu0015"].last_seen
     assert kept.leaf == "leaf-su002-r0" and kept.rails == first.nodes["gpu0015"].rails
+
+
+def _block_sizes(path: Path) -> str:
+    return next(line for line in path.read_text().splitlines() if "BlockSizes=" in line)
+
+
+@pytest.fixture
+def no_scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slurm's node list unavailable: no scontrol on PATH."""
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+
+
+@pytest.mark.usefixtures("no_scontrol")
+def test_one_node_off_without_slurms_node_list_keeps_its_place_and_block_sizes(
+    tmp_path: Path,
+) -> None:
+    """Issue 24 item 4: one node powered off once turned BlockSizes=8,16,32 into 7,14,28 on
+    every run without Slurm's node list, and --keep-missing kept nothing without it."""
+    out = tmp_path / "topology.conf"
+    assert _generate(out, "nodes=32,su=8", "--format", "block")[0] == Exit.OK
+    code, report = _generate(out, "nodes=31,su=8", "--format", "block")
+    assert code == Exit.OK and _block_sizes(out) == "BlockSizes=8,16,32"
+    assert len(_nodes(out)) == 32
+    (kept,) = [f for f in report["findings"] if f["kind"] == FindingKind.KEPT_MISSING]
+    assert kept["subject"] == "gpu0032"
+
+
+@pytest.mark.usefixtures("no_scontrol")
+@pytest.mark.parametrize(("release", "sizes"), [("25.05", "8,16,32"), ("24.11", "7,14,28")])
+def test_the_base_follows_the_unit_the_last_run_saw(
+    tmp_path: Path, release: str, sizes: str
+) -> None:
+    """With nothing kept (--keep-missing 0), a 7-node unit among 8-node ones keeps base 8
+    where Slurm keeps short blocks (25.05+); 24.11 would leave the short unit out, so there
+    the base covers it."""
+    out = tmp_path / "topology.conf"
+    flags = ("--format", "block", "--slurm-version", release, "--keep-missing", "0")
+    assert _generate(out, "nodes=32,su=8", *flags)[0] == Exit.OK
+    assert _generate(out, "nodes=31,su=8", *flags)[0] == Exit.OK
+    assert _block_sizes(out) == f"BlockSizes={sizes}" and len(_nodes(out)) == 31
+    first = tmp_path / "first.conf"  # a first run knows no earlier unit: today's count decides
+    assert _generate(first, "nodes=31,su=8", *flags)[0] == Exit.OK
+    assert _block_sizes(first) == "BlockSizes=7,14,28"
 
 
 def test_past_the_limit_a_kept_node_drops_out(tmp_path: Path) -> None:

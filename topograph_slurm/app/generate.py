@@ -89,6 +89,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
         warn,
         before_blocks=keep.place_in_tree if keep else None,
         blocks_needed=wants_blocks,
+        unit=keep.unit if keep else 0,
     )
     settings = fabric.settings  # the release resolved
     analysis = fabric.analysis

@@ -28,7 +28,7 @@ from topograph_slurm.analysis.state.keep_missing import (
     place_in_blocks,
     place_in_tree,
 )
-from topograph_slurm.analysis.state.summary import from_topology, summarize
+from topograph_slurm.analysis.state.summary import designed_unit, from_topology, summarize
 from topograph_slurm.app.fabric import AnalysedFabric, node_domains
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import InputError
@@ -63,6 +63,11 @@ class Keeping:
     keep: dict[str, NodeSummary] = field(default_factory=dict)
     leaves: dict[str, str] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def unit(self) -> int:
+        """The IB unit size the last run saw (0 on the first run): BlockSizes' least base."""
+        return designed_unit(self.previous) if self.previous is not None else 0
 
     def place_in_tree(self, analysis: Analysis, listed: frozenset[str] | None) -> None:
         """Put the missing nodes that may keep their place (those in *listed*, the nodes

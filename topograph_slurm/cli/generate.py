@@ -215,9 +215,10 @@ def _write(
 @click.option(
     "--keep-missing",
     metavar="DURATION",
-    help="A node Slurm still lists (--slurm-nodes) but the sweep missed keeps its last leaf "
-    "and block for this long since it was last seen, e.g. 7d (default), 36h; 0 = off. Needs "
-    "-o FILE (the last place comes from the summary kept beside it).",
+    help="A node Slurm still lists (--slurm-nodes; without a node list, any node the last "
+    "run placed) but the sweep missed keeps its last leaf and block for this long since it "
+    "was last seen, e.g. 7d (default), 36h; 0 = off. Needs -o FILE (the last place comes "
+    "from the summary kept for it).",
 )
 @click.option(
     "--yaml-default",
