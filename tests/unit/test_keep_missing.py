@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from topograph_slurm.analysis.state import keep_missing as k
 from topograph_slurm.cli.main import main
+from topograph_slurm.config import Settings, state_dir
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree
@@ -137,6 +138,11 @@ def _generate(out: Path, spec: str, *args: str, config: str = os.devnull) -> tup
     return result.exit_code, data
 
 
+def _kept_at(out: Path) -> Path:
+    """Where generate keeps *out*'s summary: the default state directory."""
+    return summary_path(out, state_dir(Settings()))
+
+
 def _nodes(path: Path) -> list[str]:
     return load_topology(path).nodes
 
@@ -148,7 +154,7 @@ LISTED = ("--slurm-nodes", "gpu[0001-0015]")
 def test_a_node_off_today_keeps_its_leaf_and_block(tmp_path: Path, fmt: str) -> None:
     out = tmp_path / "topology.conf"
     assert _generate(out, "nodes=16,su=8", "--format", fmt)[0] == Exit.OK
-    first = decode(summary_path(out).read_bytes(), "kept")
+    first = decode(_kept_at(out).read_bytes(), "kept")
     code, report = _generate(out, "nodes=13,su=8", "--format", fmt, *LISTED)
     assert code == Exit.OK
     assert _nodes(out) == [f"gpu{i:04d}" for i in range(1, 16)]  # gpu0016: Slurm lists it no more
@@ -161,7 +167,7 @@ def test_a_node_off_today_keeps_its_leaf_and_block(tmp_path: Path, fmt: str) -> 
         ("node-vanished", "gpu0015"),
         ("node-vanished", "gpu0016"),
     ]
-    kept = decode(summary_path(out).read_bytes(), "kept").nodes["gpu0015"]
+    kept = decode(_kept_at(out).read_bytes(), "kept").nodes["gpu0015"]
     assert kept.kept and kept.last_seen == first.nodes["gpu0015"].last_seen
     assert kept.leaf == "leaf-su002-r0" and kept.rails == first.nodes["gpu0015"].rails
 
@@ -213,10 +219,10 @@ def test_the_base_follows_the_unit_the_last_run_saw(
 def test_past_the_limit_a_kept_node_drops_out(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     _generate(out, "nodes=16,su=8")
-    kept = decode(summary_path(out).read_bytes(), "kept")
+    kept = decode(_kept_at(out).read_bytes(), "kept")
     week_ago = (datetime.now(UTC) - timedelta(days=8)).strftime(k.TIME_FORMAT)
     kept.nodes["gpu0016"].last_seen = week_ago
-    summary_path(out).write_bytes(encode(kept))
+    _kept_at(out).write_bytes(encode(kept))
     code, report = _generate(out, "nodes=14,su=8", "--slurm-nodes", "gpu[0001-0016]")
     assert code == Exit.OK and _nodes(out) == [f"gpu{i:04d}" for i in range(1, 16)]
     (expired,) = [f for f in report["findings"] if f["kind"] == FindingKind.KEPT_MISSING_EXPIRED]
@@ -229,12 +235,12 @@ def test_past_the_limit_a_kept_node_drops_out(tmp_path: Path) -> None:
 def test_the_shrink_guard_counts_kept_nodes_as_present(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     _generate(out, "nodes=16,su=8")
-    before = summary_path(out).read_bytes()
+    before = _kept_at(out).read_bytes()
     listed = ("--slurm-nodes", "gpu[0001-0016]")
     # 7 of 16 nodes off (a leaf keeps one node, so its switches are still on the fabric)
     code, _ = _generate(out, "nodes=9,su=8", *listed, "--keep-missing", "0")
     assert code == Exit.REFUSED and len(_nodes(out)) == 16
-    assert summary_path(out).read_bytes() == before  # a refused run records nothing
+    assert _kept_at(out).read_bytes() == before  # a refused run records nothing
     code, report = _generate(out, "nodes=9,su=8", *listed)
     assert code == Exit.OK and len(_nodes(out)) == 16
     assert sum(f["kind"] == FindingKind.KEPT_MISSING for f in report["findings"]) == 7
@@ -243,7 +249,7 @@ def test_the_shrink_guard_counts_kept_nodes_as_present(tmp_path: Path) -> None:
 def test_without_a_summary_the_previous_output_gives_the_places(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     _generate(out, "nodes=16,su=8")
-    summary_path(out).unlink()
+    _kept_at(out).unlink()
     code, report = _generate(out, "nodes=14,su=8", "--slurm-nodes", "gpu[0001-0016]")
     assert code == Exit.OK and len(_nodes(out)) == 16
     assert sum(f["kind"] == FindingKind.KEPT_MISSING for f in report["findings"]) == 2
@@ -253,12 +259,12 @@ def test_without_a_summary_the_previous_output_gives_the_places(tmp_path: Path) 
 def test_a_corrupt_summary_is_a_finding_and_is_replaced(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     _generate(out, "nodes=16,su=8")
-    summary_path(out).write_text("{garbage")
+    _kept_at(out).write_text("{garbage")
     code, report = _generate(out, "nodes=14,su=8", "--slurm-nodes", "gpu[0001-0016]")
     assert code == Exit.OK and len(_nodes(out)) == 16  # the topology file gave the places
     (bad,) = [f for f in report["findings"] if f["kind"] == "summary-unreadable"]
     assert "not a fabric summary" in bad["message"] and bad["subject"] == str(out)
-    assert decode(summary_path(out).read_bytes(), "kept").nodes["gpu0016"].kept
+    assert decode(_kept_at(out).read_bytes(), "kept").nodes["gpu0016"].kept
 
 
 def test_first_run_report_says_there_is_nothing_to_compare(tmp_path: Path) -> None:
@@ -271,11 +277,11 @@ def test_no_summary_beside_a_device_or_with_check(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         main, ["--config", os.devnull, "generate", "--sim", "nodes=4,su=4", "-o", os.devnull]
     )
-    assert result.exit_code == 0 and not summary_path(Path(os.devnull)).exists()
+    assert result.exit_code == 0 and not _kept_at(Path(os.devnull)).exists()
     out = tmp_path / "topology.conf"
     out.write_text("")
     _generate(out, "nodes=4,su=4", "--check")
-    assert not summary_path(out).exists()
+    assert not _kept_at(out).exists()
 
 
 def test_keep_missing_is_checked_as_flag_and_config_key(tmp_path: Path) -> None:
@@ -304,4 +310,4 @@ def test_a_tree_run_needs_no_blocks_for_its_summary(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     code, _ = _generate(out, "nodes=8,su=4", "--block-source", "nvlink")  # no GPU data
     assert code == Exit.OK
-    assert "blocks" not in decode(summary_path(out).read_bytes(), "kept").known
+    assert "blocks" not in decode(_kept_at(out).read_bytes(), "kept").known

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from topograph_slurm.analysis.fabric.block import typical_size
 from topograph_slurm.app.fabric import AnalysedFabric, Warn, read_fabric
 from topograph_slurm.app.state import Tracked, keeping, track
-from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
+from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings, state_dir
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import (
@@ -153,7 +153,7 @@ def reconfigured(
     from topograph_slurm.slurm.scontrol import Scontrol
 
     path = Path(settings.output)
-    with reconfigure.held(path, settings.lock_timeout) as previous:
+    with reconfigure.held(path, settings.lock_timeout, state_dir(settings)) as previous:
         code = write()
         scontrol = Scontrol.from_settings(settings)
         run.reconfigured = reconfigure.apply(path, previous, content, scontrol)
@@ -186,14 +186,19 @@ def environment_change(old: str, made: MadeWith | None) -> str | None:
 
 
 def record_state(settings: Settings, result: Generated) -> None:
-    """The last step of a run that wrote its outputs: keep the fabric summary beside ``-o``
+    """The last step of a run that wrote its outputs: keep the fabric summary of ``-o``
     for the next run's "Changes since the last run" and ``--keep-missing``. Only after
     success: a refused or failed write raised before this, leaving the last good state."""
     if settings.output is None or result.tracked is None:
         return
     from topograph_slurm.output import write_summary
 
-    write_summary(Path(settings.output), result.tracked.summary, lock_timeout=settings.lock_timeout)
+    write_summary(
+        Path(settings.output),
+        result.tracked.summary,
+        state_dir=state_dir(settings),
+        lock_timeout=settings.lock_timeout,
+    )
 
 
 def _topologies(

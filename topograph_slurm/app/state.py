@@ -30,7 +30,7 @@ from topograph_slurm.analysis.state.keep_missing import (
 )
 from topograph_slurm.analysis.state.summary import designed_unit, from_topology, summarize
 from topograph_slurm.app.fabric import AnalysedFabric, node_domains
-from topograph_slurm.config import Settings
+from topograph_slurm.config import Settings, state_dir
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
@@ -58,6 +58,7 @@ class Keeping:
     (those Slurm still lists), once they are back in the tree (:meth:`place_in_tree`)."""
 
     output: Path
+    state_dir: Path
     previous: FabricSummary | None
     policy: KeepPolicy
     keep: dict[str, NodeSummary] = field(default_factory=dict)
@@ -86,9 +87,33 @@ def keeping(settings: Settings, now: datetime) -> Keeping | None:
     output = Path(settings.output) if settings.output else None
     if output is None or (output.exists() and not output.is_file()):
         return None
-    previous, findings = previous_summary(output)
+    directory = state_dir(settings)
+    previous, findings = previous_summary(output, directory)
     policy = KeepPolicy(parse_duration(settings.keep_missing), None, now)
-    return Keeping(output, previous, policy, findings=findings)
+    return Keeping(output, directory, previous, policy, findings=findings)
+
+
+def prepare_state(settings: Settings) -> str | None:
+    """Before a run writes: the state directory made (and found writable) and the state an
+    older release kept beside ``-o`` moved into it, under the output's lock so two runs do
+    not both move it; the log line saying what moved (None: nothing)."""
+    from topograph_slurm.output import (
+        make_state_dir,
+        move_legacy_state,
+        output_lock,
+        trusted_target,
+    )
+
+    if not (settings.output or settings.filter_dir):
+        return None
+    directory = state_dir(settings)
+    make_state_dir(directory)
+    output = Path(settings.output) if settings.output else None
+    if output is None or (output.exists() and not output.is_file()):
+        return None
+    target = trusted_target(output)
+    with output_lock(target, settings.lock_timeout, directory):
+        return move_legacy_state(target, directory)
 
 
 def track(state: Keeping, fabric: AnalysedFabric) -> Tracked:
@@ -110,13 +135,18 @@ def track(state: Keeping, fabric: AnalysedFabric) -> Tracked:
     return Tracked(blocks, current, drift(state.previous, current), findings)
 
 
-def previous_summary(output: Path) -> tuple[FabricSummary | None, list[Finding]]:
-    """What the last run left: its kept summary, else the topology file itself (each node
-    last seen when the file was written). An unreadable summary is a finding, not a failure:
-    the topology must still be written, and this run's summary replaces the broken one."""
+def previous_summary(output: Path, directory: Path) -> tuple[FabricSummary | None, list[Finding]]:
+    """What the last run left: its kept summary (in *directory*; beside *output* where an
+    older release kept it and no run moved it yet, e.g. a ``--check``), else the topology file
+    itself (each node last seen when the file was written). An unreadable summary is a
+    finding, not a failure: the topology must still be written, and this run's summary
+    replaces the broken one."""
     findings = []
+    kept_at = summary_file.summary_path(output, directory)
+    if not kept_at.exists():
+        kept_at = summary_file.legacy_summary_path(output)
     try:
-        kept = summary_file.load_summary(summary_file.summary_path(output))
+        kept = summary_file.load_summary(kept_at)
     except InputError as err:
         findings.append(
             Finding(FindingKind.SUMMARY_UNREADABLE, str(output), f"{err}; using {output}")
