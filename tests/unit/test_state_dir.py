@@ -177,3 +177,22 @@ def test_a_held_old_lock_stays_until_it_is_free(tmp_path: Path, etc: Path) -> No
     code, err, _ = _generate(out, "demo", "--state-dir", str(state))
     assert code == Exit.OK and not old_lock.exists()
     assert err.startswith(f"{out}: moved the state kept beside it into {state}: removed ")
+
+
+def test_a_device_output_needs_no_state_dir(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    result = CliRunner().invoke(
+        main,
+        [
+            "--config",
+            os.devnull,
+            "generate",
+            "--sim",
+            "demo",
+            "-o",
+            os.devnull,
+            "--state-dir",
+            str(tmp_path / "a-file" / "below"),
+        ],
+    )
+    assert result.exit_code == Exit.OK  # nothing kept for /dev/null, so no state dir asked

@@ -64,7 +64,7 @@ class Generated:
     node_count: int = 0
     #: the analysis behind it, for the run's metrics (findings by kind, exclusions)
     analysis: Analysis | None = None
-    #: with ``-o FILE``: the fabric summary to keep beside it and the changes since the last run
+    #: with ``-o FILE``: the fabric summary to keep for it and the changes since the last run
     tracked: Tracked | None = None
     #: the release and node list the topology was made with (its header names them)
     made: MadeWith | None = None

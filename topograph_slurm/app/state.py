@@ -1,8 +1,8 @@
 """The fabric's state across ``generate`` runs: the summary it keeps and what the last run left.
 
-``generate -o FILE`` compares today's fabric with the summary the last run kept beside FILE
-(else with FILE itself, placed as it says and last seen when it was written), puts back the
-nodes that are off but may keep their place
+``generate -o FILE`` compares today's fabric with the summary the last run kept for FILE in
+the state directory (else with FILE itself, placed as it says and last seen when it was
+written), puts back the nodes that are off but may keep their place
 (:mod:`topograph_slurm.analysis.state.keep_missing`), and computes the "Changes since the last
 run" with the same :func:`~topograph_slurm.analysis.state.drift.drift` that ``diff`` uses.
 Recording the new summary is the run's last step, after the topology was written
@@ -54,7 +54,7 @@ class Tracked:
 
 @dataclass(slots=True)
 class Keeping:
-    """What the last run left beside ``-o`` and the missing nodes that may keep their place
+    """What the last run left for ``-o`` and the missing nodes that may keep their place
     (those Slurm still lists), once they are back in the tree (:meth:`place_in_tree`)."""
 
     output: Path
@@ -82,10 +82,10 @@ class Keeping:
 
 
 def keeping(settings: Settings, now: datetime) -> Keeping | None:
-    """The last run's state beside ``-o FILE``; None when the output is no file (``-o
-    /dev/null``: there is nothing to keep a summary beside)."""
-    output = Path(settings.output) if settings.output else None
-    if output is None or (output.exists() and not output.is_file()):
+    """The last run's state for ``-o FILE``; None when the output is no file (``-o
+    /dev/null``: there is nothing to keep a summary for)."""
+    output = _file_output(settings)
+    if output is None:
         return None
     directory = state_dir(settings)
     previous, findings = previous_summary(output, directory)
@@ -104,16 +104,25 @@ def prepare_state(settings: Settings) -> str | None:
         trusted_target,
     )
 
-    if not (settings.output or settings.filter_dir):
+    output = _file_output(settings)
+    if output is None and not settings.filter_dir:
         return None
     directory = state_dir(settings)
     make_state_dir(directory)
-    output = Path(settings.output) if settings.output else None
-    if output is None or (output.exists() and not output.is_file()):
+    if output is None:
         return None
     target = trusted_target(output)
     with output_lock(target, settings.lock_timeout, directory):
         return move_legacy_state(target, directory)
+
+
+def _file_output(settings: Settings) -> Path | None:
+    """``-o FILE`` when it names a file (or none yet); None for no ``-o`` or a device (``-o
+    /dev/null``: nothing to keep state for)."""
+    output = Path(settings.output) if settings.output else None
+    if output is None or (output.exists() and not output.is_file()):
+        return None
+    return output
 
 
 def track(state: Keeping, fabric: AnalysedFabric) -> Tracked:

@@ -269,7 +269,7 @@ def generate(
             format=fmt,
             **flags,
         )
-        if settings.output == "-":  # stdout, as without -o: no file named '-', no state beside it
+        if settings.output == "-":  # stdout, as without -o: no file named '-', no state kept for it
             settings = dataclasses.replace(settings, output=None)
         if (check or diff) and settings.output is None and settings.filter_dir is None:
             raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
