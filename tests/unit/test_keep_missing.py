@@ -3,7 +3,6 @@ Slurm, the shrink guard, and the summary recorded only after a successful write.
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.support.generate import generate_sim
 from topograph_slurm.analysis.state import keep_missing as k
 from topograph_slurm.cli.main import main
 from topograph_slurm.config import Settings, state_dir
@@ -114,28 +114,10 @@ def test_kept_nodes_go_back_under_their_leaf_and_into_their_block() -> None:
 
 
 def _generate(out: Path, spec: str, *args: str, config: str = os.devnull) -> tuple[int, dict]:
-    report = out.parent / "report.json"
-    result = CliRunner().invoke(
-        main,
-        [
-            "--config",
-            config,
-            "generate",
-            "--sim",
-            spec,
-            "-o",
-            str(out),
-            "--report",
-            str(report),
-            "--report-format",
-            "json",
-            *args,
-        ],
+    code, _, report = generate_sim(
+        out, spec, *args, report=out.parent / "report.json", config=config
     )
-    data = json.loads(report.read_text()) if report.exists() else {}
-    report.unlink(missing_ok=True)
-    assert result.exit_code != Exit.BUG, result.output
-    return result.exit_code, data
+    return code, report
 
 
 def _kept_at(out: Path) -> Path:

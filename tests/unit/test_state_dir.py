@@ -6,7 +6,6 @@ with nothing written."""
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import stat
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.support.generate import generate_sim
 from topograph_slurm import config
 from topograph_slurm.cli.main import main
 from topograph_slurm.config import Settings, state_dir
@@ -23,28 +23,8 @@ from topograph_slurm.sources.summary import decode, legacy_summary_path, state_f
 
 
 def _generate(out: Path, spec: str, *args: str) -> tuple[int, str, dict]:
-    report = out.parent.parent / "report.json"
-    result = CliRunner().invoke(
-        main,
-        [
-            "--config",
-            os.devnull,
-            "generate",
-            "--sim",
-            spec,
-            "-o",
-            str(out),
-            *args,
-            "--report",
-            str(report),
-            "--report-format",
-            "json",
-        ],
-    )
-    assert result.exit_code != Exit.BUG, result.output
-    data = json.loads(report.read_text()) if report.exists() else {}
-    report.unlink(missing_ok=True)
-    return result.exit_code, result.stderr, data
+    """The report outside the target's directory, which must hold the target alone."""
+    return generate_sim(out, spec, *args, report=out.parent.parent / "report.json")
 
 
 @pytest.fixture
