@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -113,7 +115,7 @@ def _legacy_run(out: Path, spec: str, state: Path) -> bytes:
     """Leave the state an older release kept beside *out*: its summary and lock file."""
     assert _generate(out, spec, "--state-dir", str(state))[0] == Exit.OK
     kept = summary_path(out, state).read_bytes()
-    summary_path(out, state).rename(legacy_summary_path(out))
+    shutil.move(summary_path(out, state), legacy_summary_path(out))
     state_file(state, out, ".lock").unlink()
     (out.parent / f".{out.name}.lock").touch()
     return kept
@@ -176,3 +178,20 @@ def test_a_device_output_needs_no_state_dir(tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == Exit.OK  # nothing kept for /dev/null, so no state dir asked
+
+
+def test_state_moves_across_file_systems(tmp_path: Path, etc: Path) -> None:
+    """A state dir on another file system (rename fails with EXDEV): written, then removed."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs a second file system at /dev/shm")
+    out = etc / "topology.conf"
+    state = Path(tempfile.mkdtemp(dir=shm)) / "state"
+    try:
+        _legacy_run(out, "nodes=16,su=8", state)
+        code, err, _ = _generate(out, "nodes=16,su=8", "--state-dir", str(state))
+        assert code == Exit.OK and "moved the state" in err
+        assert [p.name for p in etc.iterdir()] == ["topology.conf"]
+        assert decode(summary_path(out, state).read_bytes(), "moved").nodes
+    finally:
+        shutil.rmtree(state.parent)
