@@ -246,3 +246,46 @@ def test_a_threshold_that_is_not_a_number_is_refused(flag: str) -> None:
     result = CliRunner().invoke(main, ["bench", "--plan", "--sim", "demo", flag, "nan"])
     assert result.exit_code == Exit.USAGE
     assert f"Invalid value for '{flag}': 'nan' is not a number" in result.stderr
+
+
+def test_ctrl_c_stops_the_running_steps_within_seconds(tmp_path: Path) -> None:
+    """The pool waited for every step's timeout + 5 s (10 min by default) before Ctrl-C was
+    handled; now the steps get SIGTERM at once and the run exits 130."""
+    import contextlib
+    import signal
+    import time
+
+    started = tmp_path / "started"
+    launcher = tmp_path / "hung-srun"
+    launcher.write_text(
+        f"#!/bin/sh\n[ $1 = --version ] && exit 0\necho $$ >> {started}\nexec sleep 300\n"
+    )
+    launcher.chmod(0o755)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    args = ["bench", "--sim", SIM, "--launcher", str(launcher), "--levels", "node"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "topograph_slurm", "--config", os.devnull, *args],
+        cwd=REPO,
+        env={**base, **allocation()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(started.read_text().split() if started.exists() else []) < 9:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        begin = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert time.monotonic() - begin < 10
+        for pid in started.read_text().split():  # every step's process is gone
+            with pytest.raises(ProcessLookupError):
+                os.kill(int(pid), 0)
+    finally:  # a failure leaves no run and no step behind
+        proc.kill()
+        for pid in started.read_text().split() if started.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)

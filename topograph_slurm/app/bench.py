@@ -101,6 +101,8 @@ def _nodes(
             "bench runs inside one allocation: salloc -N ... topograph-slurm bench ... "
             "(or --plan to print the plan only)"
         )
+    if hostlist is not None and not hostlist.strip():  # not the whole allocation: a typo
+        raise UsageError("--nodes: empty; name the nodes, or leave --nodes out for them all")
     if hostlist:
         nodes = names.expand(hostlist, "--nodes", UsageError)
     elif allocation:

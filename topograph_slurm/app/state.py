@@ -36,6 +36,7 @@ from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Analysis, BlockTopology, Drift, Finding
 from topograph_slurm.model.summary import FabricSummary, NodeSummary
+from topograph_slurm.output import kept_summary_path
 from topograph_slurm.sources import summary as summary_file
 
 
@@ -88,6 +89,7 @@ def keeping(settings: Settings, now: datetime) -> Keeping | None:
     if output is None:
         return None
     directory = state_dir(settings)
+    kept_summary_path(output, directory)  # refused before anything is written, as at the end
     previous, findings = previous_summary(output, directory)
     policy = KeepPolicy(parse_duration(settings.keep_missing), None, now)
     return Keeping(output, directory, previous, policy, findings=findings)

@@ -48,14 +48,14 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
     "--nodes",
     "hostlist",
     metavar="HOSTLIST",
-    help="Nodes to benchmark. Default: the allocation's ($SLURM_JOB_NODELIST); with --plan "
-    "outside one, every node of the fabric.",
+    help="Nodes to benchmark (an empty list is refused). Default: the allocation's "
+    "($SLURM_JOB_NODELIST); with --plan outside one, every node of the fabric.",
 )
 @click.option(
     "--levels",
     metavar="LIST",
     help="Only these fabric levels, comma-separated (node, domain, leaf, spine-1, ..., island, "
-    "fabric, as the fabric has them). Default: all.",
+    "fabric, those a run can span in this fabric). Default: all.",
 )
 @click.option(
     "--max-pairs",
