@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from topograph_slurm.collect.bench import BenchCommand
 
 
+#: Pairs per level a plan keeps unless told otherwise: every pair of a 16,384-node fabric is
+#: 65,536 runs; a sample spread over each level finds its slow links in far fewer rounds.
+DEFAULT_MAX_PAIRS = 64
+
+
 @dataclass(slots=True)
 class Planned:
     """The fabric view, the plan over it and the command each run starts."""
@@ -46,7 +51,8 @@ def plan_runs(settings: Settings, opts: Mapping[str, Any], warn: Warn) -> Planne
         raise UsageError("--gpus-per-node is needed: the fabric source does not say")
     nodes, excluded = _nodes(opts["hostlist"], opts["plan_only"], list(view.fmap.places))
     levels = [lvl.strip() for lvl in opts["levels"].split(",")] if opts["levels"] else None
-    plan = make_plan(view.fmap, nodes, gpus, levels, opts["max_pairs"])
+    max_pairs = None if opts["all_pairs"] else opts["max_pairs"] or DEFAULT_MAX_PAIRS
+    plan = make_plan(view.fmap, nodes, gpus, levels, max_pairs)
     plan.excluded.update(excluded)
     _check_plan(plan, nodes)
     return Planned(view, plan, _command(opts, gpus))

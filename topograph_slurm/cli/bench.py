@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 _DEFAULT_ARGS = "-b 512M -e 8G -f 2 -g 1"
 _BENCH_KEYS = (
     "plan_only",
+    "all_pairs",
     "hostlist",
     "levels",
     "max_pairs",
@@ -61,8 +62,14 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
     "--max-pairs",
     type=click.IntRange(min=1),
     metavar="N",
-    help="At most N pairs per level, spread over the level (for big fabrics; the plan notes "
+    help="At most N pairs per level, spread over the level (default 64; the plan notes "
     "what was dropped).",
+)
+@click.option(
+    "--all-pairs",
+    is_flag=True,
+    help="Every pair of every level, no cap (65,536 runs on 16,384 nodes: see the plan's "
+    "bound first).",
 )
 @click.option(
     "--gpus-per-node",
@@ -171,7 +178,8 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
     env = environment(None)
     fmt = "json" if opts["as_json"] else "text"
     if opts["plan_only"]:
-        click.echo(render_plan(env, plan, command.argv(plan.runs[0]), fmt), nl=False)
+        argv = command.argv(plan.runs[0])
+        click.echo(render_plan(env, plan, argv, fmt, command.timeout), nl=False)
         return
     problems = use_case.run(
         planned,

@@ -99,7 +99,10 @@ def _pair_level(
     order = {node: natural_key(node) for node in nodes}
     pairs = sorted(set(pairs), key=lambda p: (order[p[0]], order[p[1]]))
     if max_pairs is not None and len(pairs) > max_pairs:
-        bench.notes.append(f"{len(pairs) - max_pairs} of {len(pairs)} pairs dropped by --max-pairs")
+        bench.notes.append(
+            f"{len(pairs) - max_pairs} of {len(pairs)} pairs dropped by --max-pairs "
+            f"{max_pairs} (--max-pairs N or --all-pairs for more)"
+        )
         pairs = _spread(pairs, max_pairs)
     bench.runs = [BenchRun(level, pair, 0, _uplinks(fmap, pair, index)) for pair in pairs]
     return bench
