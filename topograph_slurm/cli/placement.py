@@ -19,7 +19,8 @@ from topograph_slurm.sources.hostfile import LINE_KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_JOB_OPTIONS = [
+#: The options that say where a job's ranks run (``explain``, ``order``, ``pools``).
+NODE_OPTIONS = [
     click.option("--nodes", "hostlist", metavar="HOSTLIST", help="The job's nodes."),
     click.option(
         "--hostfile",
@@ -42,6 +43,15 @@ _JOB_OPTIONS = [
         metavar="N",
         help="GPUs (ranks) per node; default: measured in the snapshot, or the simulation's.",
     ),
+]
+TOPOLOGY_OPTION = click.option(
+    "--topology",
+    metavar="FILE",
+    help="The topology.conf or topology.yaml Slurm runs (places only; a fabric source "
+    "adds link rates and health).",
+)
+_JOB_OPTIONS = [
+    *NODE_OPTIONS,
     click.option(
         "--tp",
         type=int,
@@ -72,12 +82,7 @@ _JOB_OPTIONS = [
         "--rank-order string); kinds left out are appended with size 1. DP is what tp x cp x "
         "pp leave, expert DP what expert TP x EP x pp leave.",
     ),
-    click.option(
-        "--topology",
-        metavar="FILE",
-        help="The topology.conf or topology.yaml Slurm runs (places only; a fabric source "
-        "adds link rates and health).",
-    ),
+    TOPOLOGY_OPTION,
 ]
 
 

@@ -1,0 +1,193 @@
+"""`topograph-slurm pools`: prefill and decode instances on simulated fabrics with planted
+faults, exit codes, and the placement's pure parts."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from topograph_slurm.analysis.placement.explain import PathFacts
+from topograph_slurm.analysis.placement.span import fabric_map
+from topograph_slurm.analysis.pools.deployment import closest, nodes_needed
+from topograph_slurm.analysis.pools.place import place
+from topograph_slurm.cli.main import main
+from topograph_slurm.errors import Exit, UsageError
+from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.model.pools import DECODE, PREFILL, Deployment, PoolSize, parse_size
+from topograph_slurm.model.result import Finding, LeafGroup, Tree, TreeSwitch
+
+# Two leaves of 8 nodes (gpu0001-0008, gpu0009-0016) under one spine. degraded=4 spreads four
+# slow rails over the 32 node links: links 0, 8, 16, 24, i.e. the first rail of gpu0001,
+# gpu0005, gpu0009 and gpu0013; swap=3 misaligns gpu0003's rails.
+SIM = "nodes=16,gpus=8,rails=2,su=8,degraded=4,swap=3"
+BAD = {"gpu0001", "gpu0005", "gpu0009", "gpu0013", "gpu0003"}
+ALL = "gpu[0001-0016]"
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, ["--config", os.devnull, *args])
+
+
+def pools_json(*args: str, code: int = Exit.OK) -> dict[str, Any]:
+    result = run("pools", "--json", *args)
+    assert result.exit_code == code, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def role_nodes(data: dict[str, Any], role: str) -> set[str]:
+    return {n for i in data["instances"] if i["role"] == role for n in i["nodes"]}
+
+
+def test_decode_avoids_degraded_and_misaligned_nodes_and_pairs_stay_in_a_leaf() -> None:
+    data = pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "8x8", "--decode", "4x8")
+    decode = role_nodes(data, DECODE)
+    assert len(decode) == 4 and not decode & BAD
+    assert all(not i["unmet"] for i in data["instances"]) and data["met"]
+    assert {path["level"] for path in data["kv_paths"]} == {"leaf"}
+    assert len(data["kv_paths"]) == 8
+    assert len(role_nodes(data, PREFILL) | decode | set(data["unused"])) == 16
+    assert data["pools"]["decode"]["nodes_with_problems"] == []
+
+
+def test_every_node_used_puts_the_faulty_ones_in_prefill() -> None:
+    data = pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "10x8", "--decode", "6x8")
+    assert not role_nodes(data, DECODE) & BAD
+    assert set(data["pools"]["prefill"]["nodes_with_problems"]) == BAD
+
+
+def test_decode_tp_across_nodes_stays_in_one_leaf_on_healthy_nodes() -> None:
+    data = pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "4x8", "--decode", "2x16")
+    for instance in data["instances"]:
+        if instance["role"] == DECODE:
+            assert instance["tp_level"] == "leaf" and len(instance["nodes"]) == 2
+            assert not set(instance["nodes"]) & BAD
+
+
+def test_decode_forced_onto_a_degraded_node_is_said_and_exits_1() -> None:
+    nodes = "gpu0001,gpu0002,gpu0003,gpu0005"  # one healthy node for two decodes
+    result = run("pools", "--sim", SIM, "--nodes", nodes, "--prefill", "2x8", "--decode", "2x8")
+    assert result.exit_code == Exit.DIFFERS, result.output
+    assert "NOT MET: decode on a degraded path" in result.stdout
+    assert "Verdict: 1 of 4 instances not placed as asked" in result.stdout
+
+
+def test_pair_that_cannot_share_a_leaf_is_said() -> None:
+    # one node from each leaf: the KV path must cross the spine
+    data = pools_json(
+        "--sim",
+        "nodes=16,gpus=8,rails=2,su=8",
+        "--nodes",
+        "gpu0002,gpu0010",
+        "--prefill",
+        "1x8",
+        "--decode",
+        "1x8",
+        code=Exit.DIFFERS,
+    )
+    assert data["kv_paths"][0]["level"] == "spine-1"
+    prefill = next(i for i in data["instances"] if i["role"] == PREFILL)
+    assert prefill["unmet"] == [
+        "KV path to decode-0 spans spine-1; one unit of leaf could hold the pair"
+    ]
+
+
+def test_tp_that_cannot_stay_in_a_leaf_is_said() -> None:
+    data = pools_json(
+        "--sim",
+        "nodes=16,gpus=8,rails=2,su=8",
+        "--nodes",
+        "gpu0001,gpu0009,gpu0002",
+        "--prefill",
+        "1x8",
+        "--decode",
+        "1x16",
+        code=Exit.DIFFERS,
+    )
+    decode = next(i for i in data["instances"] if i["role"] == DECODE)
+    assert decode["nodes"] == ["gpu0001", "gpu0002"] and decode["tp_level"] == "leaf"
+    assert data["instances"][0]["nodes"] == ["gpu0009"]
+    assert any("KV path" in u for u in data["instances"][0]["unmet"])
+
+
+def test_too_few_nodes_exit_2_with_the_closest_feasible_deployment() -> None:
+    result = run(
+        "pools", "--sim", SIM, "--nodes", "gpu[0001-0006]", "--prefill", "4x8", "--decode", "2x16"
+    )
+    assert result.exit_code == Exit.USAGE, result.output
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "topograph-slurm: error: --prefill 4x8 --decode 2x16 needs 8 nodes of 8 GPUs, the job "
+        "has 6: the closest feasible deployment is --prefill 2x8 --decode 1x16 (4 nodes)"
+    ]
+    assert result.stdout == ""
+
+
+def test_ratio_fills_the_nodes_in_whole_multiples() -> None:
+    data = pools_json(
+        "--sim", SIM, "--nodes", ALL, "--prefill", "8", "--decode", "16", "--ratio", "2:1"
+    )
+    assert data["deployment"] == {
+        "prefill": {"count": 8, "tp": 8},
+        "decode": {"count": 4, "tp": 16},
+    }
+    assert data["unused"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--prefill", "4x8", "--decode", "2x16", "--ratio", "2:1"], "not counts"),
+        (["--prefill", "8", "--decode", "16"], "or --ratio P:D"),
+        (["--prefill", "4y8", "--decode", "2x16"], "--prefill takes NxTP"),
+        (["--prefill", "0x8", "--decode", "2x16"], "at least 1"),
+        (["--prefill", "8", "--decode", "16", "--ratio", "2"], "--ratio takes PREFILL:DECODE"),
+    ],
+)
+def test_bad_deployment_flags_are_one_usage_error(args: list[str], fragment: str) -> None:
+    result = run("pools", "--sim", SIM, "--nodes", ALL, *args)
+    assert result.exit_code == Exit.USAGE, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+
+
+def test_text_names_each_instance_its_tp_and_its_kv_path() -> None:
+    result = run("pools", "--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x16")
+    assert result.exit_code == Exit.OK, result.output
+    assert "decode-0: TP 16 on " in result.stdout
+    assert (
+        "KV with decode-0: spans leaf (home leaf); slowest link InfiniBand 4xNDR" in result.stdout
+    )
+    assert "Verdict: every instance is placed as asked" in result.stdout
+
+
+def test_parse_size_reads_counts_and_tp_alone() -> None:
+    assert parse_size("4x8", "--prefill") == (4, 8)
+    assert parse_size("4×8", "--prefill") == (4, 8)
+    assert parse_size("16", "--decode") == (None, 16)
+    for bad in ("4x", "٤x8", "-1x8", ""):
+        with pytest.raises(UsageError):
+            parse_size(bad, "--prefill")
+
+
+def test_closest_keeps_the_ratio_then_uses_the_most_nodes() -> None:
+    wanted = Deployment(PoolSize(6, 8), PoolSize(3, 8))
+    assert nodes_needed(wanted, 8) == 9
+    assert closest(wanted, 8, 7) == Deployment(PoolSize(4, 8), PoolSize(2, 8))
+    assert closest(wanted, 8, 1) is None
+
+
+def test_place_moves_decode_off_a_leaf_whose_uplinks_are_degraded() -> None:
+    leaves = [LeafGroup("leaf1", [], ["a", "b"]), LeafGroup("leaf2", [], ["c", "d"])]
+    tree = Tree(leaves, [TreeSwitch("spine", 1, [], ["leaf1", "leaf2"])], ["spine"])
+    fmap = fabric_map(tree)
+    slow = Finding(FindingKind.DEGRADED_LINK, "leaf1", "an uplink runs at 1xNDR")
+    facts = PathFacts(problems={"leaf1": [slow]})
+    plan = place(Deployment(PoolSize(1, 8), PoolSize(1, 8)), ["a", "b", "c", "d"], 8, fmap, facts)
+    decode = plan.role(DECODE)[0]
+    assert decode.nodes[0] in {"c", "d"} and plan.met
+    assert plan.kv_paths[0].level == "leaf"

@@ -1,0 +1,101 @@
+"""``pools``' use case: a job's nodes (as ``explain`` reads them) split into prefill and decode
+instances on the fabric, with the health the fabric and a bench record show."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from topograph_slurm.analysis.placement.explain import PathFacts, problems_by_subject
+from topograph_slurm.app.fabric import Warn
+from topograph_slurm.app.placement import PlacedJob, prepare_job
+from topograph_slurm.config import Settings
+from topograph_slurm.errors import UsageError
+from topograph_slurm.model.pools import (
+    Deployment,
+    PoolPlan,
+    PoolSize,
+    parse_ratio,
+    parse_size,
+)
+
+#: The job flags ``explain`` takes that pools do not: a deployment has no training layout.
+_NO_LAYOUT = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": None, "rank_order": "tp-cp-ep-dp-pp"}
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRequest:
+    """The flags as given: ``--prefill``, ``--decode`` (NxTP or TP), ``--ratio`` (P:D) and a
+    bench record whose slow nodes and links count as problems."""
+
+    prefill: str
+    decode: str
+    ratio: str | None = None
+    bench: str | None = None
+
+
+def prepare(
+    settings: Settings,
+    topology: str | None,
+    job_id: str | None,
+    job: Mapping[str, Any],
+    bench: str | None,
+    warn: Warn,
+) -> PlacedJob:
+    """The job's nodes on the fabric view (:func:`.placement.prepare_job`), a bench record's
+    findings added to the view's problems."""
+    placed = prepare_job(settings, topology, job_id, {**job, **_NO_LAYOUT}, warn)
+    if bench:
+        from topograph_slurm.sources.snapshot import load_bench
+
+        facts = placed.view.facts or PathFacts()
+        for subject, found in problems_by_subject(load_bench(bench).findings).items():
+            facts.problems.setdefault(subject, []).extend(found)
+        placed.view.facts = facts
+    return placed
+
+
+def deployment(request: PoolRequest, gpus_per_node: int, nodes: int) -> Deployment:
+    """The deployment the flags ask for: counts given, or the most instances the nodes hold at
+    ``--ratio``. A usage error for counts and a ratio together, or neither; and, with the
+    closest feasible deployment, for one that needs more nodes than the job has."""
+    from topograph_slurm.analysis.pools.deployment import closest, nodes_needed, with_ratio
+
+    prefill, decode = (
+        parse_size(request.prefill, "--prefill"),
+        parse_size(request.decode, "--decode"),
+    )
+    counted = prefill[0] is not None and decode[0] is not None
+    if request.ratio is not None and (prefill[0] is not None or decode[0] is not None):
+        raise UsageError("give --ratio with TP sizes only (--prefill 8 --decode 16), not counts")
+    if request.ratio is None and not counted:
+        raise UsageError("give both counts (--prefill 4x8 --decode 2x16) or --ratio P:D")
+    if request.ratio is not None:
+        wanted = with_ratio(prefill[1], decode[1], parse_ratio(request.ratio), gpus_per_node, nodes)
+    else:
+        wanted = Deployment(
+            PoolSize(prefill[0] or 1, prefill[1]), PoolSize(decode[0] or 1, decode[1])
+        )
+    need = nodes_needed(wanted, gpus_per_node)
+    if need > nodes:
+        near = closest(wanted, gpus_per_node, nodes)
+        offer = (
+            f"the closest feasible deployment is {near.text()} "
+            f"({nodes_needed(near, gpus_per_node)} nodes)"
+            if near
+            else "not even one instance of each role fits"
+        )
+        raise UsageError(
+            f"{wanted.text()} needs {need} nodes of {gpus_per_node} GPUs, the job has "
+            f"{nodes}: {offer}"
+        )
+    return wanted
+
+
+def plan_pools(job: PlacedJob, request: PoolRequest) -> PoolPlan:
+    """The deployment placed on the job's nodes (:func:`.analysis.pools.place.place`)."""
+    from topograph_slurm.analysis.pools.place import place
+
+    wanted = deployment(request, job.gpus, len(job.order))
+    return place(wanted, job.order, job.gpus, job.view.fmap, job.view.facts)

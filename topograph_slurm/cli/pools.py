@@ -1,0 +1,93 @@
+"""``topograph-slurm pools``: a job's nodes split into prefill and decode instances for
+disaggregated serving, matched to the fabric."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from topograph_slurm.app import pools
+from topograph_slurm.cli.options import fabric_options, flag_settings, warn
+from topograph_slurm.cli.placement import NODE_OPTIONS, TOPOLOGY_OPTION
+from topograph_slurm.errors import Exit
+from topograph_slurm.render.environment import environment
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_NODE_KEYS = ("hostlist", "hostfile", "hostfile_lines", "gpus_per_node")
+
+
+def _node_options(func: F) -> F:
+    for option in reversed([*NODE_OPTIONS, TOPOLOGY_OPTION]):
+        func = option(func)
+    return fabric_options(func)
+
+
+@click.command()
+@click.argument("job_id", metavar="[JOBID]", required=False)
+@click.option(
+    "--prefill",
+    required=True,
+    metavar="NxTP",
+    help="Prefill instances: N instances of TP GPUs each (4x8), or TP alone with --ratio.",
+)
+@click.option(
+    "--decode",
+    required=True,
+    metavar="NxTP",
+    help="Decode instances: N instances of TP GPUs each (2x16), or TP alone with --ratio.",
+)
+@click.option(
+    "--ratio",
+    metavar="P:D",
+    help="Prefill:decode instances instead of counts: as many multiples as the nodes hold.",
+)
+@click.option(
+    "--bench",
+    metavar="FILE",
+    help="A bench record (bench.json, or a snapshot holding one): its slow nodes and links "
+    "count as problems (default: the snapshot's own record).",
+)
+@_node_options
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@click.pass_context
+def pools_command(
+    ctx: click.Context,
+    /,
+    job_id: str | None,
+    prefill: str,
+    decode: str,
+    ratio: str | None,
+    bench: str | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Split a job's nodes into prefill and decode instances that match the fabric.
+
+    Every instance's TP group on whole nodes inside one node, else one NVLink domain/block,
+    else one leaf; decode instances (tail-latency bound) on the nodes with the best links (no
+    degraded link, missing or misaligned rail, unhealthy NVLink or slow benchmark); each
+    prefill instance paired with a decode instance so its KV-cache transfer stays in one leaf
+    or block where it can, else one spine.
+
+    JOBID, --nodes or --hostfile name the nodes, as for explain. Exit 0 when everything is
+    met, 1 when something is not (said per instance), 2 when the deployment cannot fit at all
+    (the error line names the closest one that does).
+
+    \b
+    Examples:
+      topograph-slurm pools --sim demo --nodes 'gpu[0001-0016]' --prefill 4x8 --decode 2x16
+      topograph-slurm pools "$SLURM_JOB_ID" --snapshot snap/ --prefill 8 --decode 16 --ratio 2:1
+    """
+    from topograph_slurm.render.pools import render_pools
+
+    job = {key: flags.pop(key) for key in _NODE_KEYS}
+    topology = flags.pop("topology")
+    settings = flag_settings(ctx, flags.pop("rewrites"), **flags)
+    placed = pools.prepare(settings, topology, job_id, job, bench, warn)
+    plan = pools.plan_pools(placed, pools.PoolRequest(prefill, decode, ratio))
+    fmt = "json" if as_json else "text"
+    click.echo(render_pools(environment(None), plan, fmt), nl=False)
+    ctx.exit(Exit.OK if plan.met else Exit.DIFFERS)
