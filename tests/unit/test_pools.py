@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from topograph_slurm.errors import Exit, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.pools import DECODE, PREFILL, Deployment, PoolSize, parse_size
 from topograph_slurm.model.result import Finding, LeafGroup, Tree, TreeSwitch
+from topograph_slurm.sources.hostfile import parse_hostfile
 
 # Two leaves of 8 nodes (gpu0001-0008, gpu0009-0016) under one spine. degraded=4 spreads four
 # slow rails over the 32 node links: links 0, 8, 16, 24, i.e. the first rail of gpu0001,
@@ -191,3 +194,68 @@ def test_place_moves_decode_off_a_leaf_whose_uplinks_are_degraded() -> None:
     decode = plan.role(DECODE)[0]
     assert decode.nodes[0] in {"c", "d"} and plan.met
     assert plan.kv_paths[0].level == "leaf"
+
+
+def test_out_writes_each_instances_hostfiles_the_hetjob_and_the_plan(tmp_path: Path) -> None:
+    out = tmp_path / "pools"
+    args = ["--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x16"]
+    data = pools_json(*args, "--out", str(out))
+    names = [i["name"] for i in data["instances"]]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{n}.{suffix}" for n in names for suffix in ("hostfile", "nodes")]
+        + ["hetjob.sh", "pools.json"]
+    )
+    decode = data["instances"][-1]
+    tasks = parse_hostfile((out / "decode-0.hostfile").read_text(), "h", "auto")
+    assert tasks.tasks == [node for node in decode["nodes"] for _ in range(8)]
+    assert (out / "decode-0.nodes").read_text().split() == decode["nodes"]
+    assert json.loads((out / "pools.json").read_text()) == data
+    pools_json(*args, "--out", str(out))  # a directory pools wrote is replaced
+
+
+def test_hetjob_runs_one_sbatch_with_a_component_per_instance(tmp_path: Path) -> None:
+    out = tmp_path / "pools"
+    data = pools_json(
+        "--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x16", "--out", str(out)
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "sbatch"
+    fake.write_text('#!/bin/sh\nfor arg in "$@"; do echo "$arg"; done\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    argv = subprocess.run(
+        ["sh", str(out / "hetjob.sh"), "serve.sh", "--port", "8000"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")[:-1]
+    assert argv[-3:] == ["serve.sh", "--port", "8000"]
+    components = " ".join(argv[:-3]).split(" : ")
+    assert len(components) == len(data["instances"])
+    for component, instance in zip(components, data["instances"], strict=True):
+        assert f"--nodelist={','.join(instance['nodes'])}" in component.split()
+        assert f"--nodes={len(instance['nodes'])}" in component.split()
+
+
+def test_out_refuses_a_directory_it_did_not_write(tmp_path: Path) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep\n")
+    result = run(
+        "pools",
+        "--sim",
+        SIM,
+        "--nodes",
+        ALL,
+        "--prefill",
+        "2x8",
+        "--decode",
+        "1x16",
+        "--out",
+        str(out),
+    )
+    assert result.exit_code == Exit.OUTPUT, result.output
+    assert "not a topograph-slurm pools directory" in result.stderr
+    assert [p.name for p in out.iterdir()] == ["notes.txt"] and result.stdout == ""

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import jinja2
 
 from topograph_slurm.analysis.placement.explain import PathFacts, problems_by_subject
 from topograph_slurm.app.fabric import Warn
@@ -99,3 +102,22 @@ def plan_pools(job: PlacedJob, request: PoolRequest) -> PoolPlan:
 
     wanted = deployment(request, job.gpus, len(job.order))
     return place(wanted, job.order, job.gpus, job.view.fmap, job.view.facts)
+
+
+def write_out(env: jinja2.Environment, plan: PoolPlan, directory: str) -> Path:
+    """``--out DIR``: the instances' hostfiles, the hetjob line and the plan, replacing the
+    directory as a whole (a new one, an empty one, or one a previous run wrote)."""
+    from topograph_slurm.output import write_directory
+    from topograph_slurm.render.pools import pools_files
+
+    return write_directory(
+        Path(directory), pools_files(env, plan), replaceable=_ours_or_empty, what="pools directory"
+    )
+
+
+def _ours_or_empty(path: Path) -> bool:
+    from topograph_slurm.render.pools import PLAN_FILE
+
+    if not path.exists():
+        return True
+    return path.is_dir() and (not any(path.iterdir()) or (path / PLAN_FILE).is_file())

@@ -50,6 +50,14 @@ def _node_options(func: F) -> F:
     help="A bench record (bench.json, or a snapshot holding one): its slow nodes and links "
     "count as problems (default: the snapshot's own record).",
 )
+@click.option(
+    "--out",
+    metavar="DIR",
+    help="Write DIR: per instance NAME.hostfile (a line per task, for SLURM_HOSTFILE with srun "
+    "--distribution=arbitrary) and NAME.nodes (a node per line), hetjob.sh (one heterogeneous "
+    "sbatch, a component per instance: bash DIR/hetjob.sh SCRIPT) and pools.json (for explain "
+    "--pools). DIR is replaced as a whole; it must be new, empty or written by pools.",
+)
 @_node_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.pass_context
@@ -61,6 +69,7 @@ def pools_command(
     decode: str,
     ratio: str | None,
     bench: str | None,
+    out: str | None,
     as_json: bool,
     **flags: Any,
 ) -> None:
@@ -88,6 +97,8 @@ def pools_command(
     settings = flag_settings(ctx, flags.pop("rewrites"), **flags)
     placed = pools.prepare(settings, topology, job_id, job, bench, warn)
     plan = pools.plan_pools(placed, pools.PoolRequest(prefill, decode, ratio))
-    fmt = "json" if as_json else "text"
-    click.echo(render_pools(environment(None), plan, fmt), nl=False)
+    env = environment(None)
+    if out:
+        pools.write_out(env, plan, out)
+    click.echo(render_pools(env, plan, "json" if as_json else "text"), nl=False)
     ctx.exit(Exit.OK if plan.met else Exit.DIFFERS)

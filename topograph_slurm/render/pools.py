@@ -10,6 +10,13 @@ import jinja2
 
 from topograph_slurm.model.pools import ROLES, Instance, PoolPlan
 from topograph_slurm.render.environment import printable, render
+from topograph_slurm.render.placement import ORDER_FORMATS
+
+#: ``--out DIR``: each instance's hostfiles (the ``order`` format of each), by file suffix.
+HOSTFILES = {"hostfile": "slurm-hostfile", "nodes": "plain"}
+#: The plan itself in ``--out DIR``: what ``explain --pools`` reads, and the mark of our directory.
+PLAN_FILE = "pools.json"
+HETJOB_FILE = "hetjob.sh"
 
 
 def pools_data(plan: PoolPlan) -> dict[str, Any]:
@@ -85,3 +92,27 @@ def render_pools(env: jinja2.Environment, plan: PoolPlan, fmt: str) -> str:
         paths.setdefault(path["prefill"], []).append(path | {"other": path["decode"]})
         paths.setdefault(path["decode"], []).append(path | {"other": path["prefill"]})
     return render(env.overlay(finalize=printable), "pools.txt.j2", paths=paths, **data)
+
+
+def _per_node(instance: Instance) -> int:
+    """Tasks (GPUs) an instance runs per node: its TP over its nodes."""
+    return -(-instance.tp // max(1, len(instance.nodes)))
+
+
+def pools_files(env: jinja2.Environment, plan: PoolPlan) -> dict[str, str]:
+    """``--out DIR``'s files: per instance a task-per-line hostfile (SLURM_HOSTFILE) and a
+    node-per-line one, the heterogeneous-job ``sbatch`` line, and the plan as JSON."""
+    files = {
+        f"{instance.name}.{suffix}": render(
+            env, ORDER_FORMATS[fmt], nodes=instance.nodes, gpus_per_node=_per_node(instance)
+        )
+        for instance in plan.instances
+        for suffix, fmt in HOSTFILES.items()
+    }
+    instances = [
+        {"name": i.name, "role": i.role, "tp": i.tp, "nodes": i.nodes, "per_node": _per_node(i)}
+        for i in plan.instances
+    ]
+    files[HETJOB_FILE] = render(env, "pools.sbatch.j2", instances=instances)
+    files[PLAN_FILE] = render_pools(env, plan, "json")
+    return files
