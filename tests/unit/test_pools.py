@@ -76,7 +76,7 @@ def test_decode_forced_onto_a_degraded_node_is_said_and_exits_1() -> None:
     result = run("pools", "--sim", SIM, "--nodes", nodes, "--prefill", "2x8", "--decode", "2x8")
     assert result.exit_code == Exit.DIFFERS, result.output
     assert "NOT MET: decode on a degraded path" in result.stdout
-    assert "Verdict: 1 of 4 instances not placed as asked" in result.stdout
+    assert "Verdict: 1 of 4 instances have something not met" in result.stdout
 
 
 def test_pair_that_cannot_share_a_leaf_is_said() -> None:
@@ -165,7 +165,7 @@ def test_text_names_each_instance_its_tp_and_its_kv_path() -> None:
     assert (
         "KV with decode-0: spans leaf (home leaf); slowest link InfiniBand 4xNDR" in result.stdout
     )
-    assert "Verdict: every instance is placed as asked" in result.stdout
+    assert "Verdict: everything is met" in result.stdout
 
 
 def test_parse_size_reads_counts_and_tp_alone() -> None:
@@ -259,3 +259,111 @@ def test_out_refuses_a_directory_it_did_not_write(tmp_path: Path) -> None:
     assert result.exit_code == Exit.OUTPUT, result.output
     assert "not a topograph-slurm pools directory" in result.stderr
     assert [p.name for p in out.iterdir()] == ["notes.txt"] and result.stdout == ""
+
+
+HEALTHY = "nodes=16,gpus=8,rails=2,su=8"
+
+
+def test_explain_pools_flags_a_decode_that_now_sits_on_a_degraded_path(tmp_path: Path) -> None:
+    planned = tmp_path / "pools.json"
+    result = run(
+        "pools",
+        "--sim",
+        HEALTHY,
+        "--nodes",
+        "gpu[0001-0004]",
+        "--prefill",
+        "2x8",
+        "--decode",
+        "1x16",
+        "--json",
+    )
+    assert result.exit_code == Exit.OK, result.output
+    planned.write_text(result.stdout)
+    decode = next(i for i in json.loads(result.stdout)["instances"] if i["role"] == DECODE)
+    assert "gpu0001" in decode["nodes"]  # degraded=4 slows gpu0001's first rail
+    same = run("explain", "--sim", HEALTHY, "--pools", str(planned), "--json")
+    assert same.exit_code == Exit.OK and json.loads(same.stdout) == json.loads(result.stdout)
+    later = run("explain", "--sim", HEALTHY + ",degraded=4", "--pools", str(planned))
+    assert later.exit_code == Exit.DIFFERS, later.output
+    assert "NOT MET: decode on a degraded path (degraded-link on gpu0001)" in later.stdout
+    assert "Decode pool: 1 instances on 2 nodes, 1 with problems on their path (gpu0001)" in (
+        later.stdout
+    )
+
+
+def test_explain_pools_reads_a_hand_written_file(tmp_path: Path) -> None:
+    path = tmp_path / "running.json"
+    path.write_text(
+        json.dumps(
+            {
+                "instances": [
+                    {"name": "d", "role": "decode", "tp": 8, "nodes": ["gpu0002"]},
+                    {"name": "p", "role": "prefill", "tp": 8, "nodes": ["gpu0010"], "pairs": ["d"]},
+                ]
+            }
+        )
+    )
+    data = json.loads(run("explain", "--sim", HEALTHY, "--pools", str(path), "--json").stdout)
+    assert data["kv_paths"] == [
+        {
+            "prefill": "p",
+            "decode": "d",
+            "level": "spine-1",
+            "home": "leaf",
+            "slowest_link": data["kv_paths"][0]["slowest_link"],
+        }
+    ]
+    assert data["kv_paths"][0]["slowest_link"].startswith("InfiniBand 4xNDR")
+    assert data["instances"][1]["unmet"] == [
+        "KV path to d spans spine-1; one unit of leaf could hold the pair"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "code", "fragment"),
+    [
+        ("{", Exit.INPUT, "not JSON"),
+        ('{"instances": []}', Exit.INPUT, "non-empty list of instances"),
+        (
+            '{"instances": [{"name": "a", "role": "x", "tp": 8, "nodes": ["gpu0001"]}]}',
+            Exit.INPUT,
+            "role is prefill or decode",
+        ),
+        (
+            '{"instances": [{"name": "a", "role": "decode", "tp": 0, "nodes": ["gpu0001"]}]}',
+            Exit.INPUT,
+            "tp is a positive integer",
+        ),
+        (
+            '{"instances": [{"name": "a", "role": "decode", "tp": 8, "nodes": ["gpu9999"]}]}',
+            Exit.INPUT,
+            "not on the fabric",
+        ),
+        (
+            '{"instances": [{"name": "a", "role": "decode", "tp": 8, "nodes": ["gpu0001"], '
+            '"pairs": ["b"]}]}',
+            Exit.INPUT,
+            "is not a prefill and a decode instance",
+        ),
+    ],
+)
+def test_explain_pools_bad_file_is_one_error(
+    tmp_path: Path, content: str, code: int, fragment: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    result = run("explain", "--sim", HEALTHY, "--pools", str(path))
+    assert result.exit_code == code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+def test_explain_pools_takes_no_node_flags(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(
+        '{"instances": [{"name": "a", "role": "decode", "tp": 8, "nodes": ["gpu0001"]}]}'
+    )
+    result = run("explain", "--sim", HEALTHY, "--pools", str(path), "--nodes", "gpu0001")
+    assert result.exit_code == Exit.USAGE and "drop --nodes" in result.stderr

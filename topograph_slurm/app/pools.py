@@ -121,3 +121,22 @@ def _ours_or_empty(path: Path) -> bool:
     if not path.exists():
         return True
     return path.is_dir() and (not any(path.iterdir()) or (path / PLAN_FILE).is_file())
+
+
+def check_file(
+    settings: Settings, topology: str | None, path: str, job: Mapping[str, Any], warn: Warn
+) -> PoolPlan:
+    """``explain --pools FILE``: a running deployment's instances on the fabric view (its
+    nodes from the file, GPUs per node as explain reads them), judged."""
+    from topograph_slurm.analysis.pools.judge import check_running
+    from topograph_slurm.model import names
+    from topograph_slurm.sources.pools_file import load_pools
+
+    if job.get("hostlist") or job.get("hostfile"):
+        raise UsageError("explain --pools FILE reads the nodes from FILE: drop --nodes/--hostfile")
+    running = load_pools(path)
+    nodes = list(dict.fromkeys(node for one in running.instances for node in one.nodes))
+    names.check(nodes, "node", path)
+    flags = {**job, **_NO_LAYOUT, "hostlist": ",".join(nodes)}
+    placed = prepare_job(settings, topology, None, flags, warn)
+    return check_running(running, placed.gpus, placed.view.fmap, placed.view.facts)

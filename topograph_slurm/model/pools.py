@@ -118,3 +118,22 @@ def parse_ratio(text: str) -> tuple[int, int]:
     if int(prefill) < 1 or int(decode) < 1:
         raise UsageError(f"--ratio {text}: both sides must be at least 1")
     return int(prefill), int(decode)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningInstance:
+    """One instance of a running deployment as a pools file gives it (``pools --json``'s, or
+    a hand-written one): name, role, TP size and nodes."""
+
+    name: str
+    role: str
+    tp: int
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningPools:
+    """A running deployment: its instances and its KV pairs as (prefill, decode) names."""
+
+    instances: tuple[RunningInstance, ...]
+    pairs: tuple[tuple[str, str], ...]

@@ -25,24 +25,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from topograph_slurm.analysis.placement.explain import NETWORK_KINDS, PathFacts, worst_link
-from topograph_slurm.analysis.placement.span import home_level, nodes_per_group, span, unit_of
+from topograph_slurm.analysis.placement.explain import NETWORK_KINDS, PathFacts
+from topograph_slurm.analysis.placement.span import home_level, nodes_per_group, unit_of
+from topograph_slurm.analysis.pools.judge import instance, judge, kv_path, path_problems
 from topograph_slurm.model.placement import FabricMap
-from topograph_slurm.model.pools import DECODE, PREFILL, Deployment, Instance, KvPath, PoolPlan
-from topograph_slurm.model.result import Finding
+from topograph_slurm.model.pools import DECODE, PREFILL, Deployment, PoolPlan
 
 #: A node's link quality, lower is better: network problems on the node, its other problems
 #: (NVLink), problems on its units (a leaf's uplinks).
 Quality = tuple[int, int, int]
-
-
-def path_problems(nodes: Iterable[str], fmap: FabricMap, facts: PathFacts | None) -> list[Finding]:
-    """The problems on traffic leaving *nodes*: their own and their units' (leaf, block)."""
-    if facts is None:
-        return []
-    members = list(nodes)
-    units = sorted({unit for n in members if n in fmap.places for _, unit in fmap.places[n].units})
-    return [finding for name in members + units for finding in facts.problems.get(name, [])]
 
 
 def quality(node: str, fmap: FabricMap, facts: PathFacts | None) -> Quality:
@@ -231,47 +222,3 @@ def _plan(
     judge(prefills + decodes, paths, fmap)
     unused = [node for node in board.order if node in board.free]
     return PoolPlan(deployment, gpus_per_node, list(fmap.levels), prefills + decodes, paths, unused)
-
-
-def instance(
-    role: str, name: str, tp: int, nodes: list[str], fmap: FabricMap, facts: PathFacts | None
-) -> Instance:
-    """An instance on *nodes*: where its TP sits and the problems on its nodes' paths (a
-    decode's every problem; a prefill's as a decode's, for the spread of each pool)."""
-    home = home_level(fmap, len(nodes))
-    return Instance(
-        role, name, tp, nodes, span(fmap, nodes), home, [], path_problems(nodes, fmap, facts)
-    )
-
-
-def kv_path(
-    pair: tuple[Instance, Instance], fmap: FabricMap, facts: PathFacts | None, home: str
-) -> KvPath:
-    """The KV-cache path of a prefill instance to its decode instance."""
-    prefill, decode = pair
-    nodes = prefill.nodes + decode.nodes
-    level = span(fmap, nodes)
-    prefill.pairs.append(decode.name)
-    decode.pairs.append(prefill.name)
-    return KvPath(prefill.name, decode.name, level, worst_link(level, nodes, fmap, facts), home)
-
-
-def judge(instances: list[Instance], paths: list[KvPath], fmap: FabricMap) -> None:
-    """What each instance could not have: TP outside its home, a decode on a path with
-    problems, a KV path coarser than the pair's home."""
-    levels = fmap.levels
-    by_name = {instance.name: instance for instance in instances}
-    for instance in instances:
-        if levels.index(instance.tp_level) > levels.index(instance.tp_home):
-            instance.unmet.append(
-                f"TP group spans {instance.tp_level}; one unit of {instance.tp_home} could hold it"
-            )
-        if instance.role == DECODE and instance.problems:
-            kinds = ", ".join(sorted({f"{f.kind} on {f.subject}" for f in instance.problems}))
-            instance.unmet.append(f"decode on a degraded path ({kinds})")
-    for path in paths:
-        if levels.index(path.level) > levels.index(path.home):
-            by_name[path.prefill].unmet.append(
-                f"KV path to {path.decode} spans {path.level}; one unit of {path.home} "
-                f"could hold the pair"
-            )
