@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from tests.unit.test_health_cli import fake_scontrol
 from topograph_slurm.analysis.placement.explain import PathFacts
 from topograph_slurm.analysis.placement.span import fabric_map
 from topograph_slurm.analysis.pools.deployment import closest, nodes_needed
@@ -19,6 +21,7 @@ from topograph_slurm.analysis.pools.place import place
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit, UsageError
 from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.model.names import expand
 from topograph_slurm.model.pools import DECODE, PREFILL, Deployment, PoolSize, parse_size
 from topograph_slurm.model.result import Finding, LeafGroup, Tree, TreeSwitch
 from topograph_slurm.sources.hostfile import parse_hostfile
@@ -367,3 +370,65 @@ def test_explain_pools_takes_no_node_flags(tmp_path: Path) -> None:
     )
     result = run("explain", "--sim", HEALTHY, "--pools", str(path), "--nodes", "gpu0001")
     assert result.exit_code == Exit.USAGE and "drop --nodes" in result.stderr
+
+
+SLURM_SIM = "nodes=8,gpus=4,rails=2,su=4,prefix=node"  # the 8 nodes the fake scontrol lists
+
+
+@pytest.fixture
+def slurm(tmp_path: Path) -> Path:
+    """health's stand-in scontrol (shows nodes.json, logs updates.log, refuses a node)."""
+    return fake_scontrol(tmp_path)
+
+
+def apply_pools(slurm: Path, *args: str) -> Result:
+    env = {"PATH": f"{slurm}{os.pathsep}{os.environ['PATH']}"}
+    flags = ["pools", "--sim", SLURM_SIM, "--nodes", "node[0001-0004]", "--json", "--apply"]
+    return CliRunner().invoke(main, ["--config", os.devnull, *flags, *args], env=env)
+
+
+def test_apply_gives_each_pool_node_its_feature_keeping_every_other(slurm: Path) -> None:
+    nodes = json.loads((slurm / "nodes.json").read_text())
+    nodes["nodes"][0]["features"] = nodes["nodes"][0]["active_features"] = ["admin_a", "topo_ok"]
+    nodes["nodes"][6]["features"] = nodes["nodes"][6]["active_features"] = ["topo_pool_decode"]
+    (slurm / "nodes.json").write_text(json.dumps(nodes))
+    result = apply_pools(slurm, "--prefill", "2x4", "--decode", "1x8")
+    assert result.exit_code == Exit.OK, result.output
+    plan = json.loads(result.stdout)
+    role = {n: i["role"] for i in plan["instances"] for n in i["nodes"]}
+    lines = [shlex.split(line) for line in (slurm / "updates.log").read_text().splitlines()]
+    got = {}
+    for argv in lines:
+        assert argv[0] == "update"
+        fields = dict(arg.split("=", 1) for arg in argv[1:])
+        assert fields["AvailableFeatures"] == fields["ActiveFeatures"]
+        for name in expand(fields["NodeName"]):
+            got[name] = fields["AvailableFeatures"]
+    expected = {name: f"topo_pool_{r}" for name, r in role.items()}
+    expected["node0001"] = f"admin_a,topo_ok,topo_pool_{role['node0001']}"
+    expected["node0007"] = ""  # left the pools: its pool feature taken away
+    assert got == expected
+    assert "applied: scontrol update NodeName=" in result.stderr
+
+
+def test_apply_changes_nothing_when_slurm_holds_the_pools(slurm: Path) -> None:
+    first = json.loads(apply_pools(slurm, "--prefill", "2x4", "--decode", "1x8").stdout)
+    nodes = json.loads((slurm / "nodes.json").read_text())
+    for entry in nodes["nodes"]:
+        for instance in first["instances"]:
+            if entry["name"] in instance["nodes"]:
+                feature = f"topo_pool_{instance['role']}"
+                entry["features"] = entry["active_features"] = [feature]
+    (slurm / "nodes.json").write_text(json.dumps(nodes))
+    (slurm / "updates.log").unlink()
+    again = apply_pools(slurm, "--prefill", "2x4", "--decode", "1x8")
+    assert again.exit_code == Exit.OK, again.output
+    assert not (slurm / "updates.log").exists()
+    assert "pools: 0 command(s) applied" in again.stderr
+
+
+def test_apply_refused_by_slurm_exits_10(slurm: Path) -> None:
+    (slurm / "refuse").write_text("node0001")
+    result = apply_pools(slurm, "--prefill", "1x4", "--decode", "1x4")
+    assert result.exit_code == Exit.APPLY, result.output
+    assert "Invalid node state specified" in result.stderr

@@ -3,7 +3,7 @@ instances on the fabric, with the health the fabric and a bench record show."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,3 +140,20 @@ def check_file(
     flags = {**job, **_NO_LAYOUT, "hostlist": ",".join(nodes)}
     placed = prepare_job(settings, topology, None, flags, warn)
     return check_running(running, placed.gpus, placed.view.fmap, placed.view.facts)
+
+
+def apply_features(
+    settings: Settings, env: jinja2.Environment, plan: PoolPlan, done: Callable[[str], None]
+) -> list[str]:
+    """``--apply``: the ``scontrol update`` lines that give every Slurm node its pool feature
+    (and take it from a node that left), run as ``health --apply`` runs its own."""
+    from topograph_slurm.analysis.pools.features import feature_changes
+    from topograph_slurm.app.health import apply, current_nodes
+    from topograph_slurm.model.health import HealthPlan
+    from topograph_slurm.render.health import render_commands
+
+    current = current_nodes(settings, dry_run=False)
+    changes = feature_changes(plan, current, settings.health_feature_prefix)
+    commands = render_commands(env, HealthPlan(changes, [], []))
+    apply(settings, commands, done)
+    return commands

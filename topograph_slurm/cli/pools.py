@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from topograph_slurm.app import pools
-from topograph_slurm.cli.options import fabric_options, flag_settings, warn
+from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.cli.placement import NODE_OPTIONS, TOPOLOGY_OPTION
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment
@@ -58,6 +58,19 @@ def _node_options(func: F) -> F:
     "sbatch, a component per instance: bash DIR/hetjob.sh SCRIPT) and pools.json (for explain "
     "--pools). DIR is replaced as a whole; it must be new, empty or written by pools.",
 )
+@click.option(
+    "--apply",
+    is_flag=True,
+    help="Give every node of a pool the feature of its role (topo_pool_prefill, "
+    "topo_pool_decode) in Slurm, and take it from nodes that left the pools; only where "
+    "Slurm's features differ, every other feature kept.",
+)
+@click.option(
+    "--feature-prefix",
+    "health_feature_prefix",
+    metavar="PREFIX",
+    help="Prefix of the pool features, as health's (default topo_).",
+)
 @_node_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.pass_context
@@ -70,6 +83,7 @@ def pools_command(
     ratio: str | None,
     bench: str | None,
     out: str | None,
+    apply: bool,
     as_json: bool,
     **flags: Any,
 ) -> None:
@@ -101,4 +115,7 @@ def pools_command(
     if out:
         pools.write_out(env, plan, out)
     click.echo(render_pools(env, plan, "json" if as_json else "text"), nl=False)
+    if apply:
+        done = pools.apply_features(settings, env, plan, lambda line: log(ctx, f"applied: {line}"))
+        log(ctx, f"pools: {len(done)} command(s) applied")
     ctx.exit(Exit.OK if plan.met else Exit.DIFFERS)
