@@ -52,54 +52,82 @@ class _Cell:
     decode: int
     prefills: list[int]
     need: int
-    level: str = ""
     anchor: str = ""
     decode_nodes: list[str] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class _Board:
-    """The job's nodes, their quality, and which are still free."""
+Unit = tuple[str, str]
 
-    fmap: FabricMap
-    order: list[str]
-    quality: dict[str, Quality]
-    free: set[str]
+
+class _Board:
+    """The job's nodes, their quality and units, which are free, and per unit (level, name)
+    its members in job order, its free and free healthy nodes, and the nodes placed cells'
+    prefills will take in it: counters, so choosing a cell's unit costs a pass over the units
+    of a level, not over the nodes."""
+
+    def __init__(self, fmap: FabricMap, order: Sequence[str], facts: PathFacts | None) -> None:
+        self.fmap = fmap
+        self.order = list(order)
+        self.rank = {node: i for i, node in enumerate(self.order)}
+        self.quality = {node: quality(node, fmap, facts) for node in self.order}
+        self.free = set(self.order)
+        self.unit = {node: {lvl: unit_of(fmap, node, lvl) for lvl in fmap.levels} for node in order}
+        self.members: dict[Unit, list[str]] = {}
+        for node in self.order:
+            for level, name in self.unit[node].items():
+                self.members.setdefault((level, name), []).append(node)
+        self.free_count = {unit: len(nodes) for unit, nodes in self.members.items()}
+        self.healthy_count = {
+            unit: sum(1 for node in nodes if self.healthy([node]))
+            for unit, nodes in self.members.items()
+        }
+        self.reserved: dict[Unit, int] = {}
+        self.by_level: dict[str, list[Unit]] = {}
+        for unit in self.members:
+            self.by_level.setdefault(unit[0], []).append(unit)
+        self.largest = {
+            level: max(len(self.members[unit]) for unit in units)
+            for level, units in self.by_level.items()
+        }
 
     def best(self, nodes: Iterable[str]) -> list[str]:
-        rank = {node: i for i, node in enumerate(self.order)}
-        return sorted(nodes, key=lambda node: (self.quality[node], rank[node]))
+        return sorted(nodes, key=lambda node: (self.quality[node], self.rank[node]))
 
-    def units(self, level: str, among: Iterable[str] | None = None) -> dict[str, list[str]]:
-        """The free nodes (of *among*) per unit of *level*, in job order."""
-        pool = self.free if among is None else self.free.intersection(among)
-        grouped: dict[str, list[str]] = {}
-        for node in self.order:
-            if node in pool:
-                grouped.setdefault(unit_of(self.fmap, node, level), []).append(node)
-        return grouped
+    def free_in(self, unit: Unit) -> list[str]:
+        return [node for node in self.members[unit] if node in self.free]
 
     def pick(self, nodes: Sequence[str], count: int, home: str) -> list[str] | None:
-        """The best *count* nodes of *nodes* inside one unit of *home*; None when no unit
-        of *home* has that many."""
-        choices = [
-            self.best(members)[:count]
-            for members in self.units(home, nodes).values()
-            if len(members) >= count
-        ]
+        """The best *count* of *nodes* inside one unit of *home*; None when no unit of
+        *home* has that many."""
+        grouped: dict[str, list[str]] = {}
+        for node in nodes:
+            grouped.setdefault(self.unit[node][home], []).append(node)
+        choices = [self.best(group)[:count] for group in grouped.values() if len(group) >= count]
         if not choices:
             return None
         return min(choices, key=lambda chosen: sorted(self.quality[n] for n in chosen))
 
     def take(self, nodes: Sequence[str], count: int, home: str) -> list[str]:
         """:meth:`pick`, else the best *count* of *nodes* wherever they are; taken off the
-        free nodes."""
-        chosen = self.pick(nodes, count, home) or self.best(self.free.intersection(nodes))[:count]
-        self.free.difference_update(chosen)
+        free nodes and their units' counters."""
+        free = [node for node in nodes if node in self.free]
+        chosen = self.pick(free, count, home) or self.best(free)[:count]
+        for node in chosen:
+            self.free.discard(node)
+            for unit in self.unit[node].items():
+                self.free_count[unit] -= 1
+                self.healthy_count[unit] -= self.healthy([node])
         return chosen
 
-    def healthy(self, nodes: Sequence[str]) -> bool:
+    def healthy(self, nodes: Iterable[str]) -> bool:
         return all(self.quality[node] == (0, 0, 0) for node in nodes)
+
+    def reserve(self, cell: _Cell, level: str) -> None:
+        """The cell's prefill nodes, held in its unit of *level* and every unit above it."""
+        levels = self.fmap.levels
+        for lvl in levels[levels.index(level) :]:
+            unit = (lvl, self.unit[cell.anchor][lvl])
+            self.reserved[unit] = self.reserved.get(unit, 0) + cell.need - len(cell.decode_nodes)
 
 
 def place(
@@ -110,14 +138,14 @@ def place(
     facts: PathFacts | None = None,
 ) -> PoolPlan:
     """The deployment laid on the job's nodes *order* (each instance on whole nodes)."""
-    board = _Board(fmap, list(order), {n: quality(n, fmap, facts) for n in order}, set(order))
+    board = _Board(fmap, order, facts)
     per = {
         role: nodes_per_group(deployment.size(role).tp, gpus_per_node) for role in (PREFILL, DECODE)
     }
     homes = {role: home_level(fmap, per[role]) for role in (PREFILL, DECODE)}
     cells = _cells(deployment, per)
     for cell in sorted(cells, key=lambda c: -c.need):
-        _place_decode(board, cell, per[DECODE], homes[DECODE], cells)
+        _place_decode(board, cell, per[DECODE], homes[DECODE])
     prefill_nodes: dict[int, list[str]] = {}
     for cell in cells:
         for index in cell.prefills:
@@ -135,64 +163,51 @@ def _cells(deployment: Deployment, per: dict[str, int]) -> list[_Cell]:
     return cells
 
 
-def _place_decode(board: _Board, cell: _Cell, count: int, home: str, cells: list[_Cell]) -> None:
+def _place_decode(board: _Board, cell: _Cell, count: int, home: str) -> None:
     """The cell's unit (see the module's rule 3) and its decode's nodes in it; the nodes its
-    prefills will take stay reserved against later cells that would fit inside that unit. At
-    the finest level with room, a unit healthy enough for the whole cell comes first, then one
-    healthy enough for its decode, each the smallest."""
-    levels = board.fmap.levels
-    fallback: tuple[str, list[str]] | None = None
-    for level in levels:
-        ranked = []
-        for members in board.units(level).values():
-            reserved = _reserved(board.fmap, level, members[0], cells)
-            if len(members) - reserved < cell.need:
-                continue
-            chosen = board.pick(members, count, home)
-            healthy = sum(1 for node in members if board.healthy([node])) - reserved
-            grade = 0 if healthy >= cell.need else 1 if chosen and board.healthy(chosen) else 2
-            ranked.append((grade, len(members), members))
-        if not ranked:
+    prefills will take stay reserved against later cells in that unit and those above. At the
+    finest level with room, a unit healthy enough for the whole cell comes first (the smallest),
+    then one with healthy nodes for its decode (the smallest)."""
+    fallback: Unit | None = None
+    for level in board.fmap.levels:
+        if board.largest[level] < cell.need:  # no unit of the level could ever hold the cell
             continue
-        grade, _, members = min(ranked, key=lambda entry: entry[:2])
-        if grade < 2:
-            _settle(board, cell, level, members, count, home)
-            return
-        fallback = fallback or (level, members)
-    level, members = fallback or (levels[-1], sorted(board.free))
-    _settle(board, cell, level, members, count, home)
+        room = [
+            unit
+            for unit in board.by_level[level]
+            if board.free_count[unit] - board.reserved.get(unit, 0) >= cell.need
+        ]
+        if not room:
+            continue
+        whole = [u for u in room if board.healthy_count[u] - board.reserved.get(u, 0) >= cell.need]
+        if whole:
+            return _settle(board, cell, min(whole, key=board.free_count.__getitem__), count, home)
+        for unit in sorted(room, key=board.free_count.__getitem__):
+            chosen = board.pick(board.free_in(unit), count, home)
+            if chosen is not None and board.healthy(chosen):
+                return _settle(board, cell, unit, count, home)
+        fallback = fallback or min(room, key=board.free_count.__getitem__)
+    _settle(board, cell, fallback or board.by_level[board.fmap.levels[-1]][0], count, home)
 
 
-def _settle(
-    board: _Board, cell: _Cell, level: str, members: list[str], count: int, home: str
-) -> None:
-    cell.decode_nodes = board.take(members, count, home)
-    cell.level, cell.anchor = level, cell.decode_nodes[0] if cell.decode_nodes else ""
-
-
-def _reserved(fmap: FabricMap, level: str, node: str, cells: list[_Cell]) -> int:
-    """Nodes placed cells' prefills will take inside *node*'s unit of *level*."""
-    index = fmap.levels.index(level)
-    unit = unit_of(fmap, node, level)
-    return sum(
-        cell.need - len(cell.decode_nodes)
-        for cell in cells
-        if cell.anchor
-        and fmap.levels.index(cell.level) <= index
-        and unit_of(fmap, cell.anchor, level) == unit
-    )
+def _settle(board: _Board, cell: _Cell, unit: Unit, count: int, home: str) -> None:
+    cell.decode_nodes = board.take(board.free_in(unit), count, home)
+    if cell.decode_nodes:
+        cell.anchor = cell.decode_nodes[0]
+        board.reserve(cell, unit[0])
 
 
 def _place_prefill(board: _Board, cell: _Cell, count: int, home: str) -> list[str]:
     """A prefill instance on the free nodes nearest its decode: the finest unit around the
     decode's nodes with room for it."""
-    for level in board.fmap.levels:
-        if not cell.anchor:
-            break
-        members = board.units(level).get(unit_of(board.fmap, cell.anchor, level), [])
-        if len(members) >= count and board.pick(members, count, home) is not None:
-            return board.take(members, count, home)
-    return board.take(sorted(board.free), count, home)
+    if cell.anchor:
+        for level, name in board.unit[cell.anchor].items():
+            if board.free_count[(level, name)] < count:
+                continue
+            members = board.free_in((level, name))
+            if board.pick(members, count, home) is not None:
+                return board.take(members, count, home)
+    return board.take(board.order, count, home)
 
 
 def _plan(
