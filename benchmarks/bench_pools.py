@@ -22,13 +22,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from topograph_slurm.analysis.pools.place import place  # noqa: E402
-from topograph_slurm.app.fabric import read_fabric  # noqa: E402
-from topograph_slurm.app.view import from_fabric  # noqa: E402
-from topograph_slurm.config import Settings  # noqa: E402
-from topograph_slurm.model.pools import Deployment, PoolSize, parse_size  # noqa: E402
-from topograph_slurm.render.environment import environment  # noqa: E402
-from topograph_slurm.render.pools import pools_files, render_pools  # noqa: E402
+from topograph_slurm.analysis.pools.place import place
+from topograph_slurm.app.fabric import read_fabric
+from topograph_slurm.app.view import from_fabric
+from topograph_slurm.config import Settings
+from topograph_slurm.model.pools import Deployment, PoolSize, parse_size
+from topograph_slurm.render.environment import environment
+from topograph_slurm.render.pools import pools_files, render_pools
 
 
 def timed(call: Callable[[], Any]) -> tuple[float, Any]:
@@ -40,6 +40,24 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
 def size(text: str) -> PoolSize:
     count, tp = parse_size(text, "size")
     return PoolSize(count or 1, tp)
+
+
+def one_round(settings: Settings, deployment: Deployment, env: Any) -> str:
+    """Read the fabric, place every node of it, render: the times and what came out."""
+    read, view = timed(lambda: from_fabric(read_fabric(settings, print), settings))
+    nodes = sorted(view.fmap.places)
+    placed, plan = timed(lambda: place(deployment, nodes, 8, view.fmap, view.facts))
+    text, _ = timed(lambda: render_pools(env, plan, "text"))
+    as_json, _ = timed(lambda: render_pools(env, plan, "json"))
+    files, out = timed(lambda: pools_files(env, plan))
+    unmet = sum(1 for instance in plan.instances if instance.unmet)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return (
+        f"read {read:.2f} s, place {placed:.2f} s ({placed / read:.2f}x the read), "
+        f"text {text:.2f} s, json {as_json:.2f} s, --out {files:.2f} s ({len(out)} files); "
+        f"{len(plan.instances)} instances, {unmet} with something not met, "
+        f"{len(plan.unused)} nodes unused; peak RSS {rss:.0f} MB"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,21 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     env = environment(None)
     print(f"fabric {spec}; {deployment.text()}")
     for round_ in range(1, args.rounds + 1):
-        read, view = timed(lambda: from_fabric(read_fabric(settings, print), settings))
-        nodes = sorted(view.fmap.places)
-        placed, plan = timed(lambda: place(deployment, nodes, 8, view.fmap, view.facts))
-        text, _ = timed(lambda: render_pools(env, plan, "text"))
-        as_json, _ = timed(lambda: render_pools(env, plan, "json"))
-        files, out = timed(lambda: pools_files(env, plan))
-        unmet = sum(1 for instance in plan.instances if instance.unmet)
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(
-            f"round {round_}: read {read:.2f} s, place {placed:.2f} s "
-            f"({placed / read:.2f}x the read), text {text:.2f} s, json {as_json:.2f} s, "
-            f"--out {files:.2f} s ({len(out)} files); {len(plan.instances)} instances, "
-            f"{unmet} with something not met, {len(plan.unused)} nodes unused; "
-            f"peak RSS {rss:.0f} MB"
-        )
+        print(f"round {round_}: {one_round(settings, deployment, env)}")
     return 0
 
 

@@ -432,3 +432,39 @@ def test_apply_refused_by_slurm_exits_10(slurm: Path) -> None:
     result = apply_pools(slurm, "--prefill", "1x4", "--decode", "1x4")
     assert result.exit_code == Exit.APPLY, result.output
     assert "Invalid node state specified" in result.stderr
+
+
+def partition_scontrol(tmp_path: Path, partitions: list[dict[str, Any]]) -> dict[str, str]:
+    """A stand-in ``scontrol`` that answers ``show partition --json`` as 24.11/26.05 do."""
+    (tmp_path / "partitions.json").write_text(json.dumps({"partitions": partitions}))
+    script = tmp_path / "scontrol"
+    script.write_text(f'#!/bin/sh\n[ "$2" = partition ] && cat {tmp_path}/partitions.json\n')
+    script.chmod(0o755)
+    return {"PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_partition_nodes_are_split(tmp_path: Path) -> None:
+    env = partition_scontrol(
+        tmp_path, [{"name": "serve", "nodes": {"configured": "gpu[0009-0012]", "total": 4}}]
+    )
+    args = ["--sim", SIM, "--partition", "serve", "--prefill", "2x8", "--decode", "1x8", "--json"]
+    result = CliRunner().invoke(main, ["--config", os.devnull, "pools", *args], env=env)
+    assert result.exit_code == Exit.OK, result.output
+    data = json.loads(result.stdout)
+    used = role_nodes(data, PREFILL) | role_nodes(data, DECODE) | set(data["unused"])
+    assert used == {"gpu0009", "gpu0010", "gpu0011", "gpu0012"}
+    assert role_nodes(data, DECODE) <= {"gpu0010", "gpu0011", "gpu0012"}  # gpu0009 is slow
+
+
+def test_an_unknown_partition_is_an_input_error(tmp_path: Path) -> None:
+    env = partition_scontrol(tmp_path, [])
+    args = ["--sim", SIM, "--partition", "nosuch", "--prefill", "1x8", "--decode", "1x8"]
+    result = CliRunner().invoke(main, ["--config", os.devnull, "pools", *args], env=env)
+    assert result.exit_code == Exit.INPUT, result.output
+    assert "partition nosuch not found" in result.stderr
+
+
+def test_partition_and_nodes_together_is_a_usage_error() -> None:
+    args = ["--sim", SIM, "--partition", "p", "--nodes", ALL, "--prefill", "1x8", "--decode", "1x8"]
+    result = run("pools", *args)
+    assert result.exit_code == Exit.USAGE and "give the nodes once" in result.stderr

@@ -22,6 +22,7 @@ from topograph_slurm.model.pools import (
     parse_ratio,
     parse_size,
 )
+from topograph_slurm.slurm.scontrol import Scontrol
 
 #: The job flags ``explain`` takes that pools do not: a deployment has no training layout.
 _NO_LAYOUT = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": None, "rank_order": "tp-cp-ep-dp-pp"}
@@ -45,9 +46,12 @@ def prepare(
     job: Mapping[str, Any],
     bench: str | None,
     warn: Warn,
+    partition: str | None = None,
 ) -> PlacedJob:
-    """The job's nodes on the fabric view (:func:`.placement.prepare_job`), a bench record's
-    findings added to the view's problems."""
+    """The job's nodes (or a *partition*'s, in name order) on the fabric view
+    (:func:`.placement.prepare_job`), a bench record's findings added to the view's problems."""
+    if partition:
+        job = {**job, "hostlist": _partition_hostlist(settings, partition, job_id, job)}
     placed = prepare_job(settings, topology, job_id, {**job, **_NO_LAYOUT}, warn)
     if bench:
         from topograph_slurm.sources.snapshot import load_bench
@@ -57,6 +61,16 @@ def prepare(
             facts.problems.setdefault(subject, []).extend(found)
         placed.view.facts = facts
     return placed
+
+
+def _partition_hostlist(
+    settings: Settings, partition: str, job_id: str | None, job: Mapping[str, Any]
+) -> str:
+    from topograph_slurm.slurm.partitions import scontrol_partition_nodes
+
+    if job_id or job.get("hostlist") or job.get("hostfile"):
+        raise UsageError("give the nodes once: JOBID, --nodes, --hostfile or --partition")
+    return ",".join(scontrol_partition_nodes(Scontrol.from_settings(settings), partition))
 
 
 def deployment(request: PoolRequest, gpus_per_node: int, nodes: int) -> Deployment:

@@ -45,6 +45,11 @@ def _node_options(func: F) -> F:
     help="Prefill:decode instances instead of counts: as many multiples as the nodes hold.",
 )
 @click.option(
+    "--partition",
+    metavar="NAME",
+    help="Split a partition's nodes (scontrol show partition), in name order, instead of a job's.",
+)
+@click.option(
     "--bench",
     metavar="FILE",
     help="A bench record (bench.json, or a snapshot holding one): its slow nodes and links "
@@ -81,6 +86,7 @@ def pools_command(
     prefill: str,
     decode: str,
     ratio: str | None,
+    partition: str | None,
     bench: str | None,
     out: str | None,
     apply: bool,
@@ -95,9 +101,9 @@ def pools_command(
     prefill instance paired with a decode instance so its KV-cache transfer stays in one leaf
     or block where it can, else one spine.
 
-    JOBID, --nodes or --hostfile name the nodes, as for explain. Exit 0 when everything is
-    met, 1 when something is not (said per instance), 2 when the deployment cannot fit at all
-    (the error line names the closest one that does).
+    JOBID, --nodes, --hostfile (as for explain) or --partition name the nodes. Exit 0 when
+    everything is met, 1 when something is not (said per instance), 2 when the deployment
+    cannot fit at all (the error line names the closest one that does).
 
     \b
     Examples:
@@ -109,7 +115,7 @@ def pools_command(
     job = {key: flags.pop(key) for key in _NODE_KEYS}
     topology = flags.pop("topology")
     settings = flag_settings(ctx, flags.pop("rewrites"), **flags)
-    placed = pools.prepare(settings, topology, job_id, job, bench, warn)
+    placed = pools.prepare(settings, topology, job_id, job, bench, warn, partition)
     plan = pools.plan_pools(placed, pools.PoolRequest(prefill, decode, ratio))
     env = environment(None)
     if out:
