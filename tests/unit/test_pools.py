@@ -468,3 +468,109 @@ def test_partition_and_nodes_together_is_a_usage_error() -> None:
     args = ["--sim", SIM, "--partition", "p", "--nodes", ALL, "--prefill", "1x8", "--decode", "1x8"]
     result = run("pools", *args)
     assert result.exit_code == Exit.USAGE and "give the nodes once" in result.stderr
+
+
+def nvlink_snapshot(root: Path) -> Path:
+    """Two NVLink racks of 4 nodes on one leaf; gpu0006's GPU fabric registration unfinished
+    (its rack is then no NVLink block: the healthy rack, gpu0001-0004, is the one domain)."""
+    from tests.support.sim_gpu import nvl_node_gpus, render_query_q
+    from tests.support.snapshots import write_node_outputs
+    from topograph_slurm.sources import sim
+    from topograph_slurm.sources.snapshot import KEY_Q
+
+    outputs = {}
+    for index in range(8):
+        node, rack = f"gpu{index + 1:04d}", index // 4 + 1
+        state = "In Progress" if node == "gpu0006" else "Completed"
+        uuid = f"c0ffee00-0000-0000-0000-00000000000{rack}"
+        outputs[node] = {KEY_Q: render_query_q(nvl_node_gpus(uuid, 1, state=state))}
+    dump = sim.generate_ibnetdiscover(sim.parse_sim_spec("nodes=8,rails=2,su=8"))
+    entry = {"node": "gpu0001", "command": "ibnetdiscover", "exit_code": 0}
+    return write_node_outputs(
+        root,
+        outputs,
+        {"fabric/ibnetdiscover.txt": dump},
+        fabric=entry | {"file": "fabric/ibnetdiscover.txt"},
+    )
+
+
+def test_snapshot_keeps_decode_tp_in_the_nvlink_domain_and_off_unhealthy_nvlink(
+    tmp_path: Path,
+) -> None:
+    snap = str(nvlink_snapshot(tmp_path / "snap"))
+    flags = ["--snapshot", snap, "--gpus-per-node", "4"]
+    data = pools_json(
+        *flags,
+        "--nodes",
+        "gpu[0001-0008]",
+        "--prefill",
+        "2x4",
+        "--decode",
+        "2x8",
+        code=Exit.DIFFERS,
+    )
+    for instance in data["instances"]:
+        if instance["role"] == DECODE:
+            assert instance["tp_level"] == instance["tp_home"] == "domain", instance
+            assert set(instance["nodes"]) <= {"gpu0001", "gpu0002", "gpu0003", "gpu0004"}
+    small = pools_json(
+        *flags,
+        "--nodes",
+        "gpu[0005-0008]",
+        "--prefill",
+        "2x4",
+        "--decode",
+        "2x4",
+        code=Exit.DIFFERS,
+    )
+    assert "gpu0006" not in role_nodes(small, DECODE)
+    assert small["pools"]["prefill"]["nodes_with_problems"] == ["gpu0006"]
+
+
+def bench_record(path: Path, findings: list[dict[str, Any]]) -> Path:
+    from topograph_slurm.sources.snapshot import BENCH_FORMAT, BENCH_VERSION
+
+    record = {"format": BENCH_FORMAT, "version": BENCH_VERSION, "findings": findings, "levels": []}
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_a_bench_records_slow_node_and_slow_pair_keep_decode_off_them(tmp_path: Path) -> None:
+    record = bench_record(
+        tmp_path / "bench.json",
+        [
+            {
+                "kind": "slow-node",
+                "subject": "gpu0002",
+                "message": "0.4x the median",
+                "level": "problem",
+                "nodes": ["gpu0002"],
+            },
+            {
+                "kind": "slow-link",
+                "subject": "gpu0003 <-> gpu0004",
+                "message": "slow pair",
+                "level": "problem",
+                "nodes": ["gpu0003", "gpu0004"],
+            },
+        ],
+    )
+    args = ["--sim", HEALTHY, "--nodes", "gpu[0001-0006]", "--prefill", "4x8", "--decode", "2x8"]
+    data = pools_json(*args, "--bench", str(record))
+    assert role_nodes(data, DECODE) == {"gpu0001", "gpu0005"}
+    assert role_nodes(pools_json(*args), DECODE) == {"gpu0001", "gpu0002"}  # without the record
+
+
+def test_a_snapshots_own_bench_record_counts(tmp_path: Path) -> None:
+    snap = nvlink_snapshot(tmp_path / "snap")
+    slow = {
+        "kind": "slow-node",
+        "subject": "gpu0005",
+        "message": "0.4x the median",
+        "level": "problem",
+        "nodes": ["gpu0005"],
+    }
+    bench_record(snap / "bench.json", [slow])
+    flags = ["--snapshot", str(snap), "--gpus-per-node", "4", "--nodes", "gpu[0005-0008]"]
+    data = pools_json(*flags, "--prefill", "2x4", "--decode", "2x4", code=Exit.DIFFERS)
+    assert role_nodes(data, DECODE) == {"gpu0007", "gpu0008"}

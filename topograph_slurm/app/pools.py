@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from topograph_slurm.analysis.placement.explain import PathFacts, problems_by_subject
+from topograph_slurm.analysis.placement.explain import PathFacts
 from topograph_slurm.app.fabric import Warn
 from topograph_slurm.app.placement import PlacedJob, prepare_job
 from topograph_slurm.config import Settings
@@ -53,14 +53,26 @@ def prepare(
     if partition:
         job = {**job, "hostlist": _partition_hostlist(settings, partition, job_id, job)}
     placed = prepare_job(settings, topology, job_id, {**job, **_NO_LAYOUT}, warn)
-    if bench:
+    record = bench or _snapshot_bench(settings)
+    if record:
         from topograph_slurm.sources.snapshot import load_bench
 
         facts = placed.view.facts or PathFacts()
-        for subject, found in problems_by_subject(load_bench(bench).findings).items():
-            facts.problems.setdefault(subject, []).extend(found)
+        for found in load_bench(record).findings:
+            # a slow pair or path is a problem on each node it names
+            for subject in (found.nodes or (found.subject,)) if found.is_problem else ():
+                facts.problems.setdefault(subject, []).append(found)
         placed.view.facts = facts
     return placed
+
+
+def _snapshot_bench(settings: Settings) -> str | None:
+    """The snapshot's own bench record, when it has one."""
+    from topograph_slurm.sources.snapshot import BENCH_FILE
+
+    if settings.snapshot and (Path(settings.snapshot) / BENCH_FILE).is_file():
+        return str(settings.snapshot)
+    return None
 
 
 def _partition_hostlist(
