@@ -372,6 +372,10 @@ def build(cls: type[T], data: Any, where: str = "") -> T:
     if unknown:
         prefix = f"{where}." if where else ""
         raise ConfigError(f"unknown config key {prefix}{unknown[0]}")
+    missing = [name for name, spec in fields.items() if name not in data and _required(spec)]
+    if missing:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(f"config key {prefix}{missing[0]} is missing")
     values = {
         key: _convert(
             value, hints[key], f"{where}.{key}" if where else key, fields[key].metadata.get("rule")
@@ -379,6 +383,12 @@ def build(cls: type[T], data: Any, where: str = "") -> T:
         for key, value in data.items()
     }
     return cls(**values)
+
+
+def _required(spec: dataclasses.Field[Any]) -> bool:
+    """Whether a section's key has no default (a rewrite's ``pattern`` and ``replace``)."""
+    no_factory = spec.default_factory is dataclasses.MISSING
+    return spec.default is dataclasses.MISSING and no_factory
 
 
 def config_path(explicit: str | None) -> tuple[Path, bool]:

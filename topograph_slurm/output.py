@@ -35,6 +35,7 @@ from pathlib import Path
 
 from topograph_slurm.errors import LockedError, OutputError, RefusedError
 from topograph_slurm.model.summary import FabricSummary
+from topograph_slurm.sources.files import open_regular
 from topograph_slurm.sources.layout import count_nodes
 
 NEW_FILE_MODE = 0o644
@@ -127,21 +128,17 @@ def output_lock(path: Path, timeout: float = 30.0) -> Iterator[Path]:
         os.close(fd)  # closing the descriptor releases the flock
 
 
-_LOCK_FLAGS = os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+_LOCK_FLAGS = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW
 
 
 def _open_lock(lock: Path) -> int:
     """Open (or create) the lock file without following a link and without blocking: a
     symlink planted there must not make root create its target, a FIFO must not hang the run."""
     try:
-        fd = os.open(lock, _LOCK_FLAGS, NEW_FILE_MODE)
+        return open_regular(lock, _LOCK_FLAGS, NEW_FILE_MODE)
     except OSError as exc:
         why = "it is a symbolic link" if exc.errno == errno.ELOOP else _reason(exc)
         raise OutputError(f"cannot open lock file {lock}: {why}") from exc
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OutputError(f"cannot open lock file {lock}: not a regular file")
-    return fd
 
 
 def _acquire(fd: int, lock: Path, timeout: float) -> None:
@@ -239,11 +236,23 @@ def write_summary(topology: Path, summary: FabricSummary, *, lock_timeout: float
     under the topology's lock. Call it only after the topology was written (or found
     unchanged): a run that was refused or failed must leave the last good state, so the next
     run still compares with, and keeps missing nodes from, the fabric Slurm was given."""
-    from topograph_slurm.sources.summary import encode, summary_path
+    from topograph_slurm.sources.summary import encode
+
+    with output_lock(trusted_target(topology), lock_timeout):
+        path = kept_summary_path(topology)
+        _remove_stale_temps(trusted_target(path))
+        write_file(path, encode(summary))
+    return path
+
+
+def kept_summary_path(topology: Path) -> Path:
+    """Where the summary beside *topology* is kept; OutputError when something other than a
+    regular file is there: a FIFO would hang the write, a device would be written through."""
+    from topograph_slurm.sources.summary import summary_path
 
     path = summary_path(topology)
-    with output_lock(trusted_target(topology), lock_timeout):
-        write_file(path, encode(summary))
+    if _is_device(trusted_target(path)):
+        raise OutputError(f"cannot keep the fabric summary at {path}: not a regular file")
     return path
 
 

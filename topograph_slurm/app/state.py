@@ -36,6 +36,7 @@ from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Analysis, BlockTopology, Drift, Finding
 from topograph_slurm.model.summary import FabricSummary, NodeSummary
+from topograph_slurm.output import kept_summary_path
 from topograph_slurm.sources import summary as summary_file
 
 
@@ -81,6 +82,7 @@ def keeping(settings: Settings, now: datetime) -> Keeping | None:
     output = Path(settings.output) if settings.output else None
     if output is None or (output.exists() and not output.is_file()):
         return None
+    kept_summary_path(output)  # refused before anything is written, as at the end
     previous, findings = previous_summary(output)
     policy = KeepPolicy(parse_duration(settings.keep_missing), None, now)
     return Keeping(output, previous, policy, findings=findings)

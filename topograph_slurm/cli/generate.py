@@ -18,6 +18,7 @@ from topograph_slurm.config import (
     config_path,
 )
 from topograph_slurm.errors import Exit, InputError
+from topograph_slurm.model.numbers import natural
 from topograph_slurm.model.result import MadeWith
 from topograph_slurm.render.environment import environment
 
@@ -25,10 +26,10 @@ from topograph_slurm.render.environment import environment
 def _parse_sizes(value: str | None) -> list[int] | None:
     if not value:
         return None
-    try:
-        return [int(part) for part in value.split(",")]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    sizes = [natural(part) for part in value.split(",")]  # int() reads "3_3_8" as 338
+    if None in sizes:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}")
+    return [size for size in sizes if size is not None]
 
 
 def _config_metrics(ctx: click.Context) -> str | None:

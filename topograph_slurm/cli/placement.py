@@ -19,7 +19,7 @@ from topograph_slurm.sources.hostfile import LINE_KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: The options that say where a job's ranks run (``explain``, ``order``, ``pools``).
+#: Where a job's ranks run (``explain``, ``order``, ``experts``).
 NODE_OPTIONS = [
     click.option("--nodes", "hostlist", metavar="HOSTLIST", help="The job's nodes."),
     click.option(
@@ -92,11 +92,9 @@ def job_options(func: F) -> F:
     return fabric_options(func)
 
 
+NODE_KEYS = ("hostlist", "hostfile", "hostfile_lines", "gpus_per_node")
 _JOB_KEYS = (
-    "hostlist",
-    "hostfile",
-    "hostfile_lines",
-    "gpus_per_node",
+    *NODE_KEYS,
     "tp",
     "pp",
     "cp",
@@ -107,10 +105,10 @@ _JOB_KEYS = (
 
 
 def split_flags(
-    ctx: click.Context, flags: dict[str, Any]
+    ctx: click.Context, flags: dict[str, Any], keys: tuple[str, ...] = _JOB_KEYS
 ) -> tuple[Settings, str | None, dict[str, Any]]:
-    """The settings the fabric flags make, the --topology file, and the job flags."""
-    job = {key: flags.pop(key) for key in _JOB_KEYS}
+    """The settings the fabric flags make, the --topology file, and the job flags (*keys*)."""
+    job = {key: flags.pop(key) for key in keys}
     topology = flags.pop("topology")
     rewrites = flags.pop("rewrites")
     settings = flag_settings(ctx, rewrites, **flags)

@@ -9,14 +9,12 @@ from typing import Any, TypeVar
 import click
 
 from topograph_slurm.app import pools
-from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
-from topograph_slurm.cli.placement import NODE_OPTIONS, TOPOLOGY_OPTION
+from topograph_slurm.cli.options import fabric_options, log, warn
+from topograph_slurm.cli.placement import NODE_KEYS, NODE_OPTIONS, TOPOLOGY_OPTION, split_flags
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_NODE_KEYS = ("hostlist", "hostfile", "hostfile_lines", "gpus_per_node")
 
 
 def _node_options(func: F) -> F:
@@ -112,9 +110,7 @@ def pools_command(
     """
     from topograph_slurm.render.pools import render_pools
 
-    job = {key: flags.pop(key) for key in _NODE_KEYS}
-    topology = flags.pop("topology")
-    settings = flag_settings(ctx, flags.pop("rewrites"), **flags)
+    settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
     placed = pools.prepare(settings, topology, job_id, job, bench, warn, partition)
     plan = pools.plan_pools(placed, pools.PoolRequest(prefill, decode, ratio))
     env = environment(None)

@@ -11,7 +11,7 @@ from topograph_slurm.errors import ConfigError
 #: size is an exact multiple of this and die (fixed in 25.11.6 and 26.05.0).
 YAML_READ_BLOCK = 4096
 
-_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?(?:[-+~]\S*)?\s*$")
+_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?(?:[-+~]\S*)?\s*$", re.ASCII)
 
 
 @dataclass(frozen=True, order=True, slots=True)

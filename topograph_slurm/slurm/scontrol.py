@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from topograph_slurm.errors import CollectError, InputError
+from topograph_slurm.model.numbers import natural
 
 if TYPE_CHECKING:
     from topograph_slurm.config import Settings
@@ -83,3 +84,17 @@ def decode(text: str, command: str) -> Any:
         raise InputError(f"unexpected `{command}` output: {err}") from None
     except RecursionError:
         raise InputError(f"unexpected `{command}` output: JSON nested too deep") from None
+
+
+def whole(value: object) -> int:
+    """A whole non-negative number of ``--json`` output (``5``, ``5.0`` or ``"5"``); a
+    ValueError for anything else: ``int()`` would crash on ``Infinity`` (``1e400`` decodes to
+    it) and read ``True``, ``"٤"`` or ``"3_3"`` as numbers."""
+    if isinstance(value, float) and value.is_integer():  # False for inf and nan
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    number = natural(value) if isinstance(value, str) else None
+    if number is None:
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return number

@@ -16,9 +16,12 @@ import msgspec
 
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.summary import FabricSummary
+from topograph_slurm.sources.files import read_regular
 
 SUMMARY_FORMAT = "topograph-slurm-fabric-summary"
 SUMMARY_VERSION = 1
+#: The largest kept summary read: 25 times the ~10 MB of a 16,384-node fabric's.
+MAX_SUMMARY_BYTES = 256 << 20
 
 
 class _Header(msgspec.Struct):
@@ -50,7 +53,7 @@ def looks_like_summary(data: bytes) -> bool:
         return False
     try:
         header = msgspec.json.decode(data, type=_Header)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False
     return header.format == SUMMARY_FORMAT
 
@@ -62,6 +65,8 @@ def decode(data: bytes, where: str) -> FabricSummary:
         header = msgspec.json.decode(data, type=_Header)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise InputError(f"{where}: not a fabric summary ({err})") from None
+    except RecursionError:  # msgspec gives up on deep nesting even for the header alone
+        raise InputError(f"{where}: not a fabric summary (nested too deeply)") from None
     if header.format != SUMMARY_FORMAT:
         raise InputError(f"{where}: not a fabric summary (format {header.format!r})")
     if header.version != SUMMARY_VERSION:
@@ -73,12 +78,15 @@ def decode(data: bytes, where: str) -> FabricSummary:
         return msgspec.json.decode(data, type=_File).summary
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise InputError(f"{where}: invalid fabric summary: {err}") from None
+    except RecursionError:
+        raise InputError(f"{where}: invalid fabric summary: nested too deeply") from None
 
 
 def load_summary(path: Path) -> FabricSummary | None:
-    """The summary kept at *path*; None when there is none (the first run)."""
+    """The summary kept at *path*; None when there is none (the first run). A FIFO, a device
+    or a file past the size cap there is an InputError, not a hang or a run out of memory."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_SUMMARY_BYTES)
     except FileNotFoundError:
         return None
     except OSError as err:

@@ -25,7 +25,7 @@ from topograph_slurm.model.summary import FabricSummary, NodeSummary
 #: How summaries write times: ISO 8601, UTC, whole seconds.
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(\d{1,9})([smhdw])")
+_DURATION = re.compile(r"(\d{1,9})([smhdw])", re.ASCII)  # int() reads "٧" as 7
 
 
 #: The longest a missing node may keep its place: ten years is "forever" for a cluster.
@@ -156,6 +156,10 @@ def _why_not(name: str, node: NodeSummary, policy: KeepPolicy) -> Finding | None
     if seen is None:
         return Finding(
             FindingKind.MISSING_NOT_KEPT, name, "absent; when it was last seen is unknown"
+        )
+    if seen > policy.now:  # a clock gone wrong or an edited file: kept for ever otherwise
+        return Finding(
+            FindingKind.MISSING_NOT_KEPT, name, f"absent; last seen {node.last_seen}, in the future"
         )
     if policy.now - seen > policy.limit:
         limit = _text(policy.limit)
