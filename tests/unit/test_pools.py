@@ -574,3 +574,15 @@ def test_a_snapshots_own_bench_record_counts(tmp_path: Path) -> None:
     flags = ["--snapshot", str(snap), "--gpus-per-node", "4", "--nodes", "gpu[0005-0008]"]
     data = pools_json(*flags, "--prefill", "2x4", "--decode", "2x4", code=Exit.DIFFERS)
     assert role_nodes(data, DECODE) == {"gpu0007", "gpu0008"}
+
+
+def test_a_decode_placed_higher_up_leaves_a_placed_cells_prefill_nodes_alone() -> None:
+    # leaf A holds cell 0 (decode a1, prefills a2 a3); cell 1 fits no leaf, so it goes to the
+    # spine, where a2 and a3 are as good as b1 but spoken for: its decode takes b1
+    leaves = [LeafGroup("A", [], ["a1", "a2", "a3"]), LeafGroup("B", [], ["b1"])]
+    leaves.append(LeafGroup("C", [], ["c1"]))
+    tree = Tree(leaves, [TreeSwitch("spine", 1, [], ["A", "B", "C"])], ["spine"])
+    order = ["a1", "a2", "a3", "b1", "c1"]
+    plan = place(Deployment(PoolSize(3, 8), PoolSize(2, 8)), order, 8, fabric_map(tree))
+    assert [i.nodes for i in plan.role(DECODE)] == [["a1"], ["b1"]]
+    assert sorted(path.level for path in plan.kv_paths) == ["leaf", "leaf", "spine-1"]

@@ -10,11 +10,14 @@ Three rules, in this priority (pure functions, no I/O):
    rail, unhealthy NVLink, slow benchmark): node quality is the count of network problems on
    the node, then of its other problems, then of its units' (a leaf's degraded uplink).
 3. **KV pairs close**: the instances are grouped in *cells*, one decode instance and the
-   prefill instances paired with it (prefill j with decode j mod D); each cell goes into the
-   finest unit with room for it that still has healthy nodes for its decode (best fit: the
-   smallest such unit), so each pair's KV-cache transfer stays in one leaf or block where it
-   can, else one spine. Decodes are placed first, for every cell, and their prefills after,
-   from the free nodes nearest their decode.
+   prefill instances paired with it (prefill j with decode j mod D). Largest first, each cell
+   goes into a unit of the finest level with room for it: one with healthy nodes for the whole
+   cell, else one with healthy nodes for its decode (each the smallest: best fit); when no
+   unit of a level has healthy nodes for the decode, the next level is tried, and only when
+   none has does the decode take the finest unit's best nodes. So each pair's KV-cache
+   transfer stays in one leaf or block where it can, else one spine. Decodes are placed first,
+   for every cell, their prefills' nodes held back in the cell's unit (counted against later
+   cells there and above); the prefills after, on the free nodes nearest their decode.
 
 What could not be met is said per instance; nothing is refused here (the caller checks that
 the deployment fits the nodes at all).
@@ -37,6 +40,7 @@ Quality = tuple[int, int, int]
 
 
 def quality(node: str, fmap: FabricMap, facts: PathFacts | None) -> Quality:
+    """How good *node*'s links are (:data:`Quality`); all zero without path facts."""
     if facts is None:
         return (0, 0, 0)
     own = facts.problems.get(node, [])
@@ -90,28 +94,38 @@ class _Board:
             for level, units in self.by_level.items()
         }
 
-    def best(self, nodes: Iterable[str]) -> list[str]:
-        return sorted(nodes, key=lambda node: (self.quality[node], self.rank[node]))
+    def best(self, nodes: Iterable[str], avoid: frozenset[str] = frozenset()) -> list[str]:
+        """*nodes* best first: by quality, then those not in *avoid*, then in job order."""
+        return sorted(nodes, key=lambda n: (self.quality[n], n in avoid, self.rank[n]))
 
     def free_in(self, unit: Unit) -> list[str]:
         return [node for node in self.members[unit] if node in self.free]
 
-    def pick(self, nodes: Sequence[str], count: int, home: str) -> list[str] | None:
-        """The best *count* of *nodes* inside one unit of *home*; None when no unit of
-        *home* has that many."""
+    def pick(
+        self, nodes: Sequence[str], count: int, home: str, avoid: frozenset[str] = frozenset()
+    ) -> list[str] | None:
+        """The best *count* of *nodes* (:meth:`best`) inside one unit of *home*; None when no
+        unit of *home* has that many."""
         grouped: dict[str, list[str]] = {}
         for node in nodes:
             grouped.setdefault(self.unit[node][home], []).append(node)
-        choices = [self.best(group)[:count] for group in grouped.values() if len(group) >= count]
+        choices = [
+            self.best(group, avoid)[:count] for group in grouped.values() if len(group) >= count
+        ]
         if not choices:
             return None
-        return min(choices, key=lambda chosen: sorted(self.quality[n] for n in chosen))
+        return min(
+            choices,
+            key=lambda chosen: (sorted(self.quality[n] for n in chosen), len(avoid & set(chosen))),
+        )
 
-    def take(self, nodes: Sequence[str], count: int, home: str) -> list[str]:
+    def take(
+        self, nodes: Sequence[str], count: int, home: str, avoid: frozenset[str] = frozenset()
+    ) -> list[str]:
         """:meth:`pick`, else the best *count* of *nodes* wherever they are; taken off the
         free nodes and their units' counters."""
         free = [node for node in nodes if node in self.free]
-        chosen = self.pick(free, count, home) or self.best(free)[:count]
+        chosen = self.pick(free, count, home, avoid) or self.best(free, avoid)[:count]
         for node in chosen:
             self.free.discard(node)
             for unit in self.unit[node].items():
@@ -121,6 +135,19 @@ class _Board:
 
     def healthy(self, nodes: Iterable[str]) -> bool:
         return all(self.quality[node] == (0, 0, 0) for node in nodes)
+
+    def spoken_for(self, unit: Unit, count: int) -> frozenset[str]:
+        """The free nodes of *unit* in a finer unit whose free nodes, less *count*, would no
+        longer hold what placed cells' prefills will take there: a decode placed at *unit*'s
+        level takes them only when no other node is as good."""
+        levels = self.fmap.levels
+        finer = levels[: levels.index(unit[0])]
+        return frozenset(
+            node
+            for node in self.free_in(unit)
+            for sub in ((lvl, self.unit[node][lvl]) for lvl in finer)
+            if self.reserved.get(sub, 0) and self.free_count[sub] - count < self.reserved[sub]
+        )
 
     def reserve(self, cell: _Cell, level: str) -> None:
         """The cell's prefill nodes, held in its unit of *level* and every unit above it."""
@@ -191,7 +218,8 @@ def _place_decode(board: _Board, cell: _Cell, count: int, home: str) -> None:
 
 
 def _settle(board: _Board, cell: _Cell, unit: Unit, count: int, home: str) -> None:
-    cell.decode_nodes = board.take(board.free_in(unit), count, home)
+    avoid = board.spoken_for(unit, count)
+    cell.decode_nodes = board.take(board.free_in(unit), count, home, avoid)
     if cell.decode_nodes:
         cell.anchor = cell.decode_nodes[0]
         board.reserve(cell, unit[0])
