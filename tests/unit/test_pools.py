@@ -586,3 +586,30 @@ def test_a_decode_placed_higher_up_leaves_a_placed_cells_prefill_nodes_alone() -
     plan = place(Deployment(PoolSize(3, 8), PoolSize(2, 8)), order, 8, fabric_map(tree))
     assert [i.nodes for i in plan.role(DECODE)] == [["a1"], ["b1"]]
     assert sorted(path.level for path in plan.kv_paths) == ["leaf", "leaf", "spine-1"]
+
+
+def test_a_topology_file_gives_places_only() -> None:
+    golden = Path(__file__).resolve().parents[1] / "golden" / "sim-2tier.block.conf"
+    flags = ["--topology", str(golden), "--nodes", "gpu[0007-0012]", "--gpus-per-node", "8"]
+    data = pools_json(*flags, "--prefill", "2x8", "--decode", "2x8")
+    assert {path["level"] for path in data["kv_paths"]} == {"domain"}  # a block each
+    assert {path["slowest_link"] for path in data["kv_paths"]} == {"InfiniBand"}  # no rates
+
+
+def test_a_ratio_whose_one_multiple_does_not_fit_names_the_closest() -> None:
+    result = run(
+        "pools",
+        "--sim",
+        SIM,
+        "--nodes",
+        "gpu[0001-0003]",
+        "--prefill",
+        "16",
+        "--decode",
+        "16",
+        "--ratio",
+        "3:1",
+    )
+    assert result.exit_code == Exit.USAGE, result.output
+    assert "--prefill 3x16 --decode 1x16 needs 8 nodes of 8 GPUs, the job has 3" in result.stderr
+    assert "not even one instance of each role fits" in result.stderr
