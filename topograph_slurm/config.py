@@ -281,6 +281,27 @@ class Settings:
     #: How long a node Slurm still lists but the sweep missed keeps its last place (``7d``,
     #: ``36h``, ``0`` = off); see topology.keep_missing and README "Nodes that are off".
     keep_missing: str = field(default="7d", metadata=_rule(check=_duration, number_as_text=True))
+    #: Where generate keeps its state (the fabric summary, the lock) for each -o target; empty:
+    #: /var/lib/topograph-slurm as root, else $XDG_STATE_HOME/topograph-slurm (see state_dir()).
+    state_dir: str | None = field(default=None, metadata=PATH)
+
+
+#: root's state directory (the FHS place for a daemon's state; systemd's StateDirectory=).
+ROOT_STATE_DIR = Path("/var/lib/topograph-slurm")
+
+
+def state_dir(settings: Settings) -> Path:
+    """Where generate's state lives: ``state_dir`` when set; as root /var/lib/topograph-slurm,
+    else ``$XDG_STATE_HOME/topograph-slurm`` (``~/.local/state`` when unset or relative, as
+    the XDG base directory rule says). Never beside the target: /etc/slurm is copied to every
+    node, and state there is copied with it."""
+    if settings.state_dir:
+        return Path(settings.state_dir)
+    if os.geteuid() == 0:
+        return ROOT_STATE_DIR
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"
+    return base / "topograph-slurm"
 
 
 def choices_metavar(key: str) -> str:

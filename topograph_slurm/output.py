@@ -37,6 +37,7 @@ from topograph_slurm.errors import LockedError, OutputError, RefusedError
 from topograph_slurm.model.summary import FabricSummary
 from topograph_slurm.sources.files import open_regular
 from topograph_slurm.sources.layout import count_nodes
+from topograph_slurm.sources.summary import state_file
 
 NEW_FILE_MODE = 0o644
 _LOCK_POLL_SECONDS = 0.05
@@ -92,21 +93,26 @@ def _terminate(line: str) -> str:
 _held = threading.local()  # per-thread re-entry counts, keyed by lock file path
 
 
-def lock_path(path: Path) -> Path:
-    """The lock file guarding ``path``: ``.<name>.lock`` beside it."""
-    return path.parent / f".{path.name}.lock"
+def lock_path(path: Path, state_dir: Path | None = None) -> Path:
+    """The lock file guarding ``path``: ``<name>-<hash>.lock`` in *state_dir*
+    (:func:`~topograph_slurm.sources.summary.state_file`); without one (library callers),
+    ``.<name>.lock`` beside it."""
+    if state_dir is None:
+        return path.parent / f".{path.name}.lock"
+    return state_file(state_dir, path, ".lock")
 
 
 @contextlib.contextmanager
-def output_lock(path: Path, timeout: float = 30.0) -> Iterator[Path]:
-    """Hold an exclusive ``flock`` on the lock file beside ``path`` for the ``with`` body.
+def output_lock(path: Path, timeout: float = 30.0, state_dir: Path | None = None) -> Iterator[Path]:
+    """Hold an exclusive ``flock`` on the lock file of ``path`` (:func:`lock_path`) for the
+    ``with`` body.
 
     Polls for up to ``timeout`` seconds, then raises :class:`LockedError`. Re-entrant within a
     thread, so a caller may hold the lock around generation and still call
     :func:`write_topology`. The lock file is never deleted: unlinking a flock file lets a
     waiter lock an orphaned inode while a newcomer locks a fresh one.
     """
-    lock = lock_path(path)
+    lock = lock_path(path, state_dir)
     key = os.path.abspath(lock)
     counts: dict[str, int] = _held.__dict__.setdefault("counts", {})
     if counts.get(key):
@@ -169,6 +175,7 @@ def write_topology(
     shrink_limit: float = 0.10,
     lock_timeout: float = 30.0,
     count: Callable[[str], int] = count_nodes,
+    state_dir: Path | None = None,
 ) -> WriteOutcome:
     """Write a topology file atomically, only when it changes, behind the shrink guard.
 
@@ -185,7 +192,7 @@ def write_topology(
     target = trusted_target(path)
     if not target.parent.is_dir():
         raise OutputError(f"cannot write {path}: directory {target.parent} does not exist")
-    with output_lock(target, lock_timeout):
+    with output_lock(target, lock_timeout, state_dir):
         _remove_stale_temps(target)
         plan = replace(_plan(target, content, with_diff=show_diff, count=count), path=path)
         if not plan.changed:
@@ -203,6 +210,7 @@ def write_tree(
     check: bool = False,
     show_diff: bool = False,
     lock_timeout: float = 30.0,
+    state_dir: Path | None = None,
 ) -> list[WriteOutcome]:
     """Write generated files (filters, plugin source) into ``directory``, each only on change.
 
@@ -216,8 +224,8 @@ def write_tree(
         _check_plain_name(name)
     if check:
         return [_plan(directory / n, files[n], with_diff=True) for n in sorted(files)]
-    _make_dir(directory)  # idempotent, so safe before the lock; the lock file sits beside it
-    with output_lock(directory, lock_timeout):
+    _make_dir(directory)  # idempotent, so safe before the lock
+    with output_lock(directory, lock_timeout, state_dir):
         plans = []  # every target read and trusted first: a refused one leaves all unwritten
         for name in sorted(files):
             _remove_stale_temps(trusted_target(directory / name))
@@ -231,29 +239,105 @@ def write_tree(
         return outcomes
 
 
-def write_summary(topology: Path, summary: FabricSummary, *, lock_timeout: float = 30.0) -> Path:
-    """Keep the fabric summary beside *topology* (``.<name>.fabric.json``), atomically and
-    under the topology's lock. Call it only after the topology was written (or found
-    unchanged): a run that was refused or failed must leave the last good state, so the next
-    run still compares with, and keeps missing nodes from, the fabric Slurm was given."""
+def write_summary(
+    topology: Path, summary: FabricSummary, *, state_dir: Path, lock_timeout: float = 30.0
+) -> Path:
+    """Keep the fabric summary of *topology* in *state_dir*, atomically and under the
+    topology's lock. Call it only after the topology was written (or found unchanged): a run
+    that was refused or failed must leave the last good state, so the next run still compares
+    with, and keeps missing nodes from, the fabric Slurm was given."""
     from topograph_slurm.sources.summary import encode
 
-    with output_lock(trusted_target(topology), lock_timeout):
-        path = kept_summary_path(topology)
+    with output_lock(trusted_target(topology), lock_timeout, state_dir):
+        path = kept_summary_path(topology, state_dir)
         _remove_stale_temps(trusted_target(path))
         write_file(path, encode(summary))
     return path
 
 
-def kept_summary_path(topology: Path) -> Path:
-    """Where the summary beside *topology* is kept; OutputError when something other than a
-    regular file is there: a FIFO would hang the write, a device would be written through."""
+def kept_summary_path(topology: Path, state_dir: Path) -> Path:
+    """Where the summary of *topology* is kept in *state_dir*; OutputError when something
+    other than a regular file is there: a FIFO would hang the write, a device would be
+    written through."""
     from topograph_slurm.sources.summary import summary_path
 
-    path = summary_path(topology)
+    path = summary_path(topology, state_dir)
     if _is_device(trusted_target(path)):
         raise OutputError(f"cannot keep the fabric summary at {path}: not a regular file")
     return path
+
+
+# --------------------------------------------------------------------------- state directory
+
+
+def make_state_dir(directory: Path) -> None:
+    """Create the state directory when missing (0755 for root, whose state other tools may
+    read; 0700 for a user) and check that this run can write there, before anything is
+    written: an unwritable one is one OutputError (exit 9), not a topology without its state."""
+    mode = 0o755 if os.geteuid() == 0 else 0o700
+    try:
+        directory.mkdir(mode=mode, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create state directory {directory}: {_reason(exc)}") from exc
+    if not directory.is_dir():
+        raise OutputError(f"state directory {directory} is not a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OutputError(f"state directory {directory} is not writable (--state-dir DIR)")
+
+
+def move_legacy_state(target: Path, state_dir: Path) -> str | None:
+    """Move the state an older release kept beside *target* into *state_dir*, once: the
+    summary (renamed when both are on one file system, else written atomically then removed)
+    when the state directory has none yet, and the lock file when no run holds it. The one
+    log line saying so; None when there was nothing beside *target*."""
+    from topograph_slurm.sources.summary import legacy_summary_path, summary_path
+
+    moved = []
+    old, new = legacy_summary_path(target), summary_path(target, state_dir)
+    if _is_plain_file(old) and not new.exists():
+        _move(old, new)
+        moved.append(f"{old.name} as {new.name}")
+    if _remove_free_lock(lock_path(target)):
+        moved.append(f"removed {lock_path(target).name}")
+    if not moved:
+        return None
+    return f"{target}: moved the state kept beside it into {state_dir}: " + "; ".join(moved)
+
+
+def _is_plain_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _move(old: Path, new: Path) -> None:
+    try:
+        os.rename(old, new)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise OutputError(f"cannot move {old} to {new}: {_reason(exc)}") from exc
+        write_file(new, _read_existing(old) or b"")
+        old.unlink()
+
+
+def _remove_free_lock(lock: Path) -> bool:
+    """Remove an old lock file beside the target unless a run (of an older release) holds it."""
+    if not _is_plain_file(lock):
+        return False
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        lock.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _is_device(path: Path) -> bool:

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from tests.unit.test_generate_snapshot import make_snapshot
 from topograph_slurm.cli.main import main
+from topograph_slurm.config import Settings, state_dir
 from topograph_slurm.errors import Exit, InputError
 from topograph_slurm.sources.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 from topograph_slurm.sources.summary import load_summary, summary_path
@@ -234,10 +235,10 @@ DEEP = b"[" * 100_000 + b"]" * 100_000
 
 
 def _kept(tmp_path: Path) -> tuple[Path, Path]:
-    """A topology and the summary a first run kept beside it."""
+    """A topology and the summary a first run kept for it (in the default state dir)."""
     target = tmp_path / "topology.conf"
     assert invoke(["generate", "--sim", "nodes=16,su=8", "-o", str(target)]).exit_code == Exit.OK
-    return target, summary_path(target)
+    return target, summary_path(target, state_dir(Settings()))
 
 
 def _again(target: Path, spec: str = "nodes=16,su=8") -> Result:

@@ -30,6 +30,7 @@ from topograph_slurm.output import (
     write_tree,
 )
 from topograph_slurm.sources.layout import count_nodes
+from topograph_slurm.sources.summary import summary_path
 
 TREE_CONF = """\
 # topology.conf generated for a 2-tier fat tree
@@ -298,12 +299,14 @@ def test_stale_temp_files_of_a_killed_run_are_removed_under_the_lock(tmp_path: P
 
 def test_stale_temp_files_of_a_killed_summary_write_are_removed(tmp_path: Path) -> None:
     """A kill -9 while the kept summary was written left its temp file for ever."""
-    target = tmp_path / "topology.conf"
-    stale = tmp_path / "..topology.conf.fabric.json.abcd1234.tmp"
-    kept = tmp_path / ".topology.conf.abcd1234.tmp.other"
+    target, state = tmp_path / "topology.conf", tmp_path / "state"
+    state.mkdir()
+    name = summary_path(target, state).name
+    stale = state / f".{name}.abcd1234.tmp"
+    kept = state / f".{name}.abcd1234.tmp.other"
     for path in (stale, kept):
         path.write_text("half a summary")
-    write_summary(target, FabricSummary("sim:demo"))
+    write_summary(target, FabricSummary("sim:demo"), state_dir=state)
     assert not stale.exists() and kept.exists()
 
 

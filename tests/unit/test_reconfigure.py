@@ -160,7 +160,7 @@ def test_blocks_compare_by_members_and_sizes() -> None:
 
 def _write(path: Path, text: str) -> bytes | None:
     """Write *text* as generate would, returning what was there before."""
-    with held(path, 5.0) as previous:
+    with held(path, 5.0, None) as previous:
         path.write_text(text)
     return previous
 

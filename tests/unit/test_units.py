@@ -65,6 +65,7 @@ def test_service_runs_generate_hardened(tmp_path: Path) -> None:
     for line in ("Type=oneshot", "ProtectSystem=strict", "Nice=10", "TimeoutStartSec=20min"):
         assert f"\n{line}\n" in service
     assert "\nReadWritePaths=/etc/slurm /var/lib/prometheus/node-exporter\n" in service
+    assert "\nStateDirectory=topograph-slurm\n" in service  # the state dir, writable
     _, timer, _ = units("--print", "timer", "--binary", "/usr/bin/topograph-slurm")
     assert "\nOnCalendar=hourly\n" in timer and "\nPersistent=true\n" in timer
     _, cron, _ = units("--print", "cron", "--binary", "/usr/bin/topograph-slurm")

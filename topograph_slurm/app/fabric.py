@@ -116,12 +116,14 @@ def read_fabric(
     *,
     before_blocks: Callable[[Analysis, frozenset[str] | None], None] | None = None,
     blocks_needed: bool = True,
+    unit: int = 0,
 ) -> AnalysedFabric:
     """Read the settings' one fabric source and analyse it, with cyclic GC paused
     (:mod:`topograph_slurm.sources.gc_pause`). *before_blocks* sees the analysis and the
     nodes Slurm lists before blocks are formed from its tree (``generate``'s keep-missing
     step puts kept nodes back there); without *blocks_needed*, NVLink domains that cannot be
-    formed (``--block-source nvlink`` without GPU data) are None instead of failing the run."""
+    formed (``--block-source nvlink`` without GPU data) are None instead of failing the run.
+    *unit* is the IB unit size earlier runs saw (0: unknown), the least inferred base."""
     notes: list[Finding] = []
     made = MadeWith()
     settings = slurm_auto.resolve_version(settings, notes, made)
@@ -132,7 +134,11 @@ def read_fabric(
         analysis = analyse(inputs.fabric, policy, settings.max_tiers)
         if before_blocks is not None:
             before_blocks(analysis, policy.slurm_nodes)
-        units = ib_blocks(analysis, version, settings.block_sizes) if analysis.node_count else None
+        units = (
+            ib_blocks(analysis, version, settings.block_sizes, unit)
+            if analysis.node_count
+            else None
+        )
         nvlink = settings.block_source == "nvlink"  # what was asked, if it cannot be had
         try:
             nvlink = wants_nvlink(settings, inputs.snapshot)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from topograph_slurm.analysis.fabric.block import typical_size
 from topograph_slurm.app.fabric import AnalysedFabric, Warn, read_fabric
 from topograph_slurm.app.state import Tracked, keeping, track
-from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
+from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings, state_dir
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import (
@@ -64,7 +64,7 @@ class Generated:
     node_count: int = 0
     #: the analysis behind it, for the run's metrics (findings by kind, exclusions)
     analysis: Analysis | None = None
-    #: with ``-o FILE``: the fabric summary to keep beside it and the changes since the last run
+    #: with ``-o FILE``: the fabric summary to keep for it and the changes since the last run
     tracked: Tracked | None = None
     #: the release and node list the topology was made with (its header names them)
     made: MadeWith | None = None
@@ -89,6 +89,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
         warn,
         before_blocks=keep.place_in_tree if keep else None,
         blocks_needed=wants_blocks,
+        unit=keep.unit if keep else 0,
     )
     settings = fabric.settings  # the release resolved
     analysis = fabric.analysis
@@ -152,7 +153,7 @@ def reconfigured(
     from topograph_slurm.slurm.scontrol import Scontrol
 
     path = Path(settings.output)
-    with reconfigure.held(path, settings.lock_timeout) as previous:
+    with reconfigure.held(path, settings.lock_timeout, state_dir(settings)) as previous:
         code = write()
         scontrol = Scontrol.from_settings(settings)
         run.reconfigured = reconfigure.apply(path, previous, content, scontrol)
@@ -185,14 +186,19 @@ def environment_change(old: str, made: MadeWith | None) -> str | None:
 
 
 def record_state(settings: Settings, result: Generated) -> None:
-    """The last step of a run that wrote its outputs: keep the fabric summary beside ``-o``
+    """The last step of a run that wrote its outputs: keep the fabric summary of ``-o``
     for the next run's "Changes since the last run" and ``--keep-missing``. Only after
     success: a refused or failed write raised before this, leaving the last good state."""
     if settings.output is None or result.tracked is None:
         return
     from topograph_slurm.output import write_summary
 
-    write_summary(Path(settings.output), result.tracked.summary, lock_timeout=settings.lock_timeout)
+    write_summary(
+        Path(settings.output),
+        result.tracked.summary,
+        state_dir=state_dir(settings),
+        lock_timeout=settings.lock_timeout,
+    )
 
 
 def _topologies(

@@ -11,11 +11,13 @@ from typing import Any
 import click
 
 from topograph_slurm.app import generate as use_case
+from topograph_slurm.app.state import prepare_state
 from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.config import (
     Settings,
     choices_metavar,
     config_path,
+    state_dir,
 )
 from topograph_slurm.errors import Exit, InputError
 from topograph_slurm.model.numbers import natural
@@ -88,6 +90,7 @@ def _write(
         force=force,
         shrink_limit=settings.shrink_limit,
         lock_timeout=settings.lock_timeout,
+        state_dir=state_dir(settings),
     )
     if (check or diff) and outcome.diff:
         click.echo(outcome.diff, nl=False)
@@ -214,11 +217,20 @@ def _write(
     "(atomically; a failed run sets topograph_slurm_success 0).",
 )
 @click.option(
+    "--state-dir",
+    metavar="DIR",
+    help="Where the run keeps its state for -o PATH (the fabric summary, the lock), never "
+    "beside PATH: default /var/lib/topograph-slurm as root, else "
+    "$XDG_STATE_HOME/topograph-slurm (~/.local/state/topograph-slurm). State an older "
+    "release kept beside PATH moves here on the first run.",
+)
+@click.option(
     "--keep-missing",
     metavar="DURATION",
-    help="A node Slurm still lists (--slurm-nodes) but the sweep missed keeps its last leaf "
-    "and block for this long since it was last seen, e.g. 7d (default), 36h; 0 = off. Needs "
-    "-o FILE (the last place comes from the summary kept beside it).",
+    help="A node Slurm still lists (--slurm-nodes; without a node list, any node the last "
+    "run placed) but the sweep missed keeps its last leaf and block for this long since it "
+    "was last seen, e.g. 7d (default), 36h; 0 = off. Needs -o FILE (the last place comes "
+    "from the summary kept for it).",
 )
 @click.option(
     "--yaml-default",
@@ -258,12 +270,16 @@ def generate(
             format=fmt,
             **flags,
         )
-        if settings.output == "-":  # stdout, as without -o: no file named '-', no state beside it
+        if settings.output == "-":  # stdout, as without -o: no file named '-', no state kept for it
             settings = dataclasses.replace(settings, output=None)
         if (check or diff) and settings.output is None and settings.filter_dir is None:
             raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
         settings = use_case.check_flags(settings, check, flags)
         target.settle(settings)
+        if not check:  # the state directory checked before anything is written
+            moved = prepare_state(settings)
+            if moved:
+                log(ctx, moved)
         env = environment(Path(settings.templates) if settings.templates else None)
         target.env = env
         result = use_case.generate(settings, env, warn)
@@ -282,9 +298,7 @@ def generate(
         if result.partition_lines:
             log(ctx, "Partitions for slurm.conf:\n" + result.partition_lines.rstrip())
         if settings.filter_dir:
-            code = max(
-                code, _write_filters(ctx, Path(settings.filter_dir), result.filters, check, diff)
-            )
+            code = max(code, _write_filters(ctx, settings, result.filters, check, diff))
         # Record state only after success: reached only when every write (and slurmctld's
         # reconfigure, when asked) took; a failure above leaves the previous record alone.
         if not check:
@@ -294,12 +308,15 @@ def generate(
 
 
 def _write_filters(
-    ctx: click.Context, directory: Path, files: dict[str, str], check: bool, diff: bool
+    ctx: click.Context, settings: Settings, files: dict[str, str], check: bool, diff: bool
 ) -> int:
     """Write the filter files (atomic, only on change); 1 when --check finds them stale."""
     from topograph_slurm.output import write_tree
 
-    outcomes = write_tree(directory, files, check=check, show_diff=diff)
+    directory = Path(str(settings.filter_dir))
+    outcomes = write_tree(
+        directory, files, check=check, show_diff=diff, state_dir=state_dir(settings)
+    )
     changed = [o for o in outcomes if o.changed]
     for outcome in changed:
         if check or diff:

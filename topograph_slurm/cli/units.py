@@ -63,6 +63,9 @@ def units(
     rules (a file, FILE.prom), none under /tmp or /var/tmp (the service's PrivateTmp=yes hides
     them: pass --binary, --config elsewhere). A path under /home or /root (a virtualenv in
     root's home) makes the service ProtectHome=read-only instead of yes, so it stays visible.
+    The service's StateDirectory= makes /var/lib/topograph-slurm (generate's state directory
+    as root: the kept summary and the lock) writable; a config's state_dir elsewhere needs
+    its own ReadWritePaths= drop-in.
 
     \b
     Examples:

@@ -44,11 +44,11 @@ LOG_TAIL_BYTES = 256 * 1024
 
 
 @contextlib.contextmanager
-def held(path: Path, lock_timeout: float) -> Iterator[bytes | None]:
+def held(path: Path, lock_timeout: float, state_dir: Path | None) -> Iterator[bytes | None]:
     """The file's bytes before this run (None when there is none), with the output lock held
     until the apply is done, so no other run writes between the write and its restore."""
     target = trusted_target(path)
-    with output_lock(target, lock_timeout):
+    with output_lock(target, lock_timeout, state_dir):
         try:
             previous: bytes | None = target.read_bytes()
         except FileNotFoundError:
