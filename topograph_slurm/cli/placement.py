@@ -92,6 +92,14 @@ def job_options(func: F) -> F:
     return fabric_options(func)
 
 
+def node_options(func: F) -> F:
+    """Where the ranks run, the topology file and the fabric: a command without a training
+    layout (``experts``, ``pools``)."""
+    for option in reversed([*NODE_OPTIONS, TOPOLOGY_OPTION]):
+        func = option(func)
+    return fabric_options(func)
+
+
 NODE_KEYS = ("hostlist", "hostfile", "hostfile_lines", "gpus_per_node")
 _JOB_KEYS = (
     *NODE_KEYS,

@@ -3,24 +3,15 @@ disaggregated serving, matched to the fabric."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from topograph_slurm.app import pools
-from topograph_slurm.cli.options import fabric_options, log, warn
-from topograph_slurm.cli.placement import NODE_KEYS, NODE_OPTIONS, TOPOLOGY_OPTION, split_flags
+from topograph_slurm.cli.options import log, warn
+from topograph_slurm.cli.placement import NODE_KEYS, node_options, split_flags
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _node_options(func: F) -> F:
-    for option in reversed([*NODE_OPTIONS, TOPOLOGY_OPTION]):
-        func = option(func)
-    return fabric_options(func)
 
 
 @click.command()
@@ -74,7 +65,7 @@ def _node_options(func: F) -> F:
     metavar="PREFIX",
     help="Prefix of the pool features, as health's (default topo_).",
 )
-@_node_options
+@node_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.pass_context
 def pools_command(
