@@ -15,6 +15,7 @@ PAGES = [
     "generate.md",
     "filters.md",
     "explain-order.md",
+    "pools.md",
     "keep-true.md",
     "health.md",
     "bench.md",

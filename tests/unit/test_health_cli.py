@@ -37,6 +37,10 @@ def slurm_node(name: str, **kw: object) -> dict[str, object]:
 
 @pytest.fixture
 def slurm(tmp_path: Path) -> Path:
+    return fake_scontrol(tmp_path)
+
+
+def fake_scontrol(tmp_path: Path) -> Path:
     """A directory with ``scontrol`` (shows nodes.json, logs updates to updates.log, fails an
     update of a node named in refuse) and nodes.json of 8 plain nodes plus a login node."""
     (tmp_path / "nodes.json").write_text(

@@ -77,6 +77,13 @@ def test_nothing_changes_when_slurm_already_holds_the_verdict() -> None:
     assert not change(drained, DRAIN, SLOW, LOST).changes
 
 
+def test_health_leaves_the_pools_features_alone() -> None:
+    held = node(1, ("admin_a", "topo_pool_decode", *OURS_OK))
+    assert not change(held, HEALTHY).changes
+    c = change(node(1, ("topo_pool_prefill", "topo_ok")), DEGRADED, SLOW)
+    assert c.features == ("topo_pool_prefill", *OURS_DEGRADED)
+
+
 def test_healthy_again_undoes_weight_features_and_our_drain() -> None:
     held = node(1005, ("admin_a", *OURS_DRAIN), state=("IDLE", "DRAIN"), reason="topograph: x")
     c = change(held, HEALTHY)

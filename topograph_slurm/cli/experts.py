@@ -3,24 +3,15 @@ GPUs, EPLB's "node" being the fabric's fastest domain."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from topograph_slurm.cli.options import fabric_options, warn
-from topograph_slurm.cli.placement import NODE_KEYS, NODE_OPTIONS, TOPOLOGY_OPTION, split_flags
-
-F = TypeVar("F", bound=Callable[..., Any])
+from topograph_slurm.cli.options import warn
+from topograph_slurm.cli.placement import NODE_KEYS, node_options, split_flags
 
 _EXPERT_KEYS = ("loads", "replicas", "groups", "ep")
-
-
-def _options(func: F) -> F:
-    for option in reversed([*NODE_OPTIONS, TOPOLOGY_OPTION]):
-        func = option(func)
-    return fabric_options(func)
 
 
 @click.command()
@@ -46,7 +37,7 @@ def _options(func: F) -> F:
     help="Expert groups (DeepSeek-V3's group-limited routing); must divide the experts.",
 )
 @click.option("--ep", type=int, help="Expert-parallel size: the first EP ranks (default: all).")
-@_options
+@node_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.option(
     "--out",

@@ -31,6 +31,7 @@ _LAZY_COMMANDS = {
     "draw": ("topograph_slurm.cli.draw", "draw"),
     "experts": ("topograph_slurm.cli.experts", "experts"),
     "gres": ("topograph_slurm.cli.gres", "gres"),
+    "pools": ("topograph_slurm.cli.pools", "pools_command"),
 }
 
 

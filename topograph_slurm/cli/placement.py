@@ -12,7 +12,7 @@ from topograph_slurm.app import placement
 from topograph_slurm.app.placement import PlacedJob
 from topograph_slurm.cli.options import fabric_options, flag_settings, warn
 from topograph_slurm.config import Settings
-from topograph_slurm.errors import Exit
+from topograph_slurm.errors import Exit, UsageError
 from topograph_slurm.model.placement import MEGATRON_ORDER
 from topograph_slurm.render.environment import environment
 from topograph_slurm.sources.hostfile import LINE_KINDS
@@ -92,6 +92,14 @@ def job_options(func: F) -> F:
     return fabric_options(func)
 
 
+def node_options(func: F) -> F:
+    """Where the ranks run, the topology file and the fabric: a command without a training
+    layout (``experts``, ``pools``)."""
+    for option in reversed([*NODE_OPTIONS, TOPOLOGY_OPTION]):
+        func = option(func)
+    return fabric_options(func)
+
+
 NODE_KEYS = ("hostlist", "hostfile", "hostfile_lines", "gpus_per_node")
 _JOB_KEYS = (
     *NODE_KEYS,
@@ -125,8 +133,19 @@ def prepare_job(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) -
 @click.argument("job_id", metavar="[JOBID]", required=False)
 @job_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@click.option(
+    "--pools",
+    "pools_file",
+    metavar="FILE",
+    help="Check a running prefill/decode deployment instead (pools --json's output, or a "
+    "hand-written file): each instance's TP span, each KV pair's path level and slowest link, "
+    "the link quality of each pool; exit 1 when something is not met, a decode instance on a "
+    "degraded path included.",
+)
 @click.pass_context
-def explain(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: Any) -> None:
+def explain(
+    ctx: click.Context, /, job_id: str | None, as_json: bool, pools_file: str | None, **flags: Any
+) -> None:
     """Where a job's TP, CP, DP, PP and (with --ep) EP, expert-DP and expert-TP groups sit on
     the fabric, as Megatron-Core's rank generator forms them.
 
@@ -149,11 +168,27 @@ def explain(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: A
     """
     from topograph_slurm.render.placement import render_explanation
 
+    if pools_file:
+        _explain_pools(ctx, job_id, pools_file, as_json, flags)
     job = prepare_job(ctx, job_id, flags)
     result = placement.explanation(job)
     fmt = "json" if as_json else "text"
     click.echo(render_explanation(environment(None), result, fmt, job.ranks_from), nl=False)
     ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)
+
+
+def _explain_pools(
+    ctx: click.Context, job_id: str | None, path: str, as_json: bool, flags: dict[str, Any]
+) -> None:
+    from topograph_slurm.app.pools import check_file
+    from topograph_slurm.render.pools import render_pools
+
+    if job_id:
+        raise UsageError("explain --pools FILE reads the nodes from FILE: drop JOBID")
+    settings, topology, job = split_flags(ctx, flags)
+    plan = check_file(settings, topology, path, job, warn)
+    click.echo(render_pools(environment(None), plan, "json" if as_json else "text"), nl=False)
+    ctx.exit(Exit.OK if plan.met else Exit.DIFFERS)
 
 
 @click.command()

@@ -11,7 +11,8 @@ compare with is always Slurm's own, read fresh each run, and nothing of ours is 
   the mark and the current one minus the offset with it. No state file can disagree with
   slurmctld.
 - **Features**: ours start with the prefix and are replaced; every other feature (an admin's)
-  stays, in its order. Active features follow the same rule.
+  stays, in its order. Active features follow the same rule. The prefix's ``pool_`` features
+  are ``pools --apply``'s (:data:`POOL_FEATURES`), which follows the same rule for its own.
 - **Drain**: ours carry :data:`REASON_PREFIX`; only those are resumed when the node is healthy
   again, and a drain by anyone else is left alone. Right after a slurmctld restart a node is
   ``UNKNOWN`` until its slurmd registers, and Slurm refuses to resume it then ("Invalid node
@@ -23,7 +24,7 @@ proposes nothing (an unchanged ``scontrol update`` is never re-run). Pure functi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from topograph_slurm.model.health import (
@@ -42,6 +43,9 @@ from topograph_slurm.model.result import Finding
 
 #: Every drain reason ``health`` sets starts with this; only those drains are ever resumed.
 REASON_PREFIX = "topograph:"
+#: The features under the prefix that ``pools --apply`` sets (``<prefix>pool_<role>``): not
+#: health's, so health leaves them as they are (and pools leaves health's).
+POOL_FEATURES = "pool_"
 #: Health class feature (after the prefix) of each verdict.
 CLASS = {HEALTHY: "ok", DEGRADED: "degraded", DRAIN: "drain"}
 _PENALISED = (DEGRADED, DRAIN)
@@ -68,6 +72,12 @@ class HealthPolicy:
         if labels.block:
             ours.append(f"{self.prefix}block_{labels.block}")
         return tuple(ours)
+
+    def owns(self, feature: str) -> bool:
+        """A feature health sets: the prefix's, but not the pools'."""
+        return feature.startswith(self.prefix) and not feature.startswith(
+            self.prefix + POOL_FEATURES
+        )
 
     def marked(self, node: SlurmNode) -> bool:
         """Our weight offset is in effect: the node carries our degraded or drain class."""
@@ -110,27 +120,38 @@ def _change(
     own = node.weight - policy.weight if policy.marked(node) else node.weight
     own = own if own >= 1 else node.weight  # an admin set it below our offset: start anew
     weight = min(own + policy.weight, MAX_WEIGHT) if verdict.severity in _PENALISED else own
-    ours = policy.features(verdict, labels)
-    features = _with_ours(node.features, ours, policy.prefix)
-    active = _with_ours(node.active_features, ours, policy.prefix)
-    relabel = set(features) != set(node.features) or set(active) != set(node.active_features)
+    features, active = relabel(node, policy.features(verdict, labels), policy.owns)
     drain, resume, note = _drain(node, verdict, policy)
     return NodeChange(
         node.name,
         verdict,
         node,
         weight=weight if weight != node.weight else None,
-        features=features if relabel else None,
-        active_features=active if relabel else None,
+        features=features,
+        active_features=active,
         drain_reason=drain,
         resume=resume,
         note=note,
     )
 
 
-def _with_ours(features: tuple[str, ...], ours: tuple[str, ...], prefix: str) -> tuple[str, ...]:
-    """*features* without ours, in their order, then *ours*."""
-    return tuple(f for f in features if not f.startswith(prefix)) + ours
+def relabel(
+    node: SlurmNode, ours: tuple[str, ...], owned: Callable[[str], bool]
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """The node's available and active features with those *owned* replaced by *ours* (every
+    other one, an admin's, kept in its order); (None, None) when Slurm holds them already."""
+    features = _with_ours(node.features, ours, owned)
+    active = _with_ours(node.active_features, ours, owned)
+    if set(features) == set(node.features) and set(active) == set(node.active_features):
+        return None, None
+    return features, active
+
+
+def _with_ours(
+    features: tuple[str, ...], ours: tuple[str, ...], owned: Callable[[str], bool]
+) -> tuple[str, ...]:
+    """*features* without those *owned*, in their order, then *ours*."""
+    return tuple(f for f in features if not owned(f)) + ours
 
 
 def drain_reason(verdict: Verdict) -> str:

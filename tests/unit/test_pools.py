@@ -1,0 +1,615 @@
+"""`topograph-slurm pools`: prefill and decode instances on simulated fabrics with planted
+faults, exit codes, and the placement's pure parts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from tests.unit.test_health_cli import fake_scontrol
+from topograph_slurm.analysis.placement.explain import PathFacts
+from topograph_slurm.analysis.placement.span import fabric_map
+from topograph_slurm.analysis.pools.deployment import closest, nodes_needed
+from topograph_slurm.analysis.pools.place import place
+from topograph_slurm.cli.main import main
+from topograph_slurm.errors import Exit, UsageError
+from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.model.names import expand
+from topograph_slurm.model.pools import DECODE, PREFILL, Deployment, PoolSize, parse_size
+from topograph_slurm.model.result import Finding, LeafGroup, Tree, TreeSwitch
+from topograph_slurm.sources.hostfile import parse_hostfile
+
+# Two leaves of 8 nodes (gpu0001-0008, gpu0009-0016) under one spine. degraded=4 spreads four
+# slow rails over the 32 node links: links 0, 8, 16, 24, i.e. the first rail of gpu0001,
+# gpu0005, gpu0009 and gpu0013; swap=3 misaligns gpu0003's rails.
+SIM = "nodes=16,gpus=8,rails=2,su=8,degraded=4,swap=3"
+BAD = {"gpu0001", "gpu0005", "gpu0009", "gpu0013", "gpu0003"}
+ALL = "gpu[0001-0016]"
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, ["--config", os.devnull, *args])
+
+
+def pools_json(*args: str, code: int = Exit.OK) -> dict[str, Any]:
+    result = run("pools", "--json", *args)
+    assert result.exit_code == code, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def role_nodes(data: dict[str, Any], role: str) -> set[str]:
+    return {n for i in data["instances"] if i["role"] == role for n in i["nodes"]}
+
+
+def test_decode_avoids_degraded_and_misaligned_nodes_and_pairs_stay_in_a_leaf() -> None:
+    data = pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "8x8", "--decode", "4x8")
+    decode = role_nodes(data, DECODE)
+    assert len(decode) == 4 and not decode & BAD
+    assert all(not i["unmet"] for i in data["instances"]) and data["met"]
+    assert {path["level"] for path in data["kv_paths"]} == {"leaf"}
+    assert len(data["kv_paths"]) == 8
+    assert len(role_nodes(data, PREFILL) | decode | set(data["unused"])) == 16
+    assert data["pools"]["decode"]["nodes_with_problems"] == []
+
+
+def test_every_node_used_puts_the_faulty_ones_in_prefill() -> None:
+    data = pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "10x8", "--decode", "6x8")
+    assert not role_nodes(data, DECODE) & BAD
+    assert set(data["pools"]["prefill"]["nodes_with_problems"]) == BAD
+
+
+def test_decode_tp_across_nodes_stays_in_one_leaf_on_healthy_nodes() -> None:
+    data = pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "4x8", "--decode", "2x16")
+    for instance in data["instances"]:
+        if instance["role"] == DECODE:
+            assert instance["tp_level"] == "leaf" and len(instance["nodes"]) == 2
+            assert not set(instance["nodes"]) & BAD
+
+
+def test_decode_forced_onto_a_degraded_node_is_said_and_exits_1() -> None:
+    nodes = "gpu0001,gpu0002,gpu0003,gpu0005"  # one healthy node for two decodes
+    result = run("pools", "--sim", SIM, "--nodes", nodes, "--prefill", "2x8", "--decode", "2x8")
+    assert result.exit_code == Exit.DIFFERS, result.output
+    assert "NOT MET: decode on a degraded path" in result.stdout
+    assert "Verdict: 1 of 4 instances have something not met" in result.stdout
+
+
+def test_pair_that_cannot_share_a_leaf_is_said() -> None:
+    # one node from each leaf: the KV path must cross the spine
+    data = pools_json(
+        "--sim",
+        "nodes=16,gpus=8,rails=2,su=8",
+        "--nodes",
+        "gpu0002,gpu0010",
+        "--prefill",
+        "1x8",
+        "--decode",
+        "1x8",
+        code=Exit.DIFFERS,
+    )
+    assert data["kv_paths"][0]["level"] == "spine-1"
+    prefill = next(i for i in data["instances"] if i["role"] == PREFILL)
+    assert prefill["unmet"] == [
+        "KV path to decode-0 spans spine-1; one unit of leaf could hold the pair"
+    ]
+
+
+def test_tp_that_cannot_stay_in_a_leaf_is_said() -> None:
+    data = pools_json(
+        "--sim",
+        "nodes=16,gpus=8,rails=2,su=8",
+        "--nodes",
+        "gpu0001,gpu0009,gpu0002",
+        "--prefill",
+        "1x8",
+        "--decode",
+        "1x16",
+        code=Exit.DIFFERS,
+    )
+    decode = next(i for i in data["instances"] if i["role"] == DECODE)
+    assert decode["nodes"] == ["gpu0001", "gpu0002"] and decode["tp_level"] == "leaf"
+    assert data["instances"][0]["nodes"] == ["gpu0009"]
+    assert any("KV path" in u for u in data["instances"][0]["unmet"])
+
+
+def test_too_few_nodes_exit_2_with_the_closest_feasible_deployment() -> None:
+    result = run(
+        "pools", "--sim", SIM, "--nodes", "gpu[0001-0006]", "--prefill", "4x8", "--decode", "2x16"
+    )
+    assert result.exit_code == Exit.USAGE, result.output
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "topograph-slurm: error: --prefill 4x8 --decode 2x16 needs 8 nodes of 8 GPUs, the job "
+        "has 6: the closest feasible deployment is --prefill 2x8 --decode 1x16 (4 nodes)"
+    ]
+    assert result.stdout == ""
+
+
+def test_ratio_fills_the_nodes_in_whole_multiples() -> None:
+    data = pools_json(
+        "--sim", SIM, "--nodes", ALL, "--prefill", "8", "--decode", "16", "--ratio", "2:1"
+    )
+    assert data["deployment"] == {
+        "prefill": {"count": 8, "tp": 8},
+        "decode": {"count": 4, "tp": 16},
+    }
+    assert data["unused"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--prefill", "4x8", "--decode", "2x16", "--ratio", "2:1"], "not counts"),
+        (["--prefill", "8", "--decode", "16"], "or --ratio P:D"),
+        (["--prefill", "4y8", "--decode", "2x16"], "--prefill takes NxTP"),
+        (["--prefill", "0x8", "--decode", "2x16"], "at least 1"),
+        (["--prefill", "8", "--decode", "16", "--ratio", "2"], "--ratio takes PREFILL:DECODE"),
+    ],
+)
+def test_bad_deployment_flags_are_one_usage_error(args: list[str], fragment: str) -> None:
+    result = run("pools", "--sim", SIM, "--nodes", ALL, *args)
+    assert result.exit_code == Exit.USAGE, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+
+
+def test_text_names_each_instance_its_tp_and_its_kv_path() -> None:
+    result = run("pools", "--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x16")
+    assert result.exit_code == Exit.OK, result.output
+    assert "decode-0: TP 16 on " in result.stdout
+    assert (
+        "KV with decode-0: spans leaf (home leaf); slowest link InfiniBand 4xNDR" in result.stdout
+    )
+    assert "Verdict: everything is met" in result.stdout
+
+
+def test_parse_size_reads_counts_and_tp_alone() -> None:
+    assert parse_size("4x8", "--prefill") == (4, 8)
+    assert parse_size("4×8", "--prefill") == (4, 8)
+    assert parse_size("16", "--decode") == (None, 16)
+    for bad in ("4x", "٤x8", "-1x8", ""):
+        with pytest.raises(UsageError):
+            parse_size(bad, "--prefill")
+
+
+def test_closest_keeps_the_ratio_then_uses_the_most_nodes() -> None:
+    wanted = Deployment(PoolSize(6, 8), PoolSize(3, 8))
+    assert nodes_needed(wanted, 8) == 9
+    assert closest(wanted, 8, 7) == Deployment(PoolSize(4, 8), PoolSize(2, 8))
+    assert closest(wanted, 8, 1) is None
+
+
+def test_place_moves_decode_off_a_leaf_whose_uplinks_are_degraded() -> None:
+    leaves = [LeafGroup("leaf1", [], ["a", "b"]), LeafGroup("leaf2", [], ["c", "d"])]
+    tree = Tree(leaves, [TreeSwitch("spine", 1, [], ["leaf1", "leaf2"])], ["spine"])
+    fmap = fabric_map(tree)
+    slow = Finding(FindingKind.DEGRADED_LINK, "leaf1", "an uplink runs at 1xNDR")
+    facts = PathFacts(problems={"leaf1": [slow]})
+    plan = place(Deployment(PoolSize(1, 8), PoolSize(1, 8)), ["a", "b", "c", "d"], 8, fmap, facts)
+    decode = plan.role(DECODE)[0]
+    assert decode.nodes[0] in {"c", "d"} and plan.met
+    assert plan.kv_paths[0].level == "leaf"
+
+
+def test_out_writes_each_instances_hostfiles_the_hetjob_and_the_plan(tmp_path: Path) -> None:
+    out = tmp_path / "pools"
+    args = ["--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x16"]
+    data = pools_json(*args, "--out", str(out))
+    names = [i["name"] for i in data["instances"]]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{n}.{suffix}" for n in names for suffix in ("hostfile", "nodes")]
+        + ["hetjob.sh", "pools.json"]
+    )
+    decode = data["instances"][-1]
+    tasks = parse_hostfile((out / "decode-0.hostfile").read_text(), "h", "auto")
+    assert tasks.tasks == [node for node in decode["nodes"] for _ in range(8)]
+    assert (out / "decode-0.nodes").read_text().split() == decode["nodes"]
+    assert json.loads((out / "pools.json").read_text()) == data
+    pools_json(*args, "--out", str(out))  # a directory pools wrote is replaced
+
+
+def test_hetjob_runs_one_sbatch_with_a_component_per_instance(tmp_path: Path) -> None:
+    out = tmp_path / "pools"
+    data = pools_json(
+        "--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x16", "--out", str(out)
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "sbatch"
+    fake.write_text('#!/bin/sh\nfor arg in "$@"; do echo "$arg"; done\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    argv = subprocess.run(
+        ["sh", str(out / "hetjob.sh"), "serve.sh", "--port", "8000"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")[:-1]
+    assert argv[-3:] == ["serve.sh", "--port", "8000"]
+    components = " ".join(argv[:-3]).split(" : ")
+    assert len(components) == len(data["instances"])
+    for component, instance in zip(components, data["instances"], strict=True):
+        assert f"--nodelist={','.join(instance['nodes'])}" in component.split()
+        assert f"--nodes={len(instance['nodes'])}" in component.split()
+
+
+def test_out_refuses_a_directory_it_did_not_write(tmp_path: Path) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep\n")
+    result = run(
+        "pools",
+        "--sim",
+        SIM,
+        "--nodes",
+        ALL,
+        "--prefill",
+        "2x8",
+        "--decode",
+        "1x16",
+        "--out",
+        str(out),
+    )
+    assert result.exit_code == Exit.OUTPUT, result.output
+    assert "not a topograph-slurm pools directory" in result.stderr
+    assert [p.name for p in out.iterdir()] == ["notes.txt"] and result.stdout == ""
+
+
+HEALTHY = "nodes=16,gpus=8,rails=2,su=8"
+
+
+def test_explain_pools_flags_a_decode_that_now_sits_on_a_degraded_path(tmp_path: Path) -> None:
+    planned = tmp_path / "pools.json"
+    result = run(
+        "pools",
+        "--sim",
+        HEALTHY,
+        "--nodes",
+        "gpu[0001-0004]",
+        "--prefill",
+        "2x8",
+        "--decode",
+        "1x16",
+        "--json",
+    )
+    assert result.exit_code == Exit.OK, result.output
+    planned.write_text(result.stdout)
+    decode = next(i for i in json.loads(result.stdout)["instances"] if i["role"] == DECODE)
+    assert "gpu0001" in decode["nodes"]  # degraded=4 slows gpu0001's first rail
+    same = run("explain", "--sim", HEALTHY, "--pools", str(planned), "--json")
+    assert same.exit_code == Exit.OK and json.loads(same.stdout) == json.loads(result.stdout)
+    later = run("explain", "--sim", HEALTHY + ",degraded=4", "--pools", str(planned))
+    assert later.exit_code == Exit.DIFFERS, later.output
+    assert "NOT MET: decode on a degraded path (degraded-link on gpu0001)" in later.stdout
+    assert "Decode pool: 1 instances on 2 nodes, 1 with problems on their path (gpu0001)" in (
+        later.stdout
+    )
+
+
+def test_explain_pools_reads_a_hand_written_file(tmp_path: Path) -> None:
+    path = tmp_path / "running.json"
+    path.write_text(
+        json.dumps(
+            {
+                "instances": [
+                    {"name": "d", "role": "decode", "tp": 8, "nodes": ["gpu0002"]},
+                    {"name": "p", "role": "prefill", "tp": 8, "nodes": ["gpu0010"], "pairs": ["d"]},
+                ]
+            }
+        )
+    )
+    data = json.loads(run("explain", "--sim", HEALTHY, "--pools", str(path), "--json").stdout)
+    assert data["kv_paths"] == [
+        {
+            "prefill": "p",
+            "decode": "d",
+            "level": "spine-1",
+            "home": "leaf",
+            "slowest_link": data["kv_paths"][0]["slowest_link"],
+        }
+    ]
+    assert data["kv_paths"][0]["slowest_link"].startswith("InfiniBand 4xNDR")
+    assert data["instances"][1]["unmet"] == [
+        "KV path to d spans spine-1; one unit of leaf could hold the pair"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "code", "fragment"),
+    [
+        ("{", Exit.INPUT, "not JSON"),
+        ('{"instances": []}', Exit.INPUT, "non-empty list of instances"),
+        (
+            '{"instances": [{"name": "a", "role": "x", "tp": 8, "nodes": ["gpu0001"]}]}',
+            Exit.INPUT,
+            "role is prefill or decode",
+        ),
+        (
+            '{"instances": [{"name": "a", "role": "decode", "tp": 0, "nodes": ["gpu0001"]}]}',
+            Exit.INPUT,
+            "tp is a positive integer",
+        ),
+        (
+            '{"instances": [{"name": "a", "role": "decode", "tp": 8, "nodes": ["gpu9999"]}]}',
+            Exit.INPUT,
+            "not on the fabric",
+        ),
+        (
+            '{"instances": [{"name": "a", "role": "decode", "tp": 8, "nodes": ["gpu0001"], '
+            '"pairs": ["b"]}]}',
+            Exit.INPUT,
+            "is not a prefill and a decode instance",
+        ),
+    ],
+)
+def test_explain_pools_bad_file_is_one_error(
+    tmp_path: Path, content: str, code: int, fragment: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    result = run("explain", "--sim", HEALTHY, "--pools", str(path))
+    assert result.exit_code == code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+def test_explain_pools_takes_no_node_flags(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(
+        '{"instances": [{"name": "a", "role": "decode", "tp": 8, "nodes": ["gpu0001"]}]}'
+    )
+    result = run("explain", "--sim", HEALTHY, "--pools", str(path), "--nodes", "gpu0001")
+    assert result.exit_code == Exit.USAGE and "drop --nodes" in result.stderr
+
+
+SLURM_SIM = "nodes=8,gpus=4,rails=2,su=4,prefix=node"  # the 8 nodes the fake scontrol lists
+
+
+@pytest.fixture
+def slurm(tmp_path: Path) -> Path:
+    """health's stand-in scontrol (shows nodes.json, logs updates.log, refuses a node)."""
+    return fake_scontrol(tmp_path)
+
+
+def apply_pools(slurm: Path, *args: str) -> Result:
+    env = {"PATH": f"{slurm}{os.pathsep}{os.environ['PATH']}"}
+    flags = ["pools", "--sim", SLURM_SIM, "--nodes", "node[0001-0004]", "--json", "--apply"]
+    return CliRunner().invoke(main, ["--config", os.devnull, *flags, *args], env=env)
+
+
+def test_apply_gives_each_pool_node_its_feature_keeping_every_other(slurm: Path) -> None:
+    nodes = json.loads((slurm / "nodes.json").read_text())
+    nodes["nodes"][0]["features"] = nodes["nodes"][0]["active_features"] = ["admin_a", "topo_ok"]
+    nodes["nodes"][6]["features"] = nodes["nodes"][6]["active_features"] = ["topo_pool_decode"]
+    (slurm / "nodes.json").write_text(json.dumps(nodes))
+    result = apply_pools(slurm, "--prefill", "2x4", "--decode", "1x8")
+    assert result.exit_code == Exit.OK, result.output
+    plan = json.loads(result.stdout)
+    role = {n: i["role"] for i in plan["instances"] for n in i["nodes"]}
+    lines = [shlex.split(line) for line in (slurm / "updates.log").read_text().splitlines()]
+    got = {}
+    for argv in lines:
+        assert argv[0] == "update"
+        fields = dict(arg.split("=", 1) for arg in argv[1:])
+        assert fields["AvailableFeatures"] == fields["ActiveFeatures"]
+        for name in expand(fields["NodeName"]):
+            got[name] = fields["AvailableFeatures"]
+    expected = {name: f"topo_pool_{r}" for name, r in role.items()}
+    expected["node0001"] = f"admin_a,topo_ok,topo_pool_{role['node0001']}"
+    expected["node0007"] = ""  # left the pools: its pool feature taken away
+    assert got == expected
+    assert "applied: scontrol update NodeName=" in result.stderr
+
+
+def test_apply_changes_nothing_when_slurm_holds_the_pools(slurm: Path) -> None:
+    first = json.loads(apply_pools(slurm, "--prefill", "2x4", "--decode", "1x8").stdout)
+    nodes = json.loads((slurm / "nodes.json").read_text())
+    for entry in nodes["nodes"]:
+        for instance in first["instances"]:
+            if entry["name"] in instance["nodes"]:
+                feature = f"topo_pool_{instance['role']}"
+                entry["features"] = entry["active_features"] = [feature]
+    (slurm / "nodes.json").write_text(json.dumps(nodes))
+    (slurm / "updates.log").unlink()
+    again = apply_pools(slurm, "--prefill", "2x4", "--decode", "1x8")
+    assert again.exit_code == Exit.OK, again.output
+    assert not (slurm / "updates.log").exists()
+    assert "pools: 0 command(s) applied" in again.stderr
+
+
+def test_apply_refused_by_slurm_exits_10(slurm: Path) -> None:
+    (slurm / "refuse").write_text("node0001")
+    result = apply_pools(slurm, "--prefill", "1x4", "--decode", "1x4")
+    assert result.exit_code == Exit.APPLY, result.output
+    assert "Invalid node state specified" in result.stderr
+
+
+def partition_scontrol(tmp_path: Path, partitions: list[dict[str, Any]]) -> dict[str, str]:
+    """A stand-in ``scontrol`` that answers ``show partition --json`` as 24.11/26.05 do."""
+    (tmp_path / "partitions.json").write_text(json.dumps({"partitions": partitions}))
+    script = tmp_path / "scontrol"
+    script.write_text(f'#!/bin/sh\n[ "$2" = partition ] && cat {tmp_path}/partitions.json\n')
+    script.chmod(0o755)
+    return {"PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_partition_nodes_are_split(tmp_path: Path) -> None:
+    env = partition_scontrol(
+        tmp_path, [{"name": "serve", "nodes": {"configured": "gpu[0009-0012]", "total": 4}}]
+    )
+    args = ["--sim", SIM, "--partition", "serve", "--prefill", "2x8", "--decode", "1x8", "--json"]
+    result = CliRunner().invoke(main, ["--config", os.devnull, "pools", *args], env=env)
+    assert result.exit_code == Exit.OK, result.output
+    data = json.loads(result.stdout)
+    used = role_nodes(data, PREFILL) | role_nodes(data, DECODE) | set(data["unused"])
+    assert used == {"gpu0009", "gpu0010", "gpu0011", "gpu0012"}
+    assert role_nodes(data, DECODE) <= {"gpu0010", "gpu0011", "gpu0012"}  # gpu0009 is slow
+
+
+def test_an_unknown_partition_is_an_input_error(tmp_path: Path) -> None:
+    env = partition_scontrol(tmp_path, [])
+    args = ["--sim", SIM, "--partition", "nosuch", "--prefill", "1x8", "--decode", "1x8"]
+    result = CliRunner().invoke(main, ["--config", os.devnull, "pools", *args], env=env)
+    assert result.exit_code == Exit.INPUT, result.output
+    assert "partition nosuch not found" in result.stderr
+
+
+def test_partition_and_nodes_together_is_a_usage_error() -> None:
+    args = ["--sim", SIM, "--partition", "p", "--nodes", ALL, "--prefill", "1x8", "--decode", "1x8"]
+    result = run("pools", *args)
+    assert result.exit_code == Exit.USAGE and "give the nodes once" in result.stderr
+
+
+def nvlink_snapshot(root: Path) -> Path:
+    """Two NVLink racks of 4 nodes on one leaf; gpu0006's GPU fabric registration unfinished
+    (its rack is then no NVLink block: the healthy rack, gpu0001-0004, is the one domain)."""
+    from tests.support.sim_gpu import nvl_node_gpus, render_query_q
+    from tests.support.snapshots import write_node_outputs
+    from topograph_slurm.sources import sim
+    from topograph_slurm.sources.snapshot import KEY_Q
+
+    outputs = {}
+    for index in range(8):
+        node, rack = f"gpu{index + 1:04d}", index // 4 + 1
+        state = "In Progress" if node == "gpu0006" else "Completed"
+        uuid = f"c0ffee00-0000-0000-0000-00000000000{rack}"
+        outputs[node] = {KEY_Q: render_query_q(nvl_node_gpus(uuid, 1, state=state))}
+    dump = sim.generate_ibnetdiscover(sim.parse_sim_spec("nodes=8,rails=2,su=8"))
+    entry = {"node": "gpu0001", "command": "ibnetdiscover", "exit_code": 0}
+    return write_node_outputs(
+        root,
+        outputs,
+        {"fabric/ibnetdiscover.txt": dump},
+        fabric=entry | {"file": "fabric/ibnetdiscover.txt"},
+    )
+
+
+def test_snapshot_keeps_decode_tp_in_the_nvlink_domain_and_off_unhealthy_nvlink(
+    tmp_path: Path,
+) -> None:
+    snap = str(nvlink_snapshot(tmp_path / "snap"))
+    flags = ["--snapshot", snap, "--gpus-per-node", "4"]
+    data = pools_json(
+        *flags,
+        "--nodes",
+        "gpu[0001-0008]",
+        "--prefill",
+        "2x4",
+        "--decode",
+        "2x8",
+        code=Exit.DIFFERS,
+    )
+    for instance in data["instances"]:
+        if instance["role"] == DECODE:
+            assert instance["tp_level"] == instance["tp_home"] == "domain", instance
+            assert set(instance["nodes"]) <= {"gpu0001", "gpu0002", "gpu0003", "gpu0004"}
+    small = pools_json(
+        *flags,
+        "--nodes",
+        "gpu[0005-0008]",
+        "--prefill",
+        "2x4",
+        "--decode",
+        "2x4",
+        code=Exit.DIFFERS,
+    )
+    assert "gpu0006" not in role_nodes(small, DECODE)
+    assert small["pools"]["prefill"]["nodes_with_problems"] == ["gpu0006"]
+
+
+def bench_record(path: Path, findings: list[dict[str, Any]]) -> Path:
+    from topograph_slurm.sources.snapshot import BENCH_FORMAT, BENCH_VERSION
+
+    record = {"format": BENCH_FORMAT, "version": BENCH_VERSION, "findings": findings, "levels": []}
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_a_bench_records_slow_node_and_slow_pair_keep_decode_off_them(tmp_path: Path) -> None:
+    record = bench_record(
+        tmp_path / "bench.json",
+        [
+            {
+                "kind": "slow-node",
+                "subject": "gpu0002",
+                "message": "0.4x the median",
+                "level": "problem",
+                "nodes": ["gpu0002"],
+            },
+            {
+                "kind": "slow-link",
+                "subject": "gpu0003 <-> gpu0004",
+                "message": "slow pair",
+                "level": "problem",
+                "nodes": ["gpu0003", "gpu0004"],
+            },
+        ],
+    )
+    args = ["--sim", HEALTHY, "--nodes", "gpu[0001-0006]", "--prefill", "4x8", "--decode", "2x8"]
+    data = pools_json(*args, "--bench", str(record))
+    assert role_nodes(data, DECODE) == {"gpu0001", "gpu0005"}
+    assert role_nodes(pools_json(*args), DECODE) == {"gpu0001", "gpu0002"}  # without the record
+
+
+def test_a_snapshots_own_bench_record_counts(tmp_path: Path) -> None:
+    snap = nvlink_snapshot(tmp_path / "snap")
+    slow = {
+        "kind": "slow-node",
+        "subject": "gpu0005",
+        "message": "0.4x the median",
+        "level": "problem",
+        "nodes": ["gpu0005"],
+    }
+    bench_record(snap / "bench.json", [slow])
+    flags = ["--snapshot", str(snap), "--gpus-per-node", "4", "--nodes", "gpu[0005-0008]"]
+    data = pools_json(*flags, "--prefill", "2x4", "--decode", "2x4", code=Exit.DIFFERS)
+    assert role_nodes(data, DECODE) == {"gpu0007", "gpu0008"}
+
+
+def test_a_decode_placed_higher_up_leaves_a_placed_cells_prefill_nodes_alone() -> None:
+    # leaf A holds cell 0 (decode a1, prefills a2 a3); cell 1 fits no leaf, so it goes to the
+    # spine, where a2 and a3 are as good as b1 but spoken for: its decode takes b1
+    leaves = [LeafGroup("A", [], ["a1", "a2", "a3"]), LeafGroup("B", [], ["b1"])]
+    leaves.append(LeafGroup("C", [], ["c1"]))
+    tree = Tree(leaves, [TreeSwitch("spine", 1, [], ["A", "B", "C"])], ["spine"])
+    order = ["a1", "a2", "a3", "b1", "c1"]
+    plan = place(Deployment(PoolSize(3, 8), PoolSize(2, 8)), order, 8, fabric_map(tree))
+    assert [i.nodes for i in plan.role(DECODE)] == [["a1"], ["b1"]]
+    assert sorted(path.level for path in plan.kv_paths) == ["leaf", "leaf", "spine-1"]
+
+
+def test_a_topology_file_gives_places_only() -> None:
+    golden = Path(__file__).resolve().parents[1] / "golden" / "sim-2tier.block.conf"
+    flags = ["--topology", str(golden), "--nodes", "gpu[0007-0012]", "--gpus-per-node", "8"]
+    data = pools_json(*flags, "--prefill", "2x8", "--decode", "2x8")
+    assert {path["level"] for path in data["kv_paths"]} == {"domain"}  # a block each
+    assert {path["slowest_link"] for path in data["kv_paths"]} == {"InfiniBand"}  # no rates
+
+
+def test_a_ratio_whose_one_multiple_does_not_fit_names_the_closest() -> None:
+    result = run(
+        "pools",
+        "--sim",
+        SIM,
+        "--nodes",
+        "gpu[0001-0003]",
+        "--prefill",
+        "16",
+        "--decode",
+        "16",
+        "--ratio",
+        "3:1",
+    )
+    assert result.exit_code == Exit.USAGE, result.output
+    assert "--prefill 3x16 --decode 1x16 needs 8 nodes of 8 GPUs, the job has 3" in result.stderr
+    assert "not even one instance of each role fits" in result.stderr

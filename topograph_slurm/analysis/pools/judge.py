@@ -1,0 +1,108 @@
+"""What a deployment on the fabric could not have, for ``pools`` (a plan it made) and
+``explain --pools`` (a deployment running): each instance's TP span against the finest level
+that could hold it, the problems on its nodes' paths (a decode's are unmet: decode is tail-latency
+bound), each KV pair's path level and slowest link against the finest level that could hold
+the pair. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from topograph_slurm.analysis.placement.explain import PathFacts, worst_link
+from topograph_slurm.analysis.placement.span import home_level, nodes_per_group, span
+from topograph_slurm.model.placement import FabricMap
+from topograph_slurm.model.pools import (
+    DECODE,
+    PREFILL,
+    Deployment,
+    Instance,
+    KvPath,
+    PoolPlan,
+    PoolSize,
+    RunningPools,
+)
+from topograph_slurm.model.result import Finding
+
+
+def path_problems(nodes: Iterable[str], fmap: FabricMap, facts: PathFacts | None) -> list[Finding]:
+    """The problems on traffic leaving *nodes*: their own and their units' (leaf, block)."""
+    if facts is None:
+        return []
+    members = list(nodes)
+    units = sorted({unit for n in members if n in fmap.places for _, unit in fmap.places[n].units})
+    return [finding for name in members + units for finding in facts.problems.get(name, [])]
+
+
+def instance(
+    role: str, name: str, tp: int, nodes: list[str], fmap: FabricMap, facts: PathFacts | None
+) -> Instance:
+    """An instance on *nodes*: where its TP sits and the problems on its nodes' paths (a
+    decode's every problem; a prefill's as a decode's, for the spread of each pool)."""
+    home = home_level(fmap, len(nodes))
+    return Instance(
+        role, name, tp, nodes, span(fmap, nodes), home, [], path_problems(nodes, fmap, facts)
+    )
+
+
+def kv_path(
+    pair: tuple[Instance, Instance], fmap: FabricMap, facts: PathFacts | None, home: str
+) -> KvPath:
+    """The KV-cache path of a prefill instance to its decode instance."""
+    prefill, decode = pair
+    nodes = prefill.nodes + decode.nodes
+    level = span(fmap, nodes)
+    prefill.pairs.append(decode.name)
+    decode.pairs.append(prefill.name)
+    return KvPath(prefill.name, decode.name, level, worst_link(level, nodes, fmap, facts), home)
+
+
+def judge(instances: list[Instance], paths: list[KvPath], fmap: FabricMap) -> None:
+    """What each instance could not have: TP outside its home, a decode on a path with
+    problems, a KV path coarser than the pair's home."""
+    levels = fmap.levels
+    by_name = {instance.name: instance for instance in instances}
+    for instance in instances:
+        if levels.index(instance.tp_level) > levels.index(instance.tp_home):
+            instance.unmet.append(
+                f"TP group spans {instance.tp_level}; one unit of {instance.tp_home} could hold it"
+            )
+        if instance.role == DECODE and instance.problems:
+            kinds = ", ".join(sorted({f"{f.kind} on {f.subject}" for f in instance.problems}))
+            instance.unmet.append(f"decode on a degraded path ({kinds})")
+    for path in paths:
+        if levels.index(path.level) > levels.index(path.home):
+            by_name[path.prefill].unmet.append(
+                f"KV path to {path.decode} spans {path.level}; one unit of {path.home} "
+                f"could hold the pair"
+            )
+
+
+def check_running(
+    running: RunningPools, gpus_per_node: int, fmap: FabricMap, facts: PathFacts | None = None
+) -> PoolPlan:
+    """A running deployment judged on the fabric (``explain --pools``)."""
+    instances = [
+        instance(one.role, one.name, one.tp, list(one.nodes), fmap, facts)
+        for one in running.instances
+    ]
+    by_name = {one.name: one for one in instances}
+    paths = []
+    for prefill, decode in running.pairs:
+        pair = (by_name[prefill], by_name[decode])
+        needed = sum(nodes_per_group(one.tp, gpus_per_node) for one in pair)
+        paths.append(kv_path(pair, fmap, facts, home_level(fmap, needed)))
+    judge(instances, paths, fmap)
+    sizes = {
+        role: PoolSize(
+            sum(1 for one in instances if one.role == role),
+            max((one.tp for one in instances if one.role == role), default=0),
+        )
+        for role in (PREFILL, DECODE)
+    }
+    return PoolPlan(
+        Deployment(sizes[PREFILL], sizes[DECODE]),
+        gpus_per_node,
+        list(fmap.levels),
+        instances,
+        paths,
+    )

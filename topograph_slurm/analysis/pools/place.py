@@ -1,0 +1,267 @@
+"""Split a job's nodes into prefill and decode instances that match the machine's structure.
+
+Three rules, in this priority (pure functions, no I/O):
+
+1. **TP inside its home**: each instance's TP group on whole nodes inside one node, else one
+   NVLink domain or block, else one leaf: the finest level with a unit large enough, as
+   ``order`` keeps TP (``span.home_level``).
+2. **Decode on the best links**: decode is tail-latency bound (KV reads, batch scheduling), so
+   it takes the nodes with no problem on their path (no degraded link, missing or misaligned
+   rail, unhealthy NVLink, slow benchmark): node quality is the count of network problems on
+   the node, then of its other problems, then of its units' (a leaf's degraded uplink).
+3. **KV pairs close**: the instances are grouped in *cells*, one decode instance and the
+   prefill instances paired with it (prefill j with decode j mod D). Largest first, each cell
+   goes into a unit of the finest level with room for it: one with healthy nodes for the whole
+   cell, else one with healthy nodes for its decode (each the smallest: best fit); when no
+   unit of a level has healthy nodes for the decode, the next level is tried, and only when
+   none has does the decode take the finest unit's best nodes. So each pair's KV-cache
+   transfer stays in one leaf or block where it can, else one spine. Decodes are placed first,
+   for every cell, their prefills' nodes held back in the cell's unit (counted against later
+   cells there and above); the prefills after, on the free nodes nearest their decode.
+
+What could not be met is said per instance; nothing is refused here (the caller checks that
+the deployment fits the nodes at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from topograph_slurm.analysis.placement.explain import NETWORK_KINDS, PathFacts
+from topograph_slurm.analysis.placement.span import home_level, nodes_per_group, unit_of
+from topograph_slurm.analysis.pools.judge import instance, judge, kv_path, path_problems
+from topograph_slurm.model.placement import FabricMap
+from topograph_slurm.model.pools import DECODE, PREFILL, Deployment, PoolPlan
+
+#: A node's link quality, lower is better: network problems on the node, its other problems
+#: (NVLink), problems on its units (a leaf's uplinks).
+Quality = tuple[int, int, int]
+
+
+def quality(node: str, fmap: FabricMap, facts: PathFacts | None) -> Quality:
+    """How good *node*'s links are (:data:`Quality`); all zero without path facts."""
+    if facts is None:
+        return (0, 0, 0)
+    own = facts.problems.get(node, [])
+    network = sum(1 for finding in own if finding.kind in NETWORK_KINDS)
+    units = len(path_problems([node], fmap, facts)) - len(own)
+    return (network, len(own) - network, units)
+
+
+@dataclass(slots=True)
+class _Cell:
+    """One decode instance and the prefill instances paired with it, placed together."""
+
+    decode: int
+    prefills: list[int]
+    need: int
+    anchor: str = ""
+    decode_nodes: list[str] = field(default_factory=list)
+
+
+Unit = tuple[str, str]
+
+
+class _Board:
+    """The job's nodes, their quality and units, which are free, and per unit (level, name)
+    its members in job order, its free and free healthy nodes, and the nodes placed cells'
+    prefills will take in it: counters, so choosing a cell's unit costs a pass over the units
+    of a level, not over the nodes."""
+
+    def __init__(self, fmap: FabricMap, order: Sequence[str], facts: PathFacts | None) -> None:
+        self.fmap = fmap
+        self.order = list(order)
+        self.rank = {node: i for i, node in enumerate(self.order)}
+        self.quality = {node: quality(node, fmap, facts) for node in self.order}
+        self.free = set(self.order)
+        self.unit = {node: {lvl: unit_of(fmap, node, lvl) for lvl in fmap.levels} for node in order}
+        self.members: dict[Unit, list[str]] = {}
+        for node in self.order:
+            for level, name in self.unit[node].items():
+                self.members.setdefault((level, name), []).append(node)
+        self.free_count = {unit: len(nodes) for unit, nodes in self.members.items()}
+        self.healthy_count = {
+            unit: sum(1 for node in nodes if self.healthy([node]))
+            for unit, nodes in self.members.items()
+        }
+        self.reserved: dict[Unit, int] = {}
+        self.by_level: dict[str, list[Unit]] = {}
+        for unit in self.members:
+            self.by_level.setdefault(unit[0], []).append(unit)
+        self.largest = {
+            level: max(len(self.members[unit]) for unit in units)
+            for level, units in self.by_level.items()
+        }
+
+    def best(self, nodes: Iterable[str], avoid: frozenset[str] = frozenset()) -> list[str]:
+        """*nodes* best first: by quality, then those not in *avoid*, then in job order."""
+        return sorted(nodes, key=lambda n: (self.quality[n], n in avoid, self.rank[n]))
+
+    def free_in(self, unit: Unit) -> list[str]:
+        return [node for node in self.members[unit] if node in self.free]
+
+    def pick(
+        self, nodes: Sequence[str], count: int, home: str, avoid: frozenset[str] = frozenset()
+    ) -> list[str] | None:
+        """The best *count* of *nodes* (:meth:`best`) inside one unit of *home*; None when no
+        unit of *home* has that many."""
+        grouped: dict[str, list[str]] = {}
+        for node in nodes:
+            grouped.setdefault(self.unit[node][home], []).append(node)
+        choices = [
+            self.best(group, avoid)[:count] for group in grouped.values() if len(group) >= count
+        ]
+        if not choices:
+            return None
+        return min(
+            choices,
+            key=lambda chosen: (sorted(self.quality[n] for n in chosen), len(avoid & set(chosen))),
+        )
+
+    def take(
+        self, nodes: Sequence[str], count: int, home: str, avoid: frozenset[str] = frozenset()
+    ) -> list[str]:
+        """:meth:`pick`, else the best *count* of *nodes* wherever they are; taken off the
+        free nodes and their units' counters."""
+        free = [node for node in nodes if node in self.free]
+        chosen = self.pick(free, count, home, avoid) or self.best(free, avoid)[:count]
+        for node in chosen:
+            self.free.discard(node)
+            for unit in self.unit[node].items():
+                self.free_count[unit] -= 1
+                self.healthy_count[unit] -= self.healthy([node])
+        return chosen
+
+    def healthy(self, nodes: Iterable[str]) -> bool:
+        return all(self.quality[node] == (0, 0, 0) for node in nodes)
+
+    def spoken_for(self, unit: Unit, count: int) -> frozenset[str]:
+        """The free nodes of *unit* in a finer unit whose free nodes, less *count*, would no
+        longer hold what placed cells' prefills will take there: a decode placed at *unit*'s
+        level takes them only when no other node is as good."""
+        levels = self.fmap.levels
+        finer = levels[: levels.index(unit[0])]
+        return frozenset(
+            node
+            for node in self.free_in(unit)
+            for sub in ((lvl, self.unit[node][lvl]) for lvl in finer)
+            if self.reserved.get(sub, 0) and self.free_count[sub] - count < self.reserved[sub]
+        )
+
+    def reserve(self, cell: _Cell, level: str) -> None:
+        """The cell's prefill nodes, held in its unit of *level* and every unit above it."""
+        levels = self.fmap.levels
+        for lvl in levels[levels.index(level) :]:
+            unit = (lvl, self.unit[cell.anchor][lvl])
+            self.reserved[unit] = self.reserved.get(unit, 0) + cell.need - len(cell.decode_nodes)
+
+
+def place(
+    deployment: Deployment,
+    order: Sequence[str],
+    gpus_per_node: int,
+    fmap: FabricMap,
+    facts: PathFacts | None = None,
+) -> PoolPlan:
+    """The deployment laid on the job's nodes *order* (each instance on whole nodes)."""
+    board = _Board(fmap, order, facts)
+    per = {
+        role: nodes_per_group(deployment.size(role).tp, gpus_per_node) for role in (PREFILL, DECODE)
+    }
+    homes = {role: home_level(fmap, per[role]) for role in (PREFILL, DECODE)}
+    cells = _cells(deployment, per)
+    for cell in sorted(cells, key=lambda c: -c.need):
+        _place_decode(board, cell, per[DECODE], homes[DECODE])
+    prefill_nodes: dict[int, list[str]] = {}
+    for cell in cells:
+        for index in cell.prefills:
+            prefill_nodes[index] = _place_prefill(board, cell, per[PREFILL], homes[PREFILL])
+    return _plan(deployment, gpus_per_node, fmap, facts, cells, prefill_nodes, board, per)
+
+
+def _cells(deployment: Deployment, per: dict[str, int]) -> list[_Cell]:
+    decodes = deployment.decode.count
+    cells = [_Cell(d, [], per[DECODE]) for d in range(decodes)]
+    for index in range(deployment.prefill.count):
+        cell = cells[index % decodes]
+        cell.prefills.append(index)
+        cell.need += per[PREFILL]
+    return cells
+
+
+def _place_decode(board: _Board, cell: _Cell, count: int, home: str) -> None:
+    """The cell's unit (see the module's rule 3) and its decode's nodes in it; the nodes its
+    prefills will take stay reserved against later cells in that unit and those above. At the
+    finest level with room, a unit healthy enough for the whole cell comes first (the smallest),
+    then one with healthy nodes for its decode (the smallest)."""
+    fallback: Unit | None = None
+    for level in board.fmap.levels:
+        if board.largest[level] < cell.need:  # no unit of the level could ever hold the cell
+            continue
+        room = [
+            unit
+            for unit in board.by_level[level]
+            if board.free_count[unit] - board.reserved.get(unit, 0) >= cell.need
+        ]
+        if not room:
+            continue
+        whole = [u for u in room if board.healthy_count[u] - board.reserved.get(u, 0) >= cell.need]
+        if whole:
+            return _settle(board, cell, min(whole, key=board.free_count.__getitem__), count, home)
+        for unit in sorted(room, key=board.free_count.__getitem__):
+            chosen = board.pick(board.free_in(unit), count, home)
+            if chosen is not None and board.healthy(chosen):
+                return _settle(board, cell, unit, count, home)
+        fallback = fallback or min(room, key=board.free_count.__getitem__)
+    _settle(board, cell, fallback or board.by_level[board.fmap.levels[-1]][0], count, home)
+
+
+def _settle(board: _Board, cell: _Cell, unit: Unit, count: int, home: str) -> None:
+    avoid = board.spoken_for(unit, count)
+    cell.decode_nodes = board.take(board.free_in(unit), count, home, avoid)
+    if cell.decode_nodes:
+        cell.anchor = cell.decode_nodes[0]
+        board.reserve(cell, unit[0])
+
+
+def _place_prefill(board: _Board, cell: _Cell, count: int, home: str) -> list[str]:
+    """A prefill instance on the free nodes nearest its decode: the finest unit around the
+    decode's nodes with room for it."""
+    if cell.anchor:
+        for level, name in board.unit[cell.anchor].items():
+            if board.free_count[(level, name)] < count:
+                continue
+            members = board.free_in((level, name))
+            if board.pick(members, count, home) is not None:
+                return board.take(members, count, home)
+    return board.take(board.order, count, home)
+
+
+def _plan(
+    deployment: Deployment,
+    gpus_per_node: int,
+    fmap: FabricMap,
+    facts: PathFacts | None,
+    cells: list[_Cell],
+    prefill_nodes: dict[int, list[str]],
+    board: _Board,
+    per: dict[str, int],
+) -> PoolPlan:
+    pair_home = home_level(fmap, per[PREFILL] + per[DECODE])
+    decodes = [
+        instance(DECODE, f"decode-{c.decode}", deployment.decode.tp, c.decode_nodes, fmap, facts)
+        for c in cells
+    ]
+    prefills = [
+        instance(PREFILL, f"prefill-{i}", deployment.prefill.tp, prefill_nodes[i], fmap, facts)
+        for i in sorted(prefill_nodes)
+    ]
+    paths = []
+    for cell in cells:
+        for index in cell.prefills:
+            pair = (prefills[index], decodes[cell.decode])
+            paths.append(kv_path(pair, fmap, facts, pair_home))
+    judge(prefills + decodes, paths, fmap)
+    unused = [node for node in board.order if node in board.free]
+    return PoolPlan(deployment, gpus_per_node, list(fmap.levels), prefills + decodes, paths, unused)

@@ -1,0 +1,114 @@
+"""``topograph-slurm pools``: a job's nodes split into prefill and decode instances for
+disaggregated serving, matched to the fabric."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from topograph_slurm.app import pools
+from topograph_slurm.cli.options import log, warn
+from topograph_slurm.cli.placement import NODE_KEYS, node_options, split_flags
+from topograph_slurm.errors import Exit
+from topograph_slurm.render.environment import environment
+
+
+@click.command()
+@click.argument("job_id", metavar="[JOBID]", required=False)
+@click.option(
+    "--prefill",
+    required=True,
+    metavar="NxTP",
+    help="Prefill instances: N instances of TP GPUs each (4x8), or TP alone with --ratio.",
+)
+@click.option(
+    "--decode",
+    required=True,
+    metavar="NxTP",
+    help="Decode instances: N instances of TP GPUs each (2x16), or TP alone with --ratio.",
+)
+@click.option(
+    "--ratio",
+    metavar="P:D",
+    help="Prefill:decode instances instead of counts: as many multiples as the nodes hold.",
+)
+@click.option(
+    "--partition",
+    metavar="NAME",
+    help="Split a partition's nodes (scontrol show partition), in name order, instead of a job's.",
+)
+@click.option(
+    "--bench",
+    metavar="FILE",
+    help="A bench record (bench.json, or a snapshot holding one): its slow nodes and links "
+    "count as problems (default: the snapshot's own record).",
+)
+@click.option(
+    "--out",
+    metavar="DIR",
+    help="Write DIR: per instance NAME.hostfile (a line per task, for SLURM_HOSTFILE with srun "
+    "--distribution=arbitrary) and NAME.nodes (a node per line), hetjob.sh (one heterogeneous "
+    "sbatch, a component per instance: bash DIR/hetjob.sh SCRIPT) and pools.json (for explain "
+    "--pools). DIR is replaced as a whole; it must be new, empty or written by pools.",
+)
+@click.option(
+    "--apply",
+    is_flag=True,
+    help="Give every node of a pool the feature of its role (topo_pool_prefill, "
+    "topo_pool_decode) in Slurm, and take it from nodes that left the pools; only where "
+    "Slurm's features differ, every other feature kept.",
+)
+@click.option(
+    "--feature-prefix",
+    "health_feature_prefix",
+    metavar="PREFIX",
+    help="Prefix of the pool features, as health's (default topo_).",
+)
+@node_options
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@click.pass_context
+def pools_command(
+    ctx: click.Context,
+    /,
+    job_id: str | None,
+    prefill: str,
+    decode: str,
+    ratio: str | None,
+    partition: str | None,
+    bench: str | None,
+    out: str | None,
+    apply: bool,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Split a job's nodes into prefill and decode instances that match the fabric.
+
+    Every instance's TP group on whole nodes inside one node, else one NVLink domain/block,
+    else one leaf; decode instances (tail-latency bound) on the nodes with the best links (no
+    degraded link, missing or misaligned rail, unhealthy NVLink or slow benchmark); each
+    prefill instance paired with a decode instance so its KV-cache transfer stays in one leaf
+    or block where it can, else one spine.
+
+    JOBID, --nodes, --hostfile (as for explain) or --partition name the nodes. Exit 0 when
+    everything is met, 1 when something is not (said per instance), 2 when the deployment
+    cannot fit at all (the error line names the closest one that does).
+
+    \b
+    Examples:
+      topograph-slurm pools --sim demo --nodes 'gpu[0001-0016]' --prefill 4x8 --decode 2x16
+      topograph-slurm pools "$SLURM_JOB_ID" --snapshot snap/ --prefill 8 --decode 16 --ratio 2:1
+    """
+    from topograph_slurm.render.pools import render_pools
+
+    settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
+    placed = pools.prepare(settings, topology, job_id, job, bench, warn, partition)
+    plan = pools.plan_pools(placed, pools.PoolRequest(prefill, decode, ratio))
+    env = environment(None)
+    if out:
+        pools.write_out(env, plan, out)
+    click.echo(render_pools(env, plan, "json" if as_json else "text"), nl=False)
+    if apply:
+        done = pools.apply_features(settings, env, plan, lambda line: log(ctx, f"applied: {line}"))
+        log(ctx, f"pools: {len(done)} command(s) applied")
+    ctx.exit(Exit.OK if plan.met else Exit.DIFFERS)

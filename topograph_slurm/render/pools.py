@@ -1,0 +1,118 @@
+"""What ``pools`` prints (text and JSON), the per-instance hostfiles ``--out`` writes (in
+``order``'s formats) and the heterogeneous-job ``sbatch`` line, as template contexts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jinja2
+
+from topograph_slurm.model.pools import ROLES, Instance, PoolPlan
+from topograph_slurm.render.environment import printable, render
+from topograph_slurm.render.placement import ORDER_FORMATS
+
+#: ``--out DIR``: each instance's hostfiles (the ``order`` format of each), by file suffix.
+HOSTFILES = {"hostfile": "slurm-hostfile", "nodes": "plain"}
+#: The plan itself in ``--out DIR``: what ``explain --pools`` reads, and the mark of our directory.
+PLAN_FILE = "pools.json"
+HETJOB_FILE = "hetjob.sh"
+
+
+def pools_data(plan: PoolPlan) -> dict[str, Any]:
+    """The plan as plain data: the JSON ``pools --json`` prints and ``explain --pools`` reads
+    back, and the text template's context."""
+    return {
+        "deployment": {
+            role: {"count": plan.deployment.size(role).count, "tp": plan.deployment.size(role).tp}
+            for role in ROLES
+        },
+        "gpus_per_node": plan.gpus_per_node,
+        "levels": plan.levels,
+        "instances": [_instance(instance) for instance in plan.instances],
+        "kv_paths": [
+            {
+                "prefill": path.prefill,
+                "decode": path.decode,
+                "level": path.level,
+                "home": path.home,
+                "slowest_link": path.link,
+            }
+            for path in plan.kv_paths
+        ],
+        "pools": {role: _spread(plan.role(role)) for role in ROLES},
+        "unused": plan.unused,
+        "met": plan.met,
+    }
+
+
+def _instance(instance: Instance) -> dict[str, Any]:
+    return {
+        "name": instance.name,
+        "role": instance.role,
+        "tp": instance.tp,
+        "nodes": instance.nodes,
+        "tp_level": instance.tp_level,
+        "tp_home": instance.tp_home,
+        "pairs": instance.pairs,
+        "problems": [
+            {"kind": f.kind, "subject": f.subject, "message": f.message} for f in instance.problems
+        ],
+        "unmet": instance.unmet,
+    }
+
+
+def _spread(instances: list[Instance]) -> dict[str, Any]:
+    """The link quality inside one pool: its nodes, and those with problems on their path."""
+    nodes = [node for instance in instances for node in instance.nodes]
+    troubled = sorted(
+        {
+            node
+            for instance in instances
+            for node in instance.nodes
+            if any(f.subject == node for f in instance.problems)
+        }
+        | {node for instance in instances if instance.problems for node in _unit_troubled(instance)}
+    )
+    return {"instances": len(instances), "nodes": len(nodes), "nodes_with_problems": troubled}
+
+
+def _unit_troubled(instance: Instance) -> list[str]:
+    """An instance's nodes when a problem is on a unit they share (a leaf's uplinks)."""
+    own = {f.subject for f in instance.problems}
+    return instance.nodes if own - set(instance.nodes) else []
+
+
+def render_pools(env: jinja2.Environment, plan: PoolPlan, fmt: str) -> str:
+    data = pools_data(plan)
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    paths: dict[str, list[dict[str, Any]]] = {}
+    for path in data["kv_paths"]:
+        paths.setdefault(path["prefill"], []).append(path | {"other": path["decode"]})
+        paths.setdefault(path["decode"], []).append(path | {"other": path["prefill"]})
+    return render(env.overlay(finalize=printable), "pools.txt.j2", paths=paths, **data)
+
+
+def _per_node(instance: Instance) -> int:
+    """Tasks (GPUs) an instance runs per node: its TP over its nodes."""
+    return -(-instance.tp // max(1, len(instance.nodes)))
+
+
+def pools_files(env: jinja2.Environment, plan: PoolPlan) -> dict[str, str]:
+    """``--out DIR``'s files: per instance a task-per-line hostfile (SLURM_HOSTFILE) and a
+    node-per-line one, the heterogeneous-job ``sbatch`` line, and the plan as JSON."""
+    files = {
+        f"{instance.name}.{suffix}": render(
+            env, ORDER_FORMATS[fmt], nodes=instance.nodes, gpus_per_node=_per_node(instance)
+        )
+        for instance in plan.instances
+        for suffix, fmt in HOSTFILES.items()
+    }
+    instances = [
+        {"name": i.name, "role": i.role, "tp": i.tp, "nodes": i.nodes, "per_node": _per_node(i)}
+        for i in plan.instances
+    ]
+    files[HETJOB_FILE] = render(env, "pools.sbatch.j2", instances=instances)
+    files[PLAN_FILE] = render_pools(env, plan, "json")
+    return files
