@@ -1,28 +1,40 @@
-"""Placement quality on the real Slurm test cluster: does ``--tp-size`` pay off?
+"""Placement quality on the real Slurm test cluster: does ``--tp-size`` pay off, and does
+``order`` lay ranks better than Slurm does?
 
-One cluster per run (default 32 nodes of 8 fake GPUs, topology/block with 4 blocks of 8 nodes,
-one partition), with the ``topology.conf`` and the filters ``topograph-slurm generate
---filter-dir`` renders for that fabric and the SPANK plugin built inside a node, as
-``tests/integration/test_tp_filter.py`` sets it up. One seeded stream of mixed jobs (1-16 nodes,
-TP 4-64, ``sleep`` runtimes, arriving in bursts) is submitted three times, one policy after the
-other on the same idle cluster:
+One cluster per run (default 32 nodes of 8 fake GPUs, ``--topology block``: 4 blocks of 8
+nodes, or ``tree``: 4 leaves of 8 under one spine; one partition), with the ``topology.conf``
+and the filters ``topograph-slurm generate --filter-dir`` renders for that fabric and the SPANK
+plugin built inside a node, as ``tests/integration/test_tp_filter.py`` sets it up. One seeded
+stream of mixed jobs (1-16 nodes, TP 4-64, ``sleep`` runtimes, arriving in bursts) is submitted
+once per policy, one policy after the other on the same cluster:
 
 - ``plain``: ``sbatch -N n --exclusive``, no topology request (Slurm's block plugin still keeps
-  a job inside the smallest block level that holds it).
+  a job inside the smallest block level that holds it; the tree plugin picks the fewest leaves).
 - ``tp-size``: the same plus ``--tp-size=tp``; the filters turn it into ``--segment=tp/8``
-  when a TP group spans nodes and leave the job alone when it fits one node.
-- ``whole-unit``: every job in whole units: ``--segment=n`` when it fits one block (the job
-  sits in one block), else whole blocks: ``-N`` rounded up to a multiple of the block size with
-  ``--segment=<block size>`` (the job runs on the first n nodes; the rest is the price).
+  (block) or ``--switches`` (tree) when a TP group spans nodes and leave the job alone when it
+  fits one node.
+- ``whole-unit`` (block, idle cluster only): every job in whole units: ``--segment=n`` when it
+  fits one block (the job sits in one block), else whole blocks: ``-N`` rounded up to a multiple
+  of the block size with ``--segment=<block size>`` (the job runs on the first n nodes).
 
-Per policy it reports the share of multi-node TP groups that cross a block (from each job's
-node list as Slurm allocated it, in hostname order, ranks laid 8 per node in Megatron-Core
-order, through ``kind_spans``), the mean and p95 queue wait (start - submit), the makespan (last
-end - first submit) and node utilisation (allocated node-seconds / (nodes x makespan); "useful"
-counts only the n nodes a job asked for). Times are Slurm's own (``scontrol show job``, 1 s).
+``--fragment SHARE`` makes the cluster a busy day's: before each policy's stream, long 1-node
+jobs pinned with ``-w`` hold that share of the nodes, spread evenly over every block or leaf
+(seeded, the same nodes for every policy); they are cancelled after the stream.
 
-Usage: python benchmarks/bench_placement.py [--version 24.11|26.05] [--jobs 100] [--seed 1]
-       [--nodes 32] [--block-size 8] [--quick] [--json]
+Per policy it reports the share of multi-node TP groups that cross a block (or leaf), the mean
+and p95 queue wait (start - submit; a job cancelled at ``--timeout`` before it started counts
+up to then), the makespan (last end - first submit) and node utilisation (allocated
+node-seconds / (free nodes x makespan); "useful" counts only the n nodes a job asked for).
+Times are Slurm's own (``scontrol show job``, 1 s). Crossings use each job's nodes in Slurm's
+rank order: the allocation of ``scontrol show job --json`` while the job runs, read by the
+project's ``parse_scontrol_job`` (else its hostlist in node table order, ``slurm_rank_order``).
+Every multi-node job then gets a layout (its TP, PP 2 where two stages fit, DP the rest) and its
+groups' crossings per kind and level under Slurm's order are compared with the order
+``best_order`` picks; a job is improved when ``cost`` is strictly lower.
+
+Usage: python benchmarks/bench_placement.py [--version 24.11|26.05] [--topology block|tree]
+       [--fragment 0.3] [--jobs 100] [--seed 1] [--nodes 32] [--block-size 8]
+       [--timeout 900] [--quick] [--json]
 """
 
 from __future__ import annotations
@@ -270,10 +282,13 @@ def summarise(
     gpus_per_node: int = GPUS_PER_NODE,
 ) -> PolicyResult:
     """The policy's numbers from what Slurm did (*total_nodes*: those the stream can use);
-    jobs that never ran count as failed."""
+    jobs that did not complete (failed, or cancelled at the timeout) count as not done."""
     ran = [r for r in records if r.state == "COMPLETED" and r.nodes]
     crossing = [tp_crossing(r.nodes, r.spec, fmap, gpus_per_node) for r in ran]
-    waits = [r.start - r.submit for r in ran]
+    # a job cancelled at the timeout before it started has Slurm's StartTime = its cancel
+    # time: its wait counts up to then (a lower bound), or a stuck policy would look quick
+    stuck = [r for r in records if r.state == "CANCELLED" and r.start >= r.submit]
+    waits = [r.start - r.submit for r in [*ran, *stuck]]
     makespan = max(r.end for r in ran) - min(r.submit for r in records) if ran else 0.0
     capacity = total_nodes * makespan or 1.0
     return PolicyResult(
@@ -302,14 +317,14 @@ def table(results: Sequence[PolicyResult], baseline: str = "plain") -> str:
     base = next((r for r in results if r.policy == baseline), None)
     level = results[0].level if results else ""
     head = f"policy      TP groups crossing {level:<6} jobs crossing  mean wait  p95 wait  makespan"
-    lines = [head + "         util  useful  failed"]
+    lines = [head + "         util  useful  not done"]
     for r in results:
         ratio = f"({r.makespan / base.makespan:4.2f}x)" if base and base.makespan else ""
         lines.append(
             f"{r.policy:<11} {r.tp_crossing:>3}/{r.tp_groups:<4} {r.crossing_share:6.1%}"
             f"  {r.jobs_crossing:>13}  {r.mean_wait:8.1f}s  {r.p95_wait:7.1f}s"
             f"  {r.makespan:6.0f}s {ratio:<8} {r.utilisation:5.1%}  {r.useful:6.1%}"
-            f"  {r.failed:>6}"
+            f"  {r.failed:>8}"
         )
     return "\n".join(lines)
 
