@@ -62,6 +62,7 @@ from topograph_slurm.analysis.placement.span import (  # noqa: E402
     cost,
     fabric_map,
     kind_spans,
+    rank_nodes,
 )
 from topograph_slurm.model.placement import LEVEL_NODE, FabricMap, ParallelLayout  # noqa: E402
 from topograph_slurm.model.result import (  # noqa: E402
@@ -73,20 +74,6 @@ from topograph_slurm.model.result import (  # noqa: E402
 )
 from topograph_slurm.slurm.jobs import parse_scontrol_job  # noqa: E402
 from topograph_slurm.slurm.nodes import parse_node_table, slurm_rank_order  # noqa: E402
-
-try:
-    from topograph_slurm.analysis.placement.span import rank_nodes
-except ImportError:  # shim until span.py has rank_nodes: rank r on node order[r // gpus]
-
-    def rank_nodes(order: Sequence[str], gpus_per_node: int) -> list[str]:
-        return [node for node in order for _ in range(gpus_per_node)]
-
-    def kind_spans(layout: Any, ranks: Sequence[str], fmap: FabricMap) -> Any:  # type: ignore[no-redef]
-        from topograph_slurm.analysis.placement import span
-
-        order = list(dict.fromkeys(ranks))
-        return span.kind_spans(layout, order, len(ranks) // len(order), fmap)
-
 
 GPUS_PER_NODE = 8
 POLICIES = ("plain", "tp-size", "whole-unit")

@@ -236,8 +236,8 @@ def test_control_characters_in_names_are_escaped(tmp_path: Path) -> None:
         (["--sim", "demo", "-o", "/nonexistent/dir/fabric.svg"], Exit.OUTPUT, "/nonexistent/dir"),
         (
             ["--sim", "demo", "--nodes", "other[1-2]", "--gpus-per-node", "8"],
-            Exit.USAGE,
-            "none of the job's nodes",
+            Exit.INPUT,
+            "2 of 2 nodes are not on the fabric",
         ),
     ],
 )
@@ -333,13 +333,14 @@ def test_nvidia_selenes_real_dump_is_five_units_under_its_core() -> None:
     assert len([k for k, c in by_key.items() if "node" in c]) == 141
 
 
-def test_job_nodes_off_the_fabric_are_a_note_not_dropped() -> None:
-    result = run("draw", "--sim", "demo", "--nodes", "gpu[0001-0003],other9", "--tp", "16")
-    assert result.exit_code == 0, result.output
-    notes = [
-        t.text for t in ET.fromstring(result.stdout).iter(f"{SVG}text") if t.get("class") == "note"
-    ]
-    assert "1 job nodes are on no leaf: other9" in notes
+def test_a_job_node_off_the_fabric_is_an_error_not_drawn() -> None:
+    """A job node the fabric does not place (a typo, another cluster's node) is refused as
+    explain and order refuse it: a picture without it would look complete."""
+    result = run("draw", "--sim", "demo", "--nodes", "gpu[0001-0003],gpu00004", "--tp", "16")
+    assert result.exit_code == Exit.INPUT
+    assert result.stdout == ""
+    assert "1 of 4 nodes are not on the fabric" in result.stderr
+    assert "gpu00004 (did you mean gpu0004?)" in result.stderr
 
 
 def test_islands_are_marked_on_their_top_switches() -> None:

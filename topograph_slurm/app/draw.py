@@ -50,7 +50,7 @@ def job_picture(
 
     with no_cyclic_gc():
         placed = prepare_job(settings, topology, job_id, job, warn)
-        groups = job_groups(placed.layout, placed.order, placed.gpus, placed.view.fmap)
+        groups = job_groups(placed.layout, placed.ranks, placed.view.fmap)
         return picture_of(_scene(placed.view, groups))
 
 

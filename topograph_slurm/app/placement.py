@@ -4,6 +4,7 @@ better node order found."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from topograph_slurm.model import names
 from topograph_slurm.model.job import SlurmJob
 from topograph_slurm.model.placement import ParallelLayout
 from topograph_slurm.slurm.scontrol import Scontrol
+from topograph_slurm.sources.hostfile import PER_NODE, Hostfile, parse_hostfile
 
 if TYPE_CHECKING:
     from topograph_slurm.analysis.placement.explain import Explanation
@@ -27,12 +29,15 @@ MAX_GPUS_PER_NODE = 1024
 
 @dataclass(slots=True)
 class PlacedJob:
-    """A job on a fabric view: its nodes in rank order, GPUs per node and layout."""
+    """A job on a fabric view: its nodes in rank order, GPUs (ranks) per node (the most any
+    node runs), the layout, the node of every rank, and where the ranks were read from."""
 
     view: FabricView
     order: list[str]
     gpus: int
     layout: ParallelLayout
+    ranks: list[str]
+    ranks_from: str
 
 
 def prepare_job(
@@ -42,32 +47,80 @@ def prepare_job(
     job: Mapping[str, Any],
     warn: Warn,
 ) -> PlacedJob:
-    """The fabric view, the node order, GPUs per node and the layout. A job id gives the
-    nodes in the order Slurm ranks them, GPUs per node and (from the filter's record) the TP
-    size, unless the *job* flags say otherwise."""
+    """The fabric view, the node of every rank, GPUs per node and the layout. A job id gives
+    the nodes in the order Slurm ranks them, GPUs per node and (from the filter's record) the
+    TP size, unless the *job* flags say otherwise. A node the fabric does not place is an
+    input error."""
     slurm_job = _slurm_job(settings, job_id) if job_id else None
     view = from_settings(settings, topology, warn, running=slurm_job is not None)
     if slurm_job is not None and not (job["hostlist"] or job["hostfile"]):
-        order = list(slurm_job.nodes)
+        read = Hostfile(list(slurm_job.nodes), PER_NODE, {})
+        ranks_from = f"job {slurm_job.job_id}, in the order Slurm ranks its nodes"
     else:
-        order = _node_order(job["hostlist"], job["hostfile"])
-    gpus = _gpus_per_node(job["gpus_per_node"], slurm_job, view)
+        read, ranks_from = _read_nodes(job["hostlist"], job["hostfile"], job["hostfile_lines"])
+    _check_on_fabric(read.nodes, view)
+    gpus = _gpus_per_node(job["gpus_per_node"], slurm_job, view, read)
+    ranks = read.tasks or [node for node in read.nodes for _ in range(read.counts.get(node, gpus))]
     tp = job["tp"] if job["tp"] is not None else (slurm_job and slurm_job.tp) or 1
     layout = ParallelLayout.for_world(
-        len(order) * gpus, tp, job["pp"], job["cp"], job["ep"], job["rank_order"]
+        len(ranks), tp, job["pp"], job["cp"], job["ep"], job["rank_order"], job["etp"]
     )
-    return PlacedJob(view, order, gpus, layout)
+    return PlacedJob(view, read.nodes, gpus, layout, ranks, ranks_from)
 
 
-def _gpus_per_node(flag: int | None, slurm_job: SlurmJob | None, view: FabricView) -> int:
-    """GPUs (ranks) per node: the flag, else the job's, else the fabric's; a flag outside
-    1..MAX_GPUS_PER_NODE is a usage error, a job's an input error (no node holds more, and a
-    layout that large would take a loop over every rank to refuse)."""
+def _read_nodes(hostlist: str | None, hostfile: str | None, lines: str) -> tuple[Hostfile, str]:
+    if hostfile:
+        try:
+            text = Path(hostfile).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise InputError(f"cannot read hostfile {hostfile}: {err}") from None
+        read = parse_hostfile(text, hostfile, lines)
+        return read, read.describe(hostfile)
+    if not hostlist:
+        raise UsageError("give the job's nodes: --nodes HOSTLIST or --hostfile FILE")
+    nodes = list(dict.fromkeys(names.expand(hostlist, "--nodes", UsageError)))
+    return Hostfile(nodes, PER_NODE, {}), f"--nodes, {len(nodes)} nodes in name order"
+
+
+#: How many names a "not on the fabric" error lists before it counts the rest.
+_LISTED_UNKNOWN = 5
+
+
+def _check_on_fabric(nodes: list[str], view: FabricView) -> None:
+    """An input error naming the nodes the fabric does not place (and the placed name
+    nearest the first): a typo must not be explained as a node of its own."""
+    unknown = [node for node in nodes if node not in view.fmap.places]
+    if not unknown:
+        return
+    listed = ", ".join(unknown[:_LISTED_UNKNOWN])
+    more = f" and {len(unknown) - _LISTED_UNKNOWN} more" if len(unknown) > _LISTED_UNKNOWN else ""
+    near = names.nearest(unknown[0], view.fmap.places)
+    hint = f" (did you mean {near}?)" if near else ""
+    raise InputError(
+        f"{len(unknown)} of {len(nodes)} nodes are not on the fabric "
+        f"({view.fmap.source or 'the topology'}): {listed}{more}{hint}"
+    )
+
+
+def _gpus_per_node(
+    flag: int | None, slurm_job: SlurmJob | None, view: FabricView, read: Hostfile
+) -> int:
+    """GPUs (ranks) per node: the flag, else the hostfile's most tasks or slots on a node,
+    else the job's, else the fabric's. A flag outside 1..MAX_GPUS_PER_NODE is a usage error,
+    a job's or hostfile's count above it an input error (no node holds more, and a layout
+    that large would take a loop over every rank to refuse); a flag below the hostfile's
+    count a usage error."""
+    most = max(read.counts.values(), default=0)
     if flag is not None:
         if not 1 <= flag <= MAX_GPUS_PER_NODE:
             raise UsageError(f"--gpus-per-node must be 1 to {MAX_GPUS_PER_NODE}, got {flag}")
+        if most > flag:
+            busiest = max(read.counts, key=lambda node: read.counts[node])
+            raise UsageError(
+                f"the hostfile runs {most} ranks on {busiest}, more than --gpus-per-node {flag}"
+            )
         return flag
-    gpus = (slurm_job and slurm_job.gpus_per_node) or view.gpus_per_node
+    gpus = most or (slurm_job and slurm_job.gpus_per_node) or view.gpus_per_node
     if not gpus:
         raise UsageError("--gpus-per-node is needed: neither the job nor the fabric says")
     if gpus > MAX_GPUS_PER_NODE:
@@ -76,22 +129,6 @@ def _gpus_per_node(flag: int | None, slurm_job: SlurmJob | None, view: FabricVie
             f"({MAX_GPUS_PER_NODE}); pass --gpus-per-node"
         )
     return gpus
-
-
-def _node_order(hostlist: str | None, hostfile: str | None) -> list[str]:
-    if hostfile:
-        try:
-            lines = Path(hostfile).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as err:
-            raise InputError(f"cannot read hostfile {hostfile}: {err}") from None
-        order = [line.split()[0] for line in lines if line.strip() and not line.startswith("#")]
-        if not order:
-            raise InputError(f"hostfile {hostfile} names no node")
-        names.check(order, "node", f"hostfile {hostfile}")
-        return list(dict.fromkeys(order))
-    if not hostlist:
-        raise UsageError("give the job's nodes: --nodes HOSTLIST or --hostfile FILE")
-    return names.expand(hostlist, "--nodes", UsageError)
 
 
 def _slurm_job(settings: Settings, job_id: str) -> SlurmJob:
@@ -108,9 +145,11 @@ def _slurm_job(settings: Settings, job_id: str) -> SlurmJob:
 def explanation(job: PlacedJob, nodes: list[str] | None = None) -> Explanation:
     """Where the job's groups sit when its ranks are laid on *nodes* (default: its order)."""
     from topograph_slurm.analysis.placement.explain import explain
+    from topograph_slurm.analysis.placement.span import rank_nodes
 
     view = job.view
-    return explain(job.layout, nodes or job.order, job.gpus, view.fmap, view.facts)
+    ranks = rank_nodes(nodes, job.gpus) if nodes else job.ranks
+    return explain(job.layout, ranks, job.gpus, view.fmap, view.facts)
 
 
 def better_order(job: PlacedJob) -> tuple[list[str], Explanation]:
@@ -119,6 +158,12 @@ def better_order(job: PlacedJob) -> tuple[list[str], Explanation]:
     from topograph_slurm.analysis.placement.order import best_order
 
     view = job.view
+    uneven = sorted({count for count in Counter(job.ranks).values()})
+    if len(uneven) > 1:
+        raise InputError(
+            f"order lays the same number of ranks on every node; the hostfile runs "
+            f"{uneven[0]} to {uneven[-1]} per node"
+        )
     unhealthy = set(view.facts.problems) if view.facts else set()
     chosen = best_order(job.layout, job.order, job.gpus, view.fmap, unhealthy)
     return chosen.nodes, explanation(job, chosen.nodes)

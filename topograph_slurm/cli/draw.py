@@ -69,10 +69,10 @@ def draw(
 
     The fabric view: switch tiers above the logical leaves (each with its rails), nodes per
     leaf grouped into their blocks (numbered in Slurm file order), faults coloured with a
-    legend (degraded links, missing rails, rail disagreement, unhealthy NVLink, excluded
-    HCAs), cable counts on the tier edges. Above 1,024 nodes or 16 leaves it is an overview
-    of units (the leaves under one switch) with their counts and fault badges; the HTML page
-    holds every unit's detail a click away, --unit NAME draws one.
+    legend (degraded links, missing rails, rail disagreement and misalignment, unhealthy
+    NVLink, excluded HCAs), cable counts on the tier edges. Above 1,024 nodes or 16 leaves
+    it is an overview of units (the leaves under one switch) with their counts and fault
+    badges; the HTML page holds every unit's detail a click away, --unit NAME draws one.
 
     The job view (JOBID, or --nodes with the layout flags of `explain`): the leaves the job
     uses, its nodes coloured by TP group (PP when TP fits in a node), every TP and PP group

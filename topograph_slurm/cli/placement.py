@@ -15,6 +15,7 @@ from topograph_slurm.config import Settings
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.placement import MEGATRON_ORDER
 from topograph_slurm.render.environment import environment
+from topograph_slurm.sources.hostfile import LINE_KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,8 +24,17 @@ _JOB_OPTIONS = [
     click.option(
         "--hostfile",
         metavar="FILE",
-        help="The node order ranks are laid on: one node per line (repeats fold), as a "
-        "SLURM_HOSTFILE, MPI hostfile or `order` output; default: the --nodes order.",
+        help="Where the ranks run: a SLURM_HOSTFILE (one line per task: rank r on line r's "
+        "node) or a node list (one node per line, ranks laid GPUs-per-node at a time: plain, "
+        "torchrun, MPI with slots=N, `order` output); default: the --nodes list in name order.",
+    ),
+    click.option(
+        "--hostfile-lines",
+        type=click.Choice(LINE_KINDS),
+        default="auto",
+        show_default=True,
+        help="How --hostfile's lines are read: task, node, or auto (a file repeating a node "
+        "without slots= is one line per task); explain says which it read.",
     ),
     click.option(
         "--gpus-per-node",
@@ -39,14 +49,28 @@ _JOB_OPTIONS = [
     ),
     click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel size."),
     click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel size."),
-    click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel size."),
+    click.option(
+        "--ep",
+        type=int,
+        default=1,
+        show_default=True,
+        help="Expert-parallel size: EP groups come from Megatron-Core's expert grid "
+        "(expert TP x EP x expert DP x PP), not from the dense one.",
+    ),
+    click.option(
+        "--etp",
+        type=int,
+        help="Expert tensor-parallel size (Megatron-Core's --expert-tensor-parallel-size; "
+        "default: --tp).",
+    ),
     click.option(
         "--order",
         "rank_order",
         default=MEGATRON_ORDER,
         show_default=True,
-        help="The launcher's rank order, fastest-varying kind first (Megatron-Core's string); "
-        "DP is what the other sizes leave.",
+        help="The launcher's rank order, fastest-varying kind first (Megatron-Core's "
+        "--rank-order string); kinds left out are appended with size 1. DP is what tp x cp x "
+        "pp leave, expert DP what expert TP x EP x pp leave.",
     ),
     click.option(
         "--topology",
@@ -63,7 +87,18 @@ def job_options(func: F) -> F:
     return fabric_options(func)
 
 
-_JOB_KEYS = ("hostlist", "hostfile", "gpus_per_node", "tp", "pp", "cp", "ep", "rank_order")
+_JOB_KEYS = (
+    "hostlist",
+    "hostfile",
+    "hostfile_lines",
+    "gpus_per_node",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "etp",
+    "rank_order",
+)
 
 
 def split_flags(
@@ -89,16 +124,18 @@ def prepare_job(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) -
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.pass_context
 def explain(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: Any) -> None:
-    """Where a job's TP, CP, EP, DP and PP groups sit on the fabric.
+    """Where a job's TP, CP, DP, PP and (with --ep) EP, expert-DP and expert-TP groups sit on
+    the fabric, as Megatron-Core's rank generator forms them.
 
     JOBID (a running job) gives the nodes in the order Slurm ranks them, GPUs per node, the TP
     size the --tp-size filter recorded, and (without --topology or a fabric source) the
     topology slurmctld runs; --nodes/--hostfile with --gpus-per-node describe any job.
 
     Per kind of group: how many groups cross each fabric level (node, NVLink domain/block,
-    leaf, spine levels, island), the slowest link on the worst group's path, and anything
-    unhealthy on it. Exit 0 when every TP group is inside the fastest domain that can hold it,
-    1 when some cross (for a job prolog, a launcher check or CI).
+    each BlockSizes level of aggregated blocks, leaf, spine levels, island), the slowest link
+    on the worst group's path, and anything unhealthy on it. Exit 0 when every TP group is
+    inside the fastest domain that can hold it, 1 when some cross (for a job prolog, a
+    launcher check or CI); 3 when a node is not on the fabric.
 
     \b
     Examples:
@@ -109,9 +146,10 @@ def explain(ctx: click.Context, /, job_id: str | None, as_json: bool, **flags: A
     """
     from topograph_slurm.render.placement import render_explanation
 
-    result = placement.explanation(prepare_job(ctx, job_id, flags))
-    env = environment(None)
-    click.echo(render_explanation(env, result, "json" if as_json else "text"), nl=False)
+    job = prepare_job(ctx, job_id, flags)
+    result = placement.explanation(job)
+    fmt = "json" if as_json else "text"
+    click.echo(render_explanation(environment(None), result, fmt, job.ranks_from), nl=False)
     ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)
 
 
@@ -133,8 +171,11 @@ def order(ctx: click.Context, /, job_id: str | None, fmt: str, **flags: Any) -> 
     """A node order that keeps each TP group inside one node or NVLink domain, each pipeline
     inside one leaf or block where it fits, and DP outermost; nodes with health findings last.
 
-    Never worse than the order given (--nodes or --hostfile) on how many groups cross each
-    level. Exit 1 when even the best order leaves TP groups crossing their fastest domain (it
+    The order chosen is never worse than the order given (--nodes, or --hostfile's nodes in
+    first-appearance order) and the nodes in name order, compared kind by kind in the
+    documented priority (TP, expert TP, CP, EP, PP, DP, expert DP; for each, groups crossing
+    the coarsest level first): it may cross more groups of a later kind to keep an earlier
+    one inside. Exit 1 when even the best order leaves TP groups crossing their fastest domain (it
     is printed anyway), with the reason on stderr.
 
     \b

@@ -99,6 +99,14 @@ class FindingKind(StrEnum):
         "a node's rails reach different logical leaves (a moved cable): one rail's traffic "
         "crosses the spine",
     )
+    RAIL_MISALIGNED = (
+        "rail-misaligned",
+        PROBLEM,
+        DEGRADED,
+        "inside a rail-optimised unit a node's HCA sits on another rail's leaf (two cables "
+        "swapped between the unit's rail leaves): its rail-aligned collectives cross rails at "
+        "the spine, though leaves and blocks are unchanged",
+    )
     SPLIT_SUBNETS = (
         "split-subnets",
         PROBLEM,

@@ -9,6 +9,7 @@ switch and block name limit; node names are held to it too, so one rule serves a
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable
 
@@ -90,6 +91,19 @@ def natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
     640 digits; the name itself breaks the tie."""
     parts = re.split(r"(\d+)", name)
     return tuple(int(p[:_MAX_DIGITS]) if i % 2 else p for i, p in enumerate(parts)), name
+
+
+def nearest(name: str, known: Iterable[str]) -> str | None:
+    """The known name most like *name* (a typo's likely meaning), or None when none is close:
+    the one with the same text and numbers but other zero padding (``gpu0001`` for
+    ``gpu00001``), else the closest by edit similarity."""
+    candidates = list(known)
+    key = natural_key(name)[0]
+    same = [other for other in candidates if natural_key(other)[0] == key]
+    if same:
+        return min(same)
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def expand(hostlist: str, where: str = "", error: type[TopographError] = InputError) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 import jinja2
 
 from topograph_slurm.analysis.placement.explain import Explanation
-from topograph_slurm.model.placement import LEVEL_DOMAIN, LEVEL_NODE
+from topograph_slurm.model.placement import EDP, EP, ETP, LEVEL_DOMAIN, LEVEL_NODE
 from topograph_slurm.render.environment import printable, render
 
 #: ``order --format``: the template of each node-order format.
@@ -22,12 +22,20 @@ ORDER_FORMATS = {
 _LEVEL_WORDS = {LEVEL_NODE: "one node", LEVEL_DOMAIN: "one NVLink domain/block"}
 
 
-def explanation_data(result: Explanation) -> dict[str, Any]:
+#: How each kind is named in text: the expert grid's own kinds in words.
+KIND_NAMES = {ETP: "expert TP", EDP: "expert DP"}
+
+
+def explanation_data(result: Explanation, ranks_from: str = "") -> dict[str, Any]:
     """The explanation as plain data: the JSON report, and the text template's context."""
     layout = result.layout
+    experts = [ETP, EP, EDP] if layout.has_experts else []
     return {
-        "layout": {kind: layout.size(kind) for kind in layout.order}
+        "layout": {kind: layout.size(kind) for kind in (*layout.order, *experts)}
         | {"order": "-".join(layout.order)},
+        "dense": [kind for kind in layout.order if kind != EP],
+        "experts": experts,
+        "ranks_from": ranks_from,
         "gpus_per_node": result.gpus_per_node,
         "nodes": result.nodes,
         "levels": result.levels,
@@ -56,11 +64,19 @@ def explanation_data(result: Explanation) -> dict[str, Any]:
     }
 
 
-def render_explanation(env: jinja2.Environment, result: Explanation, fmt: str) -> str:
-    data = explanation_data(result)
+def render_explanation(
+    env: jinja2.Environment, result: Explanation, fmt: str, ranks_from: str = ""
+) -> str:
+    data = explanation_data(result, ranks_from)
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
-    return render(env.overlay(finalize=printable), "explain.txt.j2", words=_LEVEL_WORDS, **data)
+    return render(
+        env.overlay(finalize=printable),
+        "explain.txt.j2",
+        words=_LEVEL_WORDS,
+        kind_names=KIND_NAMES,
+        **data,
+    )
 
 
 def render_order(env: jinja2.Environment, fmt: str, nodes: list[str], gpus_per_node: int) -> str:

@@ -64,8 +64,10 @@ class SimSpec:
     """What to simulate. Every field has a compact ``key=value`` form (see :func:`parse_sim_spec`).
 
     ``disagree`` names one node (or its 1-based index) whose last-rail cable is moved to the
-    same rail's leaf of the next SU; ``degraded`` turns that many node links into 1x or SDR
-    links (alternating), both for exercising the health findings.
+    same rail's leaf of the next SU; ``swap`` names one node whose ``mlx5_0`` and ``mlx5_1``
+    cables are exchanged between its SU's rail-0 and rail-1 leaves (rails misaligned, leaves
+    unchanged); ``degraded`` turns that many node links into 1x or SDR links (alternating), all
+    for exercising the health findings.
     """
 
     nodes: int = 64
@@ -80,6 +82,7 @@ class SimSpec:
     speed: str = "NDR"
     pod: int = 0  # SUs per pod (3 tiers); 0 = as many as fill half a leaf radix
     disagree: str = ""
+    swap: str = ""
     degraded: int = 0
 
     def __post_init__(self) -> None:
@@ -111,13 +114,22 @@ class SimSpec:
 
     def disagree_index(self) -> int | None:
         """0-based index of the ``disagree`` node, or None."""
-        if not self.disagree:
+        return self._node_index(self.disagree)
+
+    def swap_index(self) -> int | None:
+        """0-based index of the ``swap`` node, or None."""
+        return self._node_index(self.swap)
+
+    def _node_index(self, node: str) -> int | None:
+        """0-based index of a node given by name or 1-based index; None when not given, -1
+        when no simulated node has that name."""
+        if not node:
             return None
-        index = natural(self.disagree)
+        index = natural(node)
         if index is not None:
             return index - 1
         for i in range(self.nodes):
-            if self.node_name(i) == self.disagree:
+            if self.node_name(i) == node:
                 return i
         return -1
 
@@ -156,24 +168,31 @@ def _validate(spec: SimSpec) -> None:
         raise SimSpecError(
             f"sim spec: degraded={spec.degraded} exceeds the {spec.nodes * spec.rails} node links"
         )
-    _validate_disagree(spec)
+    _validate_nodes(spec)
 
 
-def _validate_disagree(spec: SimSpec) -> None:
-    index = spec.disagree_index()
-    if index is None:
-        return
-    if not 0 <= index < spec.nodes:
-        raise SimSpecError(f"sim spec: disagree={spec.disagree!r} is not a simulated node")
-    island = next(r for r in spec.island_nodes() if index in r)
-    if len(island) <= spec.su:
-        raise SimSpecError("sim spec: disagree needs at least two scalable units in its island")
+def _validate_nodes(spec: SimSpec) -> None:
+    """The ``disagree`` and ``swap`` nodes exist, and the fabric can move or swap their cables."""
+    disagree = _simulated_node(spec, "disagree", spec.disagree_index())
+    if disagree is not None:
+        island = next(r for r in spec.island_nodes() if disagree in r)
+        if len(island) <= spec.su:
+            raise SimSpecError("sim spec: disagree needs at least two scalable units in its island")
+    if _simulated_node(spec, "swap", spec.swap_index()) is not None and spec.rails < 2:
+        raise SimSpecError("sim spec: swap needs at least two rails")
+
+
+def _simulated_node(spec: SimSpec, key: str, index: int | None) -> int | None:
+    """The node index a key names (None when not given); one that names no node is an error."""
+    if index is not None and not 0 <= index < spec.nodes:
+        raise SimSpecError(f"sim spec: {key}={getattr(spec, key)!r} is not a simulated node")
+    return index
 
 
 _INT_RE = re.compile(r"-?[0-9]{1,12}")
 _INT_KEYS = {"nodes", "gpus", "rails", "su", "tiers", "islands", "pod", "degraded"}
 _BOOL_KEYS = {"storage", "sharp"}
-_STR_KEYS = {"prefix", "speed", "disagree"}
+_STR_KEYS = {"prefix", "speed", "disagree", "swap"}
 
 
 def parse_sim_spec(spec: str) -> SimSpec:
@@ -368,7 +387,7 @@ def _build_compute_island(spec: SimSpec, island: int, nodes: range) -> _Builder:
             ]
         )
     degraded = _degraded_links(spec)
-    moved = spec.disagree_index()
+    moved, swapped = spec.disagree_index(), spec.swap_index()
     spare: dict[int, int] = {}  # leaf -> next free port for a moved cable
     for k, node in enumerate(nodes):
         s, slot = divmod(k, spec.su)
@@ -376,9 +395,10 @@ def _build_compute_island(spec: SimSpec, island: int, nodes: range) -> _Builder:
             hca = b.ca(
                 b.guid(_KIND_CA, node * 16 + r), f"{spec.node_name(node)} mlx5_{r}", hw.hca_devid
             )
-            leaf, port = leaves[s][r], slot + 1
+            rail = 1 - r if node == swapped and r < 2 else r
+            leaf, port = leaves[s][rail], slot + 1
             if node == moved and r == spec.rails - 1:
-                leaf = leaves[(s + 1) % n_su][r]
+                leaf = leaves[(s + 1) % n_su][rail]
                 port = spare.get(leaf, 2 * spec.su + 1)
                 if port > spec.radix:  # no free port on a full radix-64 leaf: one extra
                     b.devices[leaf].nports = spec.radix + 2
@@ -415,7 +435,7 @@ def _build_storage(spec: SimSpec) -> _Builder:
         for slot, hca in enumerate(ends[i : i + per_leaf]):
             b.cable(leaf, slot + 1, hca, 1)
     tiers = 2 if math.ceil(len(leaves) * spec.su / spec.radix) <= spec.su else 3
-    plain = replace(spec, tiers=tiers, disagree="", degraded=0)
+    plain = replace(spec, tiers=tiers, disagree="", swap="", degraded=0)
     _build_upper_tiers(b, leaves, plain, (spec.radix // 2))
     b.assign_lids()
     return b

@@ -18,8 +18,10 @@ from topograph_slurm.analysis.fabric.naming import (
     REASON_SHARP,
     NamingPolicy,
     attach_hosts,
+    hca_names,
     name_switches,
 )
+from topograph_slurm.analysis.fabric.rails import misaligned_rails
 from topograph_slurm.analysis.fabric.subnet import REASON_OTHER_SUBNET, keep_main_subnet
 from topograph_slurm.analysis.fabric.tree import build_tree
 from topograph_slurm.analysis.fabric.unnamed import find_unnamed
@@ -66,7 +68,8 @@ def _one_subnet_per_node(
 
 
 def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) -> Analysis:
-    """Name hosts and switches, fold rails into logical leaves, build the tree, find problems."""
+    """Name hosts and switches, fold rails into logical leaves, check their alignment, build the
+    tree, find problems."""
     switch_names = name_switches(fabric)
     links = adjacency(fabric)
     hosts = attach_hosts(fabric, policy, switch_names, links.ca_leaves)
@@ -74,6 +77,9 @@ def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) 
     hosts, findings = _one_subnet_per_node(fabric, hosts, links, component, switch_names)
     groups, grouping = group_leaves(hosts.rails, switch_names)
     findings += grouping
+    findings += misaligned_rails(
+        groups, hosts.rails, hca_names(fabric, policy, hosts.rails), switch_names
+    )
     service = _service_switches(hosts, links.ca_leaves)
     tree = build_tree(links.neighbours, groups, switch_names, service, component, max_tiers)
     findings += health.islands(tree)

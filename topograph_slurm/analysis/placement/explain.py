@@ -98,9 +98,33 @@ def worst_link(level: str, nodes: Sequence[str], fmap: FabricMap, facts: PathFac
     return _rate_text(_slowest(links))
 
 
-def _troubles(nodes: Sequence[str], fmap: FabricMap, facts: PathFacts | None) -> list[Finding]:
+#: Findings about a node's InfiniBand links: no trouble for a group inside one node, whose
+#: traffic never leaves it.
+NETWORK_KINDS = frozenset(
+    {
+        FindingKind.DEGRADED_LINK,
+        FindingKind.MISSING_RAIL,
+        FindingKind.RAIL_DISAGREEMENT,
+        FindingKind.RAIL_MISALIGNED,
+        FindingKind.SLOW_LINK,
+    }
+)
+
+
+def _troubles(
+    level: str, nodes: Sequence[str], fmap: FabricMap, facts: PathFacts | None
+) -> list[Finding]:
+    """The problems on the path of a group spanning *level* over *nodes*: its nodes' and their
+    units'; inside one node, only what is inside it (its NVLink, not its rails)."""
     if facts is None:
         return []
+    if level == LEVEL_NODE:
+        return [
+            finding
+            for node in nodes
+            for finding in facts.problems.get(node, [])
+            if finding.kind not in NETWORK_KINDS
+        ]
     names = list(nodes)
     names += sorted({unit for n in nodes if n in fmap.places for _, unit in fmap.places[n].units})
     return [finding for name in names for finding in facts.problems.get(name, [])]
@@ -108,18 +132,19 @@ def _troubles(nodes: Sequence[str], fmap: FabricMap, facts: PathFacts | None) ->
 
 def explain(
     layout: ParallelLayout,
-    order: Sequence[str],
+    ranks: Sequence[str],
     gpus_per_node: int,
     fmap: FabricMap,
     facts: PathFacts | None = None,
 ) -> Explanation:
-    """How *layout* laid on *order* sits on the fabric *fmap*."""
-    spans = kind_spans(layout, order, gpus_per_node, fmap)
+    """How *layout* sits on the fabric *fmap* when rank r runs on ``ranks[r]``; a TP group's
+    home is judged for nodes of *gpus_per_node* GPUs."""
+    spans = kind_spans(layout, ranks, fmap)
     kinds = {
         kind: KindReport(
             span,
             worst_link(span.worst_level, span.worst_nodes, fmap, facts),
-            _troubles(span.worst_nodes, fmap, facts),
+            _troubles(span.worst_level, span.worst_nodes, fmap, facts),
         )
         for kind, span in spans.items()
     }
@@ -129,7 +154,7 @@ def explain(
     return Explanation(
         layout,
         gpus_per_node,
-        list(order),
+        list(dict.fromkeys(ranks)),
         list(fmap.levels),
         kinds,
         home,

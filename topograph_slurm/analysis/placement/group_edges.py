@@ -42,20 +42,19 @@ class JobGroups:
     colour_kind: str | None
 
 
-def job_groups(
-    layout: ParallelLayout, order: Sequence[str], gpus_per_node: int, fmap: FabricMap
-) -> JobGroups:
-    """Groups and edges of the kinds in :data:`DRAWN_KINDS`. Nodes are coloured by the first
-    of them whose groups span more than one node (TP across nodes, else pipelines)."""
+def job_groups(layout: ParallelLayout, ranks: Sequence[str], fmap: FabricMap) -> JobGroups:
+    """Groups and edges of the kinds in :data:`DRAWN_KINDS`, rank r running on ``ranks[r]``.
+    Nodes are coloured by the first of them whose groups span more than one node (TP across
+    nodes, else pipelines)."""
     rank = {level: i for i, level in enumerate(fmap.levels)}
-    node_groups: dict[str, dict[str, int]] = {node: {} for node in order}
+    node_groups: dict[str, dict[str, int]] = {node: {} for node in ranks}
     edges: dict[tuple[str, str, str], GroupEdge] = {}
     colour_kind = None
     for kind in DRAWN_KINDS:
         if layout.size(kind) < 2:
             continue
         for index, group in enumerate(layout.groups(kind)):
-            nodes = group_nodes(group, order, gpus_per_node)
+            nodes = group_nodes(group, ranks)
             for node in nodes:
                 node_groups[node].setdefault(kind, index)
             if len(nodes) < 2:

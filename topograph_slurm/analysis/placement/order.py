@@ -3,7 +3,8 @@
 The launcher lays ranks on nodes in hostfile order, so the node order decides which nodes a
 group's ranks share. Slots (positions in the hostfile) are grouped the way the layout groups
 ranks: the slots of one TP group must share an NVLink domain (or block, or leaf); the slots of
-one model replica (everything but DP) should share a leaf. Replicas are packed into the leaf
+one model replica (the groups of every kind but DP and expert DP, so with EP the dense
+replicas an EP group joins) should share a leaf. Replicas are packed into the leaf
 that fits them most tightly, their TP units into the domain that fits them most tightly, so
 partly free leaves are used up before full ones are broken; DP, which varies across replicas,
 is what crosses leaves. Nodes with health findings are taken last in their domain.
@@ -17,9 +18,23 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from topograph_slurm.analysis.placement.span import KindSpans, cost, kind_spans, unit_of
+from topograph_slurm.analysis.placement.span import (
+    KindSpans,
+    cost,
+    kind_spans,
+    rank_nodes,
+    unit_of,
+)
 from topograph_slurm.model.names import natural_key
-from topograph_slurm.model.placement import LEVEL_DOMAIN, LEVEL_LEAF, FabricMap, ParallelLayout
+from topograph_slurm.model.placement import (
+    DP,
+    EDP,
+    LEVEL_DOMAIN,
+    LEVEL_LEAF,
+    TP,
+    FabricMap,
+    ParallelLayout,
+)
 
 
 @dataclass(slots=True)
@@ -63,8 +78,8 @@ def _slot_components(
 ) -> list[list[int]]:
     """Slots joined by sharing a group of any of *kinds*."""
     joined = _Slots(slots)
-    for kind in kinds:
-        if layout.size(kind) > 1:
+    for kind in layout.kinds():
+        if kind in kinds:
             for group in layout.groups(kind):
                 joined.join(sorted({rank // gpus_per_node for rank in group}))
     return joined.components()
@@ -118,8 +133,9 @@ def packed_order(
 ) -> list[str]:
     """Replicas into the tightest-fitting leaf, TP units into the tightest-fitting domain."""
     slots = len(nodes)
-    tp_units = _slot_components(layout, slots, gpus_per_node, ["tp"])
-    replica_of = _slot_components(layout, slots, gpus_per_node, ["tp", "cp", "ep", "pp"])
+    tp_units = _slot_components(layout, slots, gpus_per_node, [TP])
+    within = [kind for kind in layout.kinds() if kind not in (DP, EDP)]
+    replica_of = _slot_components(layout, slots, gpus_per_node, within)
     unit_at = {unit[0]: unit for unit in tp_units}
     pool = _pool(nodes, fmap, unhealthy)
     placed: dict[int, str] = {}
@@ -152,7 +168,8 @@ def best_order(
         "natural": sorted(nodes, key=natural_key),
     }
     scored = {
-        name: kind_spans(layout, order, gpus_per_node, fmap) for name, order in candidates.items()
+        name: kind_spans(layout, rank_nodes(order, gpus_per_node), fmap)
+        for name, order in candidates.items()
     }
     chosen = min(candidates, key=lambda name: cost(scored[name], fmap.levels))
     return Ordered(candidates[chosen], scored[chosen], chosen)

@@ -1,13 +1,13 @@
-"""Where a job's parallel groups sit on the fabric: the span of every TP, CP, EP, DP and PP
-group, counted per fabric level.
+"""Where a job's parallel groups sit on the fabric: the span of every TP, CP, DP, PP, EP,
+expert-DP and expert-TP group, counted per fabric level.
 
 A group's *span* is the finest level whose one unit holds all its members: ``node`` (NVLink or
 PCIe inside one node), ``domain`` (one NVLink domain or block), ``leaf`` (one leaf switch),
 ``spine-N`` (one switch N levels above the leaves), ``island`` (no common switch at all). A group
 crosses every level finer than its span; ``fabric`` closes every list of levels (no one unit
-holds the group). Ranks are laid on nodes in blocks of ``gpus_per_node``
-(rank r on node r // gpus_per_node of the node order), as torchrun and ``srun`` with one task
-per GPU do.
+holds the group). A job's ranks are the node of every rank: laid on a node order in blocks of
+``gpus_per_node`` (rank r on node r // gpus_per_node, :func:`rank_nodes`), as torchrun and
+``srun`` with one task per GPU do, or read line by line from a task-per-line hostfile.
 """
 
 from __future__ import annotations
@@ -16,19 +16,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from topograph_slurm.model.placement import (
+    CP,
+    DP,
+    EDP,
+    EP,
+    ETP,
     LEVEL_DOMAIN,
     LEVEL_FABRIC,
     LEVEL_ISLAND,
     LEVEL_LEAF,
     LEVEL_NODE,
+    PP,
+    TP,
     FabricMap,
     NodePlace,
     ParallelLayout,
 )
 from topograph_slurm.model.result import BlockTopology, Tree
 
-#: Which kinds matter most, for comparing two node orders: TP traffic first, DP last.
-PRIORITY: tuple[str, ...] = ("tp", "cp", "ep", "pp", "dp")
+#: Which kinds matter most, for comparing two node orders: TP traffic first (dense, then
+#: expert), then CP, the MoE all-to-all, pipelines, and the data-parallel reductions last.
+PRIORITY: tuple[str, ...] = (TP, ETP, CP, EP, PP, DP, EDP)
 
 
 @dataclass(slots=True)
@@ -62,6 +70,8 @@ def fabric_map(
             _add_unit(places, sizes, LEVEL_DOMAIN, block.name, block.nodes)
     if tree is not None and tree.leaves:
         levels += _tree_units(tree, places, sizes)
+    elif blocks is not None and LEVEL_DOMAIN in levels:
+        levels += _aggregate_units(blocks, places, sizes)
     levels.append(LEVEL_FABRIC)
     sizes[(LEVEL_FABRIC, LEVEL_FABRIC)] = len(places)
     return FabricMap(
@@ -103,6 +113,28 @@ def _tree_units(
     return [LEVEL_LEAF, *(f"spine-{level}" for level in spine_levels), LEVEL_ISLAND]
 
 
+def _aggregate_units(
+    blocks: BlockTopology,
+    places: dict[str, list[tuple[str, str]]],
+    sizes: dict[tuple[str, str], int],
+) -> list[str]:
+    """The ``block-N`` units of every ``BlockSizes`` level above the base: Slurm aggregates
+    blocks in file order, block i opening a level's aggregate when i is a multiple of that
+    level's size over the base size; a trailing aggregate short of blocks is no unit."""
+    levels: list[str] = []
+    base = blocks.block_sizes[0] if blocks.block_sizes else 0
+    for size in blocks.block_sizes[1:]:
+        if base < 1 or size % base:
+            continue
+        ratio, level = size // base, f"block-{size}"
+        for start in range(0, len(blocks.blocks) - ratio + 1, ratio):
+            members = blocks.blocks[start : start + ratio]
+            name = f"{members[0].name}..{members[-1].name}"
+            _add_unit(places, sizes, level, name, (n for block in members for n in block.nodes))
+        levels.append(level)
+    return levels
+
+
 def unit_of(fmap: FabricMap, node: str, level: str) -> str:
     """The name of *node*'s unit at *level*; a node the level does not place is a unit of its
     own there (it shares nothing with anyone)."""
@@ -125,25 +157,29 @@ def span(fmap: FabricMap, nodes: Iterable[str]) -> str:
     return LEVEL_FABRIC
 
 
-def group_nodes(group: Sequence[int], order: Sequence[str], gpus_per_node: int) -> list[str]:
+def rank_nodes(order: Sequence[str], gpus_per_node: int) -> list[str]:
+    """The node of every rank when ranks are laid on *order* in blocks of *gpus_per_node*."""
+    return [node for node in order for _ in range(gpus_per_node)]
+
+
+def group_nodes(group: Sequence[int], ranks: Sequence[str]) -> list[str]:
     """The nodes a group's ranks run on, in rank order without repeats."""
-    return list(dict.fromkeys(order[rank // gpus_per_node] for rank in group))
+    return list(dict.fromkeys(ranks[rank] for rank in group))
 
 
 def kind_spans(
-    layout: ParallelLayout, order: Sequence[str], gpus_per_node: int, fmap: FabricMap
+    layout: ParallelLayout, ranks: Sequence[str], fmap: FabricMap
 ) -> dict[str, KindSpans]:
-    """For every kind with groups of more than one rank: how its groups span the fabric."""
+    """For every kind with groups of more than one rank: how its groups span the fabric, the
+    node of rank r being ``ranks[r]``."""
     result: dict[str, KindSpans] = {}
     rank = {level: i for i, level in enumerate(fmap.levels)}
-    for kind in layout.order:
-        if layout.size(kind) < 2:
-            continue
+    for kind in layout.kinds():
         groups = layout.groups(kind)
         spans = KindSpans(kind, layout.size(kind), len(groups), {lvl: 0 for lvl in fmap.levels})
         worst = -1
         for group in groups:
-            nodes = group_nodes(group, order, gpus_per_node)
+            nodes = group_nodes(group, ranks)
             level = span(fmap, nodes)
             spans.by_level[level] += 1
             if rank[level] > worst:

@@ -5,8 +5,8 @@ A picture is only worth looking at if every fault shows up on the thing it is ab
 ones that sit on nothing drawn are still listed (``notes``): nothing is dropped silently. The
 faults come from the same places the report reads: links below the fabric's norm rate (from
 the cables themselves, so a degraded spine uplink lands on its tier edge), the analysis'
-findings (missing rails, rail disagreement, islands), a snapshot's NVLink findings, and every
-excluded HCA on the leaf it hangs off.
+findings (missing rails, rail disagreement and misalignment, islands), a snapshot's NVLink
+findings, and every excluded HCA on the leaf it hangs off.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from topograph_slurm.model.result import Analysis, BlockTopology, Finding, Tree
 FAULT_DEGRADED = "degraded"
 FAULT_MISSING_RAIL = "missing-rail"
 FAULT_DISAGREE = "rail-disagreement"
+FAULT_MISALIGNED = "rail-misaligned"
 FAULT_NVLINK = "nvlink"
 FAULT_EXCLUDED = "excluded"
 FAULT_ISLANDS = "islands"
@@ -42,6 +43,7 @@ FAULT_CLASSES: tuple[str, ...] = (
     FAULT_DEGRADED,
     FAULT_MISSING_RAIL,
     FAULT_DISAGREE,
+    FAULT_MISALIGNED,
     FAULT_NVLINK,
     FAULT_EXCLUDED,
     FAULT_ISLANDS,
@@ -52,6 +54,7 @@ FAULT_MEANING: dict[str, str] = {
     FAULT_DEGRADED: "degraded link (below the fabric's rate)",
     FAULT_MISSING_RAIL: "missing rail (fewer HCAs than its leaf peers)",
     FAULT_DISAGREE: "rails disagree (cabled to another unit's leaf)",
+    FAULT_MISALIGNED: "rails misaligned (an HCA on another rail's leaf of its unit)",
     FAULT_NVLINK: "unhealthy NVLink fabric",
     FAULT_EXCLUDED: "excluded HCAs (not a Slurm node)",
     FAULT_ISLANDS: "top of an island (no cable joins the islands)",
@@ -60,6 +63,7 @@ FAULT_MEANING: dict[str, str] = {
 _KIND_CLASS: dict[str, str] = {
     FindingKind.MISSING_RAIL: FAULT_MISSING_RAIL,
     FindingKind.RAIL_DISAGREEMENT: FAULT_DISAGREE,
+    FindingKind.RAIL_MISALIGNED: FAULT_MISALIGNED,
     FindingKind.ISLANDS: FAULT_ISLANDS,
     **dict.fromkeys(VERDICT_KINDS, FAULT_NVLINK),
 }

@@ -1,0 +1,134 @@
+"""Rail alignment inside a unit: every node's HCA k on the unit's rail-k leaf.
+
+A rail-optimised unit (a DGX SuperPOD scalable unit) has one leaf switch per rail, and NCCL's
+rail-aligned collectives send HCA k's traffic of every node through rail k's leaf. Two cables of
+one node exchanged between two rails' leaves of its own unit leave every signature, logical
+leaf and block as they were, so the rail vote (:mod:`.leaf`) sees nothing; yet every
+collective through that node then crosses rails at the spine. The fabric alone shows it: the
+HCA named ``mlx5_0`` of every node of the unit sits on one leaf but this node's.
+
+A rail is an HCA name of the unit's nodes; its leaf is the leaf of the unit holding a strict
+majority of the HCAs of that name, at least two. A unit is judged only when it is rail-optimised:
+most of its nodes have each HCA in the unit on a leaf of its own (not several HCAs per leaf).
+HCAs whose name a node repeats (a dual-port HCA, a description naming no HCA), cabled to
+another unit's leaf (a rail disagreement, found by :mod:`.leaf`) or whose rail has no leaf are
+not judged. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from itertools import chain
+from operator import itemgetter
+
+from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.model.names import natural_key
+from topograph_slurm.model.result import Finding, LeafGroup
+
+_HCA, _LEAF = itemgetter(0), itemgetter(1)  # of a rail (hca guid, leaf switch guid)
+
+
+def _by_name(item: tuple[str, tuple[str, str]]) -> tuple[tuple[str | int, ...], str]:
+    """A node's HCAs in natural name order (``mlx5_2`` before ``mlx5_10``)."""
+    return natural_key(item[0])
+
+
+#: A node's HCAs in its unit by name: name -> (hca guid, leaf switch guid)
+Placed = dict[str, tuple[str, str]]
+
+
+def _placed(
+    node_rails: list[tuple[str, str]], unit: set[str], hca_names: Mapping[str, str]
+) -> Placed:
+    """The node's HCAs on the unit's leaves whose name the node carries once."""
+    named = [(hca_names.get(hca), hca, leaf) for hca, leaf in node_rails]
+    counts = Counter(name for name, _, _ in named)
+    return {
+        name: (hca, leaf)
+        for name, hca, leaf in named
+        if name is not None and counts[name] == 1 and leaf in unit
+    }
+
+
+def _rail_optimised(placed: Mapping[str, Placed]) -> bool:
+    """Most nodes have each of their HCAs in the unit on a leaf of its own."""
+    own = sum(len({leaf for _, leaf in held.values()}) == len(held) > 1 for held in placed.values())
+    return 2 * own > len(placed)
+
+
+def _rail_leaves(placed: Mapping[str, Placed]) -> dict[str, str]:
+    """Each rail (HCA name) with the leaf holding a strict majority (at least two) of its HCAs."""
+    votes: dict[str, Counter[str]] = {}
+    for held in placed.values():
+        for name, (_hca, leaf) in held.items():
+            votes.setdefault(name, Counter())[leaf] += 1
+    leaves = {}
+    for name, counted in votes.items():
+        ((leaf, most),) = counted.most_common(1)
+        if most >= 2 and 2 * most > counted.total():
+            leaves[name] = leaf
+    return leaves
+
+
+def _one_leaf_per_name(
+    group: LeafGroup, rails: Mapping[str, list[tuple[str, str]]], hca_names: Mapping[str, str]
+) -> bool:
+    """Every HCA name of the unit's nodes on one leaf: nothing to judge (the usual unit, told
+    a column at a time: a 16k-node fabric has 131k HCAs)."""
+    held = list(chain.from_iterable(map(rails.__getitem__, group.nodes)))
+    names = list(map(hca_names.get, map(_HCA, held)))
+    return len(set(zip(names, map(_LEAF, held), strict=True))) == len(set(names))
+
+
+def misaligned_rails(
+    groups: list[LeafGroup],
+    rails: Mapping[str, list[tuple[str, str]]],
+    hca_names: Mapping[str, str],
+    switch_names: Mapping[str, str],
+) -> list[Finding]:
+    """A ``rail-misaligned`` finding for every node of a rail-optimised unit with an HCA on
+    another rail's leaf of the unit, naming each such HCA, its leaf and its rail's leaf.
+
+    *hca_names* maps HCA GUIDs to their names (``mlx5_0``; see :func:`.naming.hca_names`);
+    an HCA it does not name is not judged.
+    """
+    findings = []
+    for group in groups:
+        if len(group.switches) < 2 or _one_leaf_per_name(group, rails, hca_names):
+            continue
+        unit = set(group.switches)
+        placed = {node: _placed(rails[node], unit, hca_names) for node in group.nodes}
+        if not _rail_optimised(placed):
+            continue
+        leaf_of = _rail_leaves(placed)
+        for node, held in placed.items():
+            wrong = [
+                (name, hca, leaf, leaf_of[name])
+                for name, (hca, leaf) in sorted(held.items(), key=_by_name)
+                if leaf_of.get(name, leaf) != leaf
+            ]
+            if wrong:
+                findings.append(_misaligned(node, group.name, wrong, switch_names))
+    return sorted(findings, key=lambda finding: finding.subject)
+
+
+def _misaligned(
+    node: str,
+    unit: str,
+    wrong: list[tuple[str, str, str, str]],
+    switch_names: Mapping[str, str],
+) -> Finding:
+    def name(guid: str) -> str:
+        return switch_names.get(guid, guid)
+
+    hcas = "; ".join(
+        f"{hca_name} ({hca}) is on {name(leaf)}, its rail's leaf is {name(rail)}"
+        for hca_name, hca, leaf, rail in wrong
+    )
+    return Finding(
+        FindingKind.RAIL_MISALIGNED,
+        node,
+        f"{hcas} (unit {unit}): rail-aligned collectives through the node cross rails; "
+        "cable each HCA to its rail's leaf",
+    )
