@@ -198,6 +198,7 @@ class PolicyResult:
     utilisation: float
     useful: float
     orders: tuple[OrderComparison, ...] = ()
+    not_done: tuple[int, ...] = ()  # stream indices of the jobs that did not complete
 
     @property
     def crossing_share(self) -> float:
@@ -291,6 +292,7 @@ def summarise(
         makespan=makespan,
         utilisation=sum(len(r.nodes) * (r.end - r.start) for r in ran) / capacity,
         useful=sum(r.spec.nodes * (r.end - r.start) for r in ran) / capacity,
+        not_done=tuple(r.spec.index for r in records if r not in ran),
         orders=tuple(
             compare_order(r.spec, r.nodes[: r.spec.nodes], fmap, gpus_per_node)
             for r in ran

@@ -96,6 +96,7 @@ def test_metrics_on_a_hand_made_schedule() -> None:
     stuck = bench.JobRecord(job(5, 8, 8), "CANCELLED", 20, 40, 40, ())
     with_stuck = bench.summarise("x", [*records, stuck], 16, fmap)
     assert with_stuck.failed == 2 and with_stuck.p95_wait == 20
+    assert with_stuck.not_done == (4, 5)
     assert with_stuck.mean_wait == pytest.approx((0 + 2 + 10 + 0 + 20) / 5)
     text = bench.table([result])
     assert text.splitlines()[1].startswith("x") and "66.7%" in text
