@@ -39,6 +39,17 @@ def real_dump_names() -> list[str]:
     return sorted(p.name for p in found if p.name not in REFUSED_DUMPS) or ["(absent)"]
 
 
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's default state directory (config.state_dir) in its own temporary place:
+    tests run as root must not fill /var/lib/topograph-slurm, nor a user's ~/.local/state."""
+    from topograph_slurm import config
+
+    base = tmp_path_factory.mktemp("state")
+    monkeypatch.setattr(config, "ROOT_STATE_DIR", base / "var-lib" / "topograph-slurm")
+    monkeypatch.setenv("XDG_STATE_HOME", str(base / "xdg"))
+
+
 @pytest.fixture
 def real_fixtures() -> Path:
     """The folder of real third-party fixtures; fails the test when it is missing."""

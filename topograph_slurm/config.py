@@ -95,6 +95,14 @@ def _path(value: str) -> None:
         raise ValueError(f"must be a file name, got {value!r}")
 
 
+def _output_path(value: str) -> None:
+    """A file to write, never a directory's name (``/etc/slurm/``, ``/``, ``.``): generate would
+    write beside the directory or fail on it every run. ``-`` is stdout."""
+    _path(value)
+    if value != "-" and os.path.basename(value) in ("", ".", ".."):
+        raise ValueError(f"must name a file, not a directory, got {value!r}")
+
+
 def _regex(value: str) -> None:
     try:
         re.compile(value)
@@ -220,7 +228,7 @@ class Settings:
     slurm_nodes: str | None = field(default=AUTO, metadata=_rule(check=_hostlist))
     hcas: str | None = field(default=None, metadata=_rule(check=_regex))
     format: str = field(default="tree", metadata=_rule(choices=FORMATS))
-    output: str | None = field(default=None, metadata=PATH)
+    output: str | None = field(default=None, metadata=_rule(check=_output_path))
     report: str | None = field(default=None, metadata=PATH)
     report_format: str = field(default="text", metadata=_rule(choices=REPORT_FORMATS))
     max_tiers: int | None = field(default=None, metadata=_rule(low=1, integer=True))
@@ -273,6 +281,27 @@ class Settings:
     #: How long a node Slurm still lists but the sweep missed keeps its last place (``7d``,
     #: ``36h``, ``0`` = off); see topology.keep_missing and README "Nodes that are off".
     keep_missing: str = field(default="7d", metadata=_rule(check=_duration, number_as_text=True))
+    #: Where generate keeps its state (the fabric summary, the lock) for each -o target; empty:
+    #: /var/lib/topograph-slurm as root, else $XDG_STATE_HOME/topograph-slurm (see state_dir()).
+    state_dir: str | None = field(default=None, metadata=PATH)
+
+
+#: root's state directory (the FHS place for a daemon's state; systemd's StateDirectory=).
+ROOT_STATE_DIR = Path("/var/lib/topograph-slurm")
+
+
+def state_dir(settings: Settings) -> Path:
+    """Where generate's state lives: ``state_dir`` when set; as root /var/lib/topograph-slurm,
+    else ``$XDG_STATE_HOME/topograph-slurm`` (``~/.local/state`` when unset or relative, as
+    the XDG base directory rule says). Never beside the target: /etc/slurm is copied to every
+    node, and state there is copied with it."""
+    if settings.state_dir:
+        return Path(settings.state_dir)
+    if os.geteuid() == 0:
+        return ROOT_STATE_DIR
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"
+    return base / "topograph-slurm"
 
 
 def choices_metavar(key: str) -> str:
@@ -364,6 +393,10 @@ def build(cls: type[T], data: Any, where: str = "") -> T:
     if unknown:
         prefix = f"{where}." if where else ""
         raise ConfigError(f"unknown config key {prefix}{unknown[0]}")
+    missing = [name for name, spec in fields.items() if name not in data and _required(spec)]
+    if missing:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(f"config key {prefix}{missing[0]} is missing")
     values = {
         key: _convert(
             value, hints[key], f"{where}.{key}" if where else key, fields[key].metadata.get("rule")
@@ -371,6 +404,12 @@ def build(cls: type[T], data: Any, where: str = "") -> T:
         for key, value in data.items()
     }
     return cls(**values)
+
+
+def _required(spec: dataclasses.Field[Any]) -> bool:
+    """Whether a section's key has no default (a rewrite's ``pattern`` and ``replace``)."""
+    no_factory = spec.default_factory is dataclasses.MISSING
+    return spec.default is dataclasses.MISSING and no_factory
 
 
 def config_path(explicit: str | None) -> tuple[Path, bool]:

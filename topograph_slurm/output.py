@@ -35,7 +35,9 @@ from pathlib import Path
 
 from topograph_slurm.errors import LockedError, OutputError, RefusedError
 from topograph_slurm.model.summary import FabricSummary
+from topograph_slurm.sources.files import open_regular
 from topograph_slurm.sources.layout import count_nodes
+from topograph_slurm.sources.summary import state_file
 
 NEW_FILE_MODE = 0o644
 _LOCK_POLL_SECONDS = 0.05
@@ -55,6 +57,8 @@ class WriteOutcome:
     path: Path
     old_nodes: int = 0
     new_nodes: int = 0
+    #: the file's text before (with a diff only: ``--check`` says why it differs)
+    old: str = ""
 
 
 # --------------------------------------------------------------------------- diff and counting
@@ -89,21 +93,26 @@ def _terminate(line: str) -> str:
 _held = threading.local()  # per-thread re-entry counts, keyed by lock file path
 
 
-def lock_path(path: Path) -> Path:
-    """The lock file guarding ``path``: ``.<name>.lock`` beside it."""
-    return path.parent / f".{path.name}.lock"
+def lock_path(path: Path, state_dir: Path | None = None) -> Path:
+    """The lock file guarding ``path``: ``<name>-<hash>.lock`` in *state_dir*
+    (:func:`~topograph_slurm.sources.summary.state_file`); without one (library callers),
+    ``.<name>.lock`` beside it."""
+    if state_dir is None:
+        return path.parent / f".{path.name}.lock"
+    return state_file(state_dir, path, ".lock")
 
 
 @contextlib.contextmanager
-def output_lock(path: Path, timeout: float = 30.0) -> Iterator[Path]:
-    """Hold an exclusive ``flock`` on the lock file beside ``path`` for the ``with`` body.
+def output_lock(path: Path, timeout: float = 30.0, state_dir: Path | None = None) -> Iterator[Path]:
+    """Hold an exclusive ``flock`` on the lock file of ``path`` (:func:`lock_path`) for the
+    ``with`` body.
 
     Polls for up to ``timeout`` seconds, then raises :class:`LockedError`. Re-entrant within a
     thread, so a caller may hold the lock around generation and still call
     :func:`write_topology`. The lock file is never deleted: unlinking a flock file lets a
     waiter lock an orphaned inode while a newcomer locks a fresh one.
     """
-    lock = lock_path(path)
+    lock = lock_path(path, state_dir)
     key = os.path.abspath(lock)
     counts: dict[str, int] = _held.__dict__.setdefault("counts", {})
     if counts.get(key):
@@ -125,21 +134,17 @@ def output_lock(path: Path, timeout: float = 30.0) -> Iterator[Path]:
         os.close(fd)  # closing the descriptor releases the flock
 
 
-_LOCK_FLAGS = os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+_LOCK_FLAGS = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW
 
 
 def _open_lock(lock: Path) -> int:
     """Open (or create) the lock file without following a link and without blocking: a
     symlink planted there must not make root create its target, a FIFO must not hang the run."""
     try:
-        fd = os.open(lock, _LOCK_FLAGS, NEW_FILE_MODE)
+        return open_regular(lock, _LOCK_FLAGS, NEW_FILE_MODE)
     except OSError as exc:
         why = "it is a symbolic link" if exc.errno == errno.ELOOP else _reason(exc)
         raise OutputError(f"cannot open lock file {lock}: {why}") from exc
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OutputError(f"cannot open lock file {lock}: not a regular file")
-    return fd
 
 
 def _acquire(fd: int, lock: Path, timeout: float) -> None:
@@ -170,6 +175,7 @@ def write_topology(
     shrink_limit: float = 0.10,
     lock_timeout: float = 30.0,
     count: Callable[[str], int] = count_nodes,
+    state_dir: Path | None = None,
 ) -> WriteOutcome:
     """Write a topology file atomically, only when it changes, behind the shrink guard.
 
@@ -186,7 +192,7 @@ def write_topology(
     target = trusted_target(path)
     if not target.parent.is_dir():
         raise OutputError(f"cannot write {path}: directory {target.parent} does not exist")
-    with output_lock(target, lock_timeout):
+    with output_lock(target, lock_timeout, state_dir):
         _remove_stale_temps(target)
         plan = replace(_plan(target, content, with_diff=show_diff, count=count), path=path)
         if not plan.changed:
@@ -204,23 +210,28 @@ def write_tree(
     check: bool = False,
     show_diff: bool = False,
     lock_timeout: float = 30.0,
+    state_dir: Path | None = None,
 ) -> list[WriteOutcome]:
     """Write generated files (filters, plugin source) into ``directory``, each only on change.
 
     Same atomic semantics as :func:`write_topology` without the shrink guard; one lock covers
-    the whole directory so a reader never sees files from two different runs. The directory is
+    the whole directory so a reader never sees files from two different runs. Every target is
+    read (and its links trusted) before any is written, so a refused one (a directory, a
+    planted link) leaves the others as they were, not half the set new. The directory is
     created when missing (not in ``check`` mode, which writes nothing).
     """
     for name in files:
         _check_plain_name(name)
     if check:
         return [_plan(directory / n, files[n], with_diff=True) for n in sorted(files)]
-    _make_dir(directory)  # idempotent, so safe before the lock; the lock file sits beside it
-    with output_lock(directory, lock_timeout):
-        outcomes = []
+    _make_dir(directory)  # idempotent, so safe before the lock
+    with output_lock(directory, lock_timeout, state_dir):
+        plans = []  # every target read and trusted first: a refused one leaves all unwritten
         for name in sorted(files):
             _remove_stale_temps(trusted_target(directory / name))
-            plan = _plan(directory / name, files[name], with_diff=show_diff)
+            plans.append(_plan(directory / name, files[name], with_diff=show_diff))
+        outcomes = []
+        for plan, name in zip(plans, sorted(files), strict=True):
             if plan.changed:
                 write_file(plan.path, files[name])
                 plan = replace(plan, written=True)
@@ -228,17 +239,105 @@ def write_tree(
         return outcomes
 
 
-def write_summary(topology: Path, summary: FabricSummary, *, lock_timeout: float = 30.0) -> Path:
-    """Keep the fabric summary beside *topology* (``.<name>.fabric.json``), atomically and
-    under the topology's lock. Call it only after the topology was written (or found
-    unchanged): a run that was refused or failed must leave the last good state, so the next
-    run still compares with, and keeps missing nodes from, the fabric Slurm was given."""
-    from topograph_slurm.sources.summary import encode, summary_path
+def write_summary(
+    topology: Path, summary: FabricSummary, *, state_dir: Path, lock_timeout: float = 30.0
+) -> Path:
+    """Keep the fabric summary of *topology* in *state_dir*, atomically and under the
+    topology's lock. Call it only after the topology was written (or found unchanged): a run
+    that was refused or failed must leave the last good state, so the next run still compares
+    with, and keeps missing nodes from, the fabric Slurm was given."""
+    from topograph_slurm.sources.summary import encode
 
-    path = summary_path(topology)
-    with output_lock(trusted_target(topology), lock_timeout):
+    with output_lock(trusted_target(topology), lock_timeout, state_dir):
+        path = kept_summary_path(topology, state_dir)
+        _remove_stale_temps(trusted_target(path))
         write_file(path, encode(summary))
     return path
+
+
+def kept_summary_path(topology: Path, state_dir: Path) -> Path:
+    """Where the summary of *topology* is kept in *state_dir*; OutputError when something
+    other than a regular file is there: a FIFO would hang the write, a device would be
+    written through."""
+    from topograph_slurm.sources.summary import summary_path
+
+    path = summary_path(topology, state_dir)
+    if _is_device(trusted_target(path)):
+        raise OutputError(f"cannot keep the fabric summary at {path}: not a regular file")
+    return path
+
+
+# --------------------------------------------------------------------------- state directory
+
+
+def make_state_dir(directory: Path) -> None:
+    """Create the state directory when missing (0755 for root, whose state other tools may
+    read; 0700 for a user) and check that this run can write there, before anything is
+    written: an unwritable one is one OutputError (exit 9), not a topology without its state."""
+    mode = 0o755 if os.geteuid() == 0 else 0o700
+    try:
+        directory.mkdir(mode=mode, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create state directory {directory}: {_reason(exc)}") from exc
+    if not directory.is_dir():
+        raise OutputError(f"state directory {directory} is not a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OutputError(f"state directory {directory} is not writable (--state-dir DIR)")
+
+
+def move_legacy_state(target: Path, state_dir: Path) -> str | None:
+    """Move the state an older release kept beside *target* into *state_dir*, once: the
+    summary (renamed when both are on one file system, else written atomically then removed)
+    when the state directory has none yet, and the lock file when no run holds it. The one
+    log line saying so; None when there was nothing beside *target*."""
+    from topograph_slurm.sources.summary import legacy_summary_path, summary_path
+
+    moved = []
+    old, new = legacy_summary_path(target), summary_path(target, state_dir)
+    if _is_plain_file(old) and not new.exists():
+        _move(old, new)
+        moved.append(f"{old.name} as {new.name}")
+    if _remove_free_lock(lock_path(target)):
+        moved.append(f"removed {lock_path(target).name}")
+    if not moved:
+        return None
+    return f"{target}: moved the state kept beside it into {state_dir}: " + "; ".join(moved)
+
+
+def _is_plain_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _move(old: Path, new: Path) -> None:
+    try:
+        os.rename(old, new)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise OutputError(f"cannot move {old} to {new}: {_reason(exc)}") from exc
+        write_file(new, _read_existing(old) or b"")
+        old.unlink()
+
+
+def _remove_free_lock(lock: Path) -> bool:
+    """Remove an old lock file beside the target unless a run (of an older release) holds it."""
+    if not _is_plain_file(lock):
+        return False
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        lock.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _is_device(path: Path) -> bool:
@@ -279,7 +378,7 @@ def _plan(
     if count and old_bytes:
         old_nodes = count(old) if changed else new_nodes
     diff = unified_diff(old, content, str(path)) if with_diff and changed else ""
-    return WriteOutcome(changed, False, diff, path, old_nodes, new_nodes)
+    return WriteOutcome(changed, False, diff, path, old_nodes, new_nodes, old if with_diff else "")
 
 
 def _read_existing(path: Path) -> bytes | None:
@@ -524,17 +623,32 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def reject(path: Path, previous: bytes | None, rejected: Path) -> None:
+def reject(path: Path, previous: bytes | None, rejected: Path) -> str | None:
     """Put *previous* back at *path* and keep what *path* holds now (a candidate slurmctld
     refused) as *rejected* for inspection, each atomically. Without a previous file the
-    candidate is moved aside, so the directory holds what it held before the run."""
+    candidate is moved aside, so the directory holds what it held before the run.
+
+    The restore comes first: a *rejected* that cannot be written (a directory, a planted link)
+    must not leave the refused candidate where slurmctld reads it. Returns None when the
+    candidate is kept, else why it is not (the restore itself raises :class:`OutputError`).
+    """
     target = trusted_target(path)
     candidate = _read_existing(target)
-    if candidate is not None:
-        write_file(rejected, candidate)
     if previous is not None:
         write_file(target, previous)
-        return
+    else:
+        _remove(target, path)
+    if candidate is None:
+        return None
+    try:
+        write_file(rejected, candidate)
+    except OutputError as err:
+        return str(err)
+    return None
+
+
+def _remove(target: Path, path: Path) -> None:
+    """Remove *target* (what *path* names), durably; gone already is fine."""
     try:
         os.unlink(target)
     except FileNotFoundError:

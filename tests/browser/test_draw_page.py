@@ -143,3 +143,59 @@ def test_node_page_and_report_page_open_cleanly(browser: Any, tmp_path: Path) ->
     assert "topograph-slurm report" in _by_css(browser, "pre.report").text
     assert _colours(browser)[ORANGE_DEGRADED] > 20
     assert _errors(browser) == []
+
+
+_OUTSIDE_VIEWBOX = """
+const svg = document.querySelector('svg');
+const box = svg.viewBox.baseVal;
+const outside = [];
+for (const el of svg.querySelectorAll('rect, line, path, text')) {
+  const b = el.getBBox();
+  if (b.x < box.x - 0.5 || b.y < box.y - 0.5 || b.x + b.width > box.x + box.width + 0.5
+      || b.y + b.height > box.y + box.height + 0.5) {
+    outside.push(el.outerHTML.slice(0, 160));
+  }
+}
+return outside;
+"""
+
+_HIDDEN_RAILS = """
+const rails = [...document.querySelectorAll('svg line')]
+  .filter(el => (el.querySelector('title') || {textContent: ''}).textContent.includes('\u2192'));
+const isRail = hit => rails.some(rail => rail === hit || rail.contains(hit));
+const hidden = [];
+for (const el of rails) {
+  const [x1, y1, x2, y2] = ['x1', 'y1', 'x2', 'y2'].map(name => el[name].baseVal.value);
+  const matrix = el.getScreenCTM();
+  let seen = false;  // around the midpoint: a dashed rail (cross-NUMA) may have a gap there
+  for (let t = 0.4; t <= 0.6 && !seen; t += 0.02) {
+    const p = new DOMPoint(x1 + (x2 - x1) * t, y1 + (y2 - y1) * t).matrixTransform(matrix);
+    seen = isRail(document.elementFromPoint(p.x, p.y));  // itself, or a rail crossing it
+  }
+  if (!seen) hidden.push(el.textContent);
+}
+return [rails.length, hidden];
+"""
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [
+        "dgx-a100-8gpu-12nic-mlx5-columns.txt",
+        "h100-8gpu-8ib-5eth-13nic-dgx.txt",
+        "hgx-h200-8gpu-10nic-amd-2socket.txt",
+        "gb200-4gpu-8nic-grace-openshift.txt",
+    ],
+)
+def test_node_view_draws_inside_its_viewbox_with_its_rails_visible(
+    browser: Any, tmp_path: Path, capture: str
+) -> None:
+    """The matrix's last NIC columns fell outside the viewBox (cut off), and the GPU→NIC
+    rails lay under the opaque NUMA boxes: topmost at each one's midpoint is now a rail
+    (itself, or one crossing it there), no box."""
+    matrix = real_fixture(f"nvidia-smi-topo/{capture}")
+    _open(browser, _page(tmp_path, "node.svg", "--topo-matrix", str(matrix)))
+    assert browser.execute_script(_OUTSIDE_VIEWBOX) == []
+    count, hidden = browser.execute_script(_HIDDEN_RAILS)
+    assert count > 0 and hidden == []
+    assert _errors(browser) == []

@@ -113,3 +113,34 @@ def test_an_order_hostfile_puts_every_rank_where_promised(
     assert step.rc == 0, step.stderr
     ranks = dict(line.split() for line in step.stdout.splitlines() if line.strip())
     assert {int(rank): host for rank, host in ranks.items()} == dict(enumerate(tasks))
+
+
+def test_a_task_per_line_hostfile_is_explained_as_srun_lays_its_ranks(
+    split_job: tuple[Cluster, str, list[str], Path],
+) -> None:
+    """A SLURM_HOSTFILE alternating the job's nodes of two blocks: real srun puts rank r on
+    line r's node, and explain counts the TP groups of that very placement (not the folded
+    node list, which would keep TP inside one node)."""
+    cluster, job, placed, conf = split_job
+    first, other = placed[0], next(n for n in placed if BLOCK_OF[n] != BLOCK_OF[placed[0]])
+    tasks = [first, other] * GPUS
+    cluster.put_file(None, "/tmp/tasks", "".join(f"{t}\n" for t in tasks))
+    step = cluster.exec(
+        f"SLURM_HOSTFILE=/tmp/tasks srun --jobid={job} --overlap --distribution=arbitrary "
+        f"-n {len(tasks)} bash -c 'echo $SLURM_PROCID $SLURMD_NODENAME'",
+        timeout=60,
+    )
+    assert step.rc == 0, step.stderr
+    ran = {int(r): h for r, h in (line.split() for line in step.stdout.splitlines() if line)}
+    assert [ran[r] for r in range(len(tasks))] == tasks
+    local = Path(conf).parent / "tasks"
+    local.write_text("".join(f"{t}\n" for t in tasks))
+    code, out, err = cli(
+        "explain", "--topology", str(conf), "--hostfile", str(local), "--tp", str(GPUS), "--json",
+    )  # fmt: skip
+    data = json.loads(out)
+    groups = [[ran[r] for r in range(g, g + GPUS)] for g in range(0, len(tasks), GPUS)]
+    crossing = sum(len({BLOCK_OF[h] for h in group}) > 1 for group in groups)
+    assert crossing == len(groups) == data["kinds"]["tp"]["crossing"]["domain"], data
+    assert code == 1, err
+    assert "one line per task" in data["ranks_from"]

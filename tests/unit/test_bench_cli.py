@@ -46,7 +46,10 @@ def test_plan_on_the_demo_fabric() -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "Benchmark plan: 32 nodes, 8 GPUs per node, 96 runs in 19 rounds"
-    assert lines[1].startswith("First run: srun --mpi=pmix --nodes=1 --ntasks=8 ")
+    assert lines[1] == (
+        "Duration: at most 19 rounds x 600 s (--timeout) = 3.2 h; a round's runs go in parallel"
+    )
+    assert lines[2].startswith("First run: srun --mpi=pmix --nodes=1 --ntasks=8 ")
     assert "leaf (pairs under one leaf switch): 32 runs, rounds 2-3" in lines
     assert "  round 4: gpu0001 gpu0009  via uplinks of leaf-su001-r0, leaf-su002-r0" in lines
     data = json.loads(cli("bench", "--plan", "--sim", "demo", "--json").stdout)
@@ -60,11 +63,33 @@ def test_plan_on_the_demo_fabric() -> None:
 def test_plan_limits() -> None:
     done = cli("bench", "--plan", "--sim", "demo", "--levels", "spine-1", "--max-pairs", "4")
     assert done.returncode == 0, done.stderr
-    assert "  note: 28 of 32 pairs dropped by --max-pairs" in done.stdout.splitlines()
+    assert (
+        "  note: 28 of 32 pairs dropped by --max-pairs 4 (--max-pairs N or --all-pairs for more)"
+        in done.stdout.splitlines()
+    )
     assert (
         done.stdout.splitlines()[0]
         == "Benchmark plan: 6 nodes, 8 GPUs per node, 4 runs in 3 rounds"
     )
+
+
+def test_a_big_fabric_is_capped_by_default_and_says_how_to_lift_it() -> None:
+    """256 nodes: 256 pairs per pair level, 64 kept by default with a note; --all-pairs plans
+    every pair, and the duration bound says what that costs."""
+    capped = cli("bench", "--plan", "--sim", "nodes=256").stdout.splitlines()
+    assert capped[0] == "Benchmark plan: 256 nodes, 8 GPUs per node, 384 runs in 26 rounds"
+    assert (
+        capped.count(
+            "  note: 192 of 256 pairs dropped by --max-pairs 64 "
+            "(--max-pairs N or --all-pairs for more)"
+        )
+        == 2
+    )
+    every = cli("bench", "--plan", "--sim", "nodes=256", "--all-pairs", "--timeout", "60")
+    lines = every.stdout.splitlines()
+    assert lines[0] == "Benchmark plan: 256 nodes, 8 GPUs per node, 768 runs in 67 rounds"
+    assert lines[1].startswith("Duration: at most 67 rounds x 60 s (--timeout) = 1.1 h")
+    assert not any("dropped" in line for line in lines)
 
 
 @pytest.mark.parametrize(
@@ -157,10 +182,12 @@ def test_record_refuses_a_directory_that_is_not_a_snapshot(fake: Path, tmp_path:
 
 def test_plan_on_a_real_dump() -> None:
     dump = real_fixture("ibnetdiscover/dgx-superpod-ndr-quantum2-mqm9701.txt")
-    done = cli("bench", "--plan", "--ibnetdiscover", str(dump), "--gpus-per-node", "8", "--json")
+    args = ["bench", "--plan", "--ibnetdiscover", str(dump), "--gpus-per-node", "8", "--json"]
+    done = cli(*args, "--all-pairs")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert (data["nodes"], data["runs"]) == (120, 360)
+    assert json.loads(cli(*args).stdout)["runs"] == 120 + 64 + 64  # the default cap
     assert [lvl["level"] for lvl in data["levels"]] == ["node", "leaf", "spine-1"]
 
 
@@ -246,3 +273,46 @@ def test_a_threshold_that_is_not_a_number_is_refused(flag: str) -> None:
     result = CliRunner().invoke(main, ["bench", "--plan", "--sim", "demo", flag, "nan"])
     assert result.exit_code == Exit.USAGE
     assert f"Invalid value for '{flag}': 'nan' is not a number" in result.stderr
+
+
+def test_ctrl_c_stops_the_running_steps_within_seconds(tmp_path: Path) -> None:
+    """The pool waited for every step's timeout + 5 s (10 min by default) before Ctrl-C was
+    handled; now the steps get SIGTERM at once and the run exits 130."""
+    import contextlib
+    import signal
+    import time
+
+    started = tmp_path / "started"
+    launcher = tmp_path / "hung-srun"
+    launcher.write_text(
+        f"#!/bin/sh\n[ $1 = --version ] && exit 0\necho $$ >> {started}\nexec sleep 300\n"
+    )
+    launcher.chmod(0o755)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    args = ["bench", "--sim", SIM, "--launcher", str(launcher), "--levels", "node"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "topograph_slurm", "--config", os.devnull, *args],
+        cwd=REPO,
+        env={**base, **allocation()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(started.read_text().split() if started.exists() else []) < 9:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        begin = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert time.monotonic() - begin < 10
+        for pid in started.read_text().split():  # every step's process is gone
+            with pytest.raises(ProcessLookupError):
+                os.kill(int(pid), 0)
+    finally:  # a failure leaves no run and no step behind
+        proc.kill()
+        for pid in started.read_text().split() if started.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)

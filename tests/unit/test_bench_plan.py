@@ -95,7 +95,9 @@ def test_levels_filter_max_pairs_and_exclusions() -> None:
     bench = plan(fmap, [*nodes_of(fmap), "stranger"], 8, levels=["spine-1"], max_pairs=5)
     assert [lvl.level for lvl in bench.levels] == ["spine-1"]
     assert len(bench.runs) == 5
-    assert bench.levels[0].notes == ["7 of 12 pairs dropped by --max-pairs"]
+    assert bench.levels[0].notes == [
+        "7 of 12 pairs dropped by --max-pairs 5 (--max-pairs N or --all-pairs for more)"
+    ]
     assert bench.excluded == {"stranger": "not on the fabric"}
     with pytest.raises(UsageError, match="--levels: spine-9 not in this fabric"):
         plan(fmap, nodes_of(fmap), 8, levels=["spine-9"])

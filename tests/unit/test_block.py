@@ -7,6 +7,7 @@ import pytest
 from topograph_slurm.analysis.fabric.block import (
     adjacency_order,
     covering_base,
+    designed_base,
     infer_block_sizes,
     plan_blocks,
     typical_base,
@@ -115,3 +116,12 @@ def test_base_explanation_names_eight_short_blocks_and_counts_the_rest() -> None
     planned = plan_blocks(_blocks(*([8] * 12 + [5] * 10)), V2505)
     [finding] = planned.findings
     assert finding.message.count(" nodes)") == 8 and "and 2 more" in finding.message
+
+
+def test_the_designed_unit_raises_the_base_while_a_block_still_holds_it() -> None:
+    """Issue 24 item 4: a unit with one node off does not lower the base below the unit
+    earlier runs saw; a fabric whose blocks are all smaller gets the rule's base."""
+    blocks = [Block("a", ["n"] * 8), Block("b", ["n"] * 7)]
+    assert designed_base(blocks, covering_base, 0) == 7
+    assert designed_base(blocks, covering_base, 8) == 8
+    assert designed_base(blocks[1:], covering_base, 8) == 7

@@ -324,6 +324,15 @@ def test_clush_transport_over_fake_ssh(fake: FakeCluster, tmp_path: Path) -> Non
     assert down["exit_code"] == 255 and "No route to host" in str(down["stderr_tail"])
 
 
+def test_when_no_node_answers_the_error_passes_on_sshs_own_reason(
+    fake: FakeCluster, tmp_path: Path
+) -> None:
+    """Every node unreachable over clush: the one error line ends with what ssh said, not
+    only its exit code."""
+    with pytest.raises(CollectError, match=r"transport exited 255 .*: ssh: .*No route to host"):
+        c.collect(plan(["down1"], via="clush"), tmp_path / "snap")
+
+
 @pytest.mark.parametrize(
     ("via", "mode"), [("srun", "batch"), ("srun", "per-node"), ("clush", "batch")]
 )

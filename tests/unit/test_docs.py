@@ -19,6 +19,7 @@ PAGES = [
     "health.md",
     "bench.md",
     "draw.md",
+    "moe.md",
     "ufm.md",
     "collect.md",
     "configuration.md",

@@ -24,6 +24,7 @@ from tests.support.sim_gpu import (
 from tests.support.snapshots import write_node_outputs
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
+from topograph_slurm.model.gpu import GpuFabric
 from topograph_slurm.sources import sim
 from topograph_slurm.sources.snapshot import KEY_Q, KEY_TOPO
 
@@ -178,8 +179,14 @@ def test_node_view_of_a_real_dgx_h100_matrix() -> None:
     assert {"lk-nv", "lk-pix", "lk-sys"} <= set(legend)
 
 
-def test_node_view_from_a_snapshot_marks_cross_numa_and_unhealthy_nvlink(tmp_path: Path) -> None:
-    gpus = nvl_node_gpus("c0ffee00-0000-0000-0000-000000000001", 3, health="Unhealthy")
+def _tray_gpus(health: str, bandwidth: str = "Full") -> list[GpuFabric]:
+    return nvl_node_gpus(
+        "c0ffee00-0000-0000-0000-000000000001", 3, health=health, bandwidth=bandwidth
+    )
+
+
+def _tray_view(tmp_path: Path, gpus: list[GpuFabric]) -> Result:
+    """The node view of a GB200 tray from a snapshot holding *gpus*' NVLink fabric."""
     outputs = {
         "gpu0001": {
             KEY_TOPO: render_topo_matrix(gb200_tray_topology()),
@@ -189,7 +196,11 @@ def test_node_view_from_a_snapshot_marks_cross_numa_and_unhealthy_nvlink(tmp_pat
     snap = write_node_outputs(tmp_path / "snap", outputs)
     result = run("draw", "--snapshot", str(snap), "--node", "gpu0001")
     assert result.exit_code == 0, result.output
-    by_key, classes, legend = drawn(result.stdout)
+    return result
+
+
+def test_node_view_from_a_snapshot_marks_cross_numa_and_unhealthy_nvlink(tmp_path: Path) -> None:
+    by_key, classes, legend = drawn(_tray_view(tmp_path, _tray_gpus("Unhealthy")).stdout)
     assert {"gpu", "fault-nvlink"} <= by_key["GPU0"]
     assert "cross-numa" in classes and "cross-numa" in legend and "fault-nvlink" in legend
 
@@ -386,3 +397,55 @@ def test_a_job_picture_reads_the_config_once(monkeypatch: pytest.MonkeyPatch) ->
     result = run("draw", "--sim", SPEC, "--nodes", "gpu[0001-0016]", "--tp", "16", "--pp", "2")
     assert result.exit_code == 0, result.output
     assert reads == [os.devnull]
+
+
+TOPO_CAPTURES = sorted(p.name for p in real_fixture("nvidia-smi-topo").iterdir())
+
+
+def _extent(element: ET.Element) -> tuple[float, float, float, float]:
+    """The box an SVG element covers as (left, top, right, bottom), text by its anchor."""
+
+    def get(name: str) -> float:
+        return float(element.get(name, 0))
+
+    if element.tag == f"{SVG}rect":
+        return get("x"), get("y"), get("x") + get("width"), get("y") + get("height")
+    if element.tag == f"{SVG}line":
+        xs, ys = (get("x1"), get("x2")), (get("y1"), get("y2"))
+        return min(xs), min(ys), max(xs), max(ys)
+    return get("x"), get("y"), get("x"), get("y")
+
+
+@pytest.mark.parametrize("capture", TOPO_CAPTURES)
+def test_the_node_view_holds_everything_it_draws_and_its_rails_in_front(capture: str) -> None:
+    """The viewBox stopped at the NUMA boxes (952 px for 8 GPUs) while the matrix of 8 GPUs
+    and 8 NICs reached 1083 px; the rails were drawn under the opaque NUMA boxes."""
+    result = run("draw", "--topo-matrix", str(real_fixture(f"nvidia-smi-topo/{capture}")))
+    assert result.exit_code == 0, result.output
+    root = ET.fromstring(result.stdout)
+    _, _, width, height = map(float, root.get("viewBox", "").split())
+    for element in root.iter():
+        if element.tag in (f"{SVG}rect", f"{SVG}line", f"{SVG}text"):
+            left, top, right, bottom = _extent(element)
+            assert left >= 0 and right <= width and top >= 0 and bottom <= height, (
+                element.tag,
+                element.attrib,
+                "".join(element.itertext()),
+            )
+    drawing = list(root.find(f"{SVG}g[@class='drawing']") or [])
+    last_numa = max(i for i, e in enumerate(drawing) if e.get("class") == "numa")
+    rails = [i for i, e in enumerate(drawing) if "→" in "".join(e.itertext())]
+    assert all(i > last_numa for i in rails)
+
+
+def test_the_node_legend_counts_nvlink_faults_not_gpus(tmp_path: Path) -> None:
+    from topograph_slurm.render.draw.faults import gpu_faults
+    from topograph_slurm.sources.nvidia_smi import parse_query_fabric
+
+    gpus = _tray_gpus("Unhealthy", "Degraded")
+    faults = sum(map(len, gpu_faults(parse_query_fabric(render_query_q(gpus))).values()))
+    result = _tray_view(tmp_path, gpus)
+    by_key, _, _ = drawn(result.stdout)
+    with_fault = sum("fault-nvlink" in classes for classes in by_key.values())
+    assert faults > with_fault  # several faults on one GPU
+    assert f"unhealthy NVLink fabric ({faults})" in result.stdout

@@ -15,6 +15,7 @@ from tests.support.snapshots import write_node_outputs
 from topograph_slurm.analysis.state import drift as d
 from topograph_slurm.analysis.state.drift import drift
 from topograph_slurm.cli.main import main
+from topograph_slurm.config import Settings, state_dir
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.result import Block
 from topograph_slurm.model.summary import (
@@ -24,6 +25,7 @@ from topograph_slurm.model.summary import (
     RailSummary,
 )
 from topograph_slurm.sources import sim
+from topograph_slurm.sources.summary import summary_path
 
 
 def _node(leaf: str = "leaf1", block: str = "b1", **kwargs: object) -> NodeSummary:
@@ -259,7 +261,7 @@ def test_kept_summary_against_a_dump(tmp_path: Path) -> None:
     CliRunner().invoke(
         main, ["--config", os.devnull, "generate", "--sim", "nodes=16,su=8", "-o", str(out)]
     )
-    kept = tmp_path / ".topology.conf.fabric.json"
+    kept = summary_path(out, state_dir(Settings()))
     dump = _dump(tmp_path / "today.txt", "nodes=24,su=8")
     code, text, _ = _diff(str(kept), str(dump), "--json")
     kinds = {c["kind"] for c in json.loads(text)["changes"]}

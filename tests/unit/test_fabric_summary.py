@@ -109,8 +109,15 @@ def test_a_bad_kept_file_is_one_input_error(data: bytes, message: str) -> None:
     assert message in str(caught.value)
 
 
-def test_the_summary_sits_hidden_beside_the_output(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    assert summary_file.summary_path(tmp_path / "topology.conf") == (
+def test_the_summary_sits_in_the_state_dir_named_after_the_target(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    state = tmp_path / "state"
+    here = summary_file.summary_path(tmp_path / "topology.conf", state)
+    there = summary_file.summary_path(tmp_path / "test" / "topology.conf", state)
+    assert here.parent == state and here.name.startswith("topology.conf-")
+    assert here.name.endswith(".fabric.json") and here != there  # two targets, two files
+    (tmp_path / "link.conf").symlink_to(tmp_path / "topology.conf")
+    assert summary_file.summary_path(tmp_path / "link.conf", state) == here
+    assert summary_file.legacy_summary_path(tmp_path / "topology.conf") == (
         tmp_path / ".topology.conf.fabric.json"
     )
     assert summary_file.load_summary(tmp_path / "absent.json") is None

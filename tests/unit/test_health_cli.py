@@ -171,6 +171,27 @@ def test_slurm_unreachable_is_a_collect_error(slurm: Path) -> None:
     one_error(run(slurm), Exit.COLLECT, "scontrol not found")
 
 
+def test_a_hostlist_dry_run_proposes_without_scontrol(slurm: Path) -> None:
+    """Issue 24: a laptop or CI runner without slurm-client previews from a hostlist; Slurm's
+    current values are unknown and the commands start from its defaults. --apply still needs
+    scontrol, and says so."""
+    (slurm / "scontrol").unlink()
+    result = run(slurm, "--slurm-nodes", "node[0001-0008]")
+    assert result.exit_code == Exit.DIFFERS, result.output
+    out = result.stdout
+    assert "Slurm not asked (scontrol not found): current values unknown (?)" in out
+    assert "Nodes in --slurm-nodes: 8: 6 healthy, 2 degraded" in out
+    assert "node0001         degraded  ? -> 1001     -       degraded-link" in out
+    assert "Healthy, only their topology labels change (6): node[0002-0005,0007-0008]" in out
+    assert "scontrol update NodeName=node0001 Weight=1001 AvailableFeatures=topo_degraded," in out
+    data = json.loads(run(slurm, "--slurm-nodes", "node[0001-0008]", "--json").stdout)
+    assert data["slurm_asked"] is False
+    assert data["nodes"][0]["weight"] == {"now": None, "new": 1001}
+    assert data["nodes"][0]["state"] == {"now": None, "reason": None}
+    applied = run(slurm, "--slurm-nodes", "node[0001-0008]", "--apply")
+    one_error(applied, Exit.COLLECT, "scontrol not found: health --apply needs slurm-client")
+
+
 def test_bad_values_are_refused_before_anything_runs(slurm: Path, tmp_path: Path) -> None:
     one_error(run(slurm, "--feature-prefix", "1x"), Exit.USAGE, "--feature-prefix")
     one_error(run(slurm, "--degraded-weight", "0"), Exit.USAGE, "--degraded-weight")
@@ -254,3 +275,14 @@ def test_health_reads_the_fabric_with_collection_paused(
     seen = watch_analysis(monkeypatch)
     assert run(slurm).exit_code in (0, 1)
     assert gc.isenabled() and seen == [False]
+
+
+def test_healthy_nodes_that_only_get_their_labels_are_one_line(slurm: Path) -> None:
+    """A first run relabels every node; the healthy ones are summarised in one line (a row
+    each would be 33k lines at 16k nodes), their commands and JSON rows stay."""
+    out = run(slurm).stdout
+    table = [line.split()[0] for line in out.splitlines() if line.startswith("node")]
+    assert table == ["node0001", "node0006"]
+    assert "Healthy, only their topology labels change (6): node[0002-0005,0007-0008]" in out
+    rows = json.loads(run(slurm, "--json").stdout)["nodes"]
+    assert len(rows) == 9

@@ -25,8 +25,10 @@ from hypothesis import strategies as st
 
 from tests.unit.test_generate_snapshot import make_snapshot
 from topograph_slurm.cli.main import main
-from topograph_slurm.errors import Exit
+from topograph_slurm.config import Settings, state_dir
+from topograph_slurm.errors import Exit, InputError
 from topograph_slurm.sources.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
+from topograph_slurm.sources.summary import load_summary, summary_path
 
 TINY = "nodes=4,rails=1,su=2"
 OLD = "SwitchName=s1 Nodes=n[1-4]\n"
@@ -227,6 +229,255 @@ def test_an_invalid_group_reference_in_a_rewrite_is_a_usage_error() -> None:
     assert "invalid rewrite replacement '\\\\9': invalid group reference" in line
 
 
+# ------------------------------------------------------------- kept state, Slurm's answers
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+def _kept(tmp_path: Path) -> tuple[Path, Path]:
+    """A topology and the summary a first run kept for it (in the default state dir)."""
+    target = tmp_path / "topology.conf"
+    assert invoke(["generate", "--sim", "nodes=16,su=8", "-o", str(target)]).exit_code == Exit.OK
+    return target, summary_path(target, state_dir(Settings()))
+
+
+def _again(target: Path, spec: str = "nodes=16,su=8") -> Result:
+    report = target.parent / "report.json"
+    args = ["generate", "--sim", spec, "-o", str(target), "--slurm-nodes", "gpu[0001-0016]"]
+    return invoke([*args, "--report", str(report), "--report-format", "json"])
+
+
+def _unreadable(target: Path) -> str:
+    findings = json.loads((target.parent / "report.json").read_text())["findings"]
+    (bad,) = [f for f in findings if f["kind"] == "summary-unreadable"]
+    return str(bad["message"])
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b'{"format": "topograph-slurm-fabric-summary", "version": 1, "summary": ' + DEEP + b"}"],
+    ids=["nested 100,000 deep"],
+)
+def test_a_deep_kept_summary_is_unreadable_for_generate_and_bad_input_for_diff(
+    tmp_path: Path, content: bytes
+) -> None:
+    target, kept = _kept(tmp_path)
+    good = tmp_path / "good.json"
+    good.write_bytes(kept.read_bytes())
+    kept.write_bytes(content)
+    assert_refused(invoke(["diff", str(good), str(kept)]), Exit.INPUT)
+    assert_refused(invoke(["diff", str(kept), str(good)]), Exit.INPUT)
+    result = _again(target)
+    assert result.exit_code == Exit.OK, result.output
+    assert "nested too deeply" in _unreadable(target)
+
+
+def test_a_deep_bench_record_is_bad_input_for_diff(tmp_path: Path) -> None:
+    _, kept = _kept(tmp_path)
+    bench = tmp_path / "bench.json"
+    bench.write_bytes(b'{"format": "topograph-slurm-bench", "version": 1, "levels": ' + DEEP + b"}")
+    assert_refused(invoke(["diff", str(bench), str(kept)]), Exit.INPUT)
+    assert_refused(invoke(["diff", str(kept), str(bench)]), Exit.INPUT)
+
+
+def test_a_kept_node_last_seen_in_the_far_future_drops_out(tmp_path: Path) -> None:
+    """9999-12-31 plus the keep limit overflowed the date arithmetic (exit 70)."""
+    target, kept = _kept(tmp_path)
+    data = json.loads(kept.read_text())
+    data["summary"]["nodes"]["gpu0016"]["last_seen"] = "9999-12-31T00:00:00Z"
+    kept.write_text(json.dumps(data))
+    result = _again(target, "nodes=15,su=8")
+    assert result.exit_code == Exit.OK, result.output
+    findings = json.loads((tmp_path / "report.json").read_text())["findings"]
+    (gone,) = [f for f in findings if f["subject"] == "gpu0016"]
+    assert gone["kind"] == "missing-not-kept" and "in the future" in gone["message"]
+
+
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "FIFO"])
+def test_a_kept_summary_that_is_no_regular_file_neither_hangs_nor_fills_memory(
+    tmp_path: Path, kind: str
+) -> None:
+    """/dev/zero was read until memory ran out; a FIFO hung the read, then the write. The
+    run is refused before it writes anything (as a FIFO at the lock is); the reader itself
+    neither blocks nor reads a device, should one appear there during the run."""
+    target, kept = _kept(tmp_path)
+    kept.unlink()
+    if kind == "FIFO":
+        os.mkfifo(kept)
+    else:
+        kept.symlink_to("/dev/zero")
+    target.write_text(OLD)
+    result = _again(target)
+    assert "not a regular file" in assert_refused(result, Exit.OUTPUT, target)
+    with pytest.raises(InputError, match="not a regular file"):
+        load_summary(kept)
+
+
+def test_a_kept_summary_past_the_size_cap_is_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from topograph_slurm.sources import summary
+
+    target, kept = _kept(tmp_path)
+    monkeypatch.setattr(summary, "MAX_SUMMARY_BYTES", kept.stat().st_size - 1)
+    assert _again(target).exit_code == Exit.OK
+    assert "larger than" in _unreadable(target)
+
+
+def _slurm_answers(tmp_path: Path, args: str, answer: object) -> str:
+    """A config whose scontrol replays *answer* (JSON text) to *args*."""
+    from tests.support.scontrol import Answer, ReplayScontrol
+
+    text = answer if isinstance(answer, str) else json.dumps(answer)
+    scontrol = ReplayScontrol(tmp_path / "bin", {args: Answer(text)})
+    config = tmp_path / "config.yaml"
+    config.write_text(f"scontrol: {scontrol.path}\n")
+    return str(config)
+
+
+@pytest.mark.parametrize("weight", ["Infinity", "1e400", "-1", "true", '"\\u0664"', '"3_3"'])
+def test_a_hostile_weight_in_show_nodes_is_bad_input(tmp_path: Path, weight: str) -> None:
+    node = f'{{"name": "gpu0001", "weight": {weight}, "features": [], "state": ["IDLE"]}}'
+    config = _slurm_answers(tmp_path, "show nodes --json", f'{{"nodes": [{node}]}}')
+    result = invoke(["health", "--sim", TINY], config)
+    assert "unexpected `scontrol show nodes --json` output" in assert_refused(result, Exit.INPUT)
+
+
+@pytest.mark.parametrize("index", ['"a"', "1e400", "Infinity", '"\\u0664"'])
+def test_a_hostile_allocation_index_in_show_job_is_bad_input(tmp_path: Path, index: str) -> None:
+    allocation = f'[{{"index": {index}, "name": "gpu0001"}}, {{"index": 0, "name": "gpu0002"}}]'
+    job = f'{{"job_id": 7, "job_resources": {{"nodes": {{"allocation": {allocation}}}}}}}'
+    config = _slurm_answers(tmp_path, "show job --json 7", f'{{"jobs": [{job}]}}')
+    result = invoke(["explain", "7", "--sim", TINY], config)
+    assert "unexpected `scontrol show job --json` output" in assert_refused(result, Exit.INPUT)
+
+
+@pytest.mark.parametrize(
+    ("rule", "missing"),
+    [("{pattern: x}", "replace"), ("{replace: x}", "pattern"), ("{}", "pattern")],
+)
+def test_a_rewrite_without_pattern_or_replace_is_a_config_error(
+    tmp_path: Path, rule: str, missing: str
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"rewrites:\n  - {rule}\n")
+    line = assert_refused(invoke(["generate", "--sim", TINY], str(config)), Exit.CONFIG)
+    assert f"config key rewrites[0].{missing} is missing" in line
+
+
+# --------------------------------------------------------------------------- bench output
+
+BENCH_SIM = "nodes=2,gpus=2,rails=2,su=2,tiers=2,prefix=bn"
+
+
+def _capture() -> list[str]:
+    from tests.conftest import real_fixture
+    from tests.support.nccl_fake import CAPTURE
+
+    return real_fixture(CAPTURE).read_text(encoding="utf-8").splitlines()
+
+
+def _bench_with(tmp_path: Path, lines: list[str]) -> Result:
+    """bench over two nodes whose every run prints *lines* and exits 0, recorded."""
+    output = tmp_path / "output.txt"
+    output.write_text("\n".join(lines) + "\n")
+    launcher = tmp_path / "fake-srun"
+    launcher.write_text(f"#!/bin/sh\ncat {output}\n")
+    launcher.chmod(0o755)
+    args = ["bench", "--sim", BENCH_SIM, "--launcher", str(launcher), "--levels", "node"]
+    env = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "bn[0001-0002]"}
+    args += ["--record", str(tmp_path / "record")]
+    return CliRunner().invoke(main, ["--config", os.devnull, *args], env=env)
+
+
+def _strict_json(path: Path) -> object:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{path} holds {constant}: not JSON")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+@pytest.mark.parametrize("busbw", ["nan", "inf", "1e309", "0", "-nan", "\u0663\u0663\u0668"])
+def test_a_busbw_that_is_no_measurement_fails_the_run(tmp_path: Path, busbw: str) -> None:
+    """Every node's busbw nan (or inf, 0, Arabic-Indic digits) was judged "No findings"."""
+    lines = []
+    for line in _capture():
+        words = line.split()
+        if len(words) == 13 and words[0].isascii() and words[0].isdigit():
+            words[7] = words[11] = busbw
+            line = "  ".join(words)
+        lines.append(line)
+    result = _bench_with(tmp_path, lines)
+    assert result.exit_code == Exit.COLLECT, result.output
+    assert "every run failed" in result.stderr and "No findings" not in result.stdout
+    record = _strict_json(tmp_path / "record" / "bench.json")
+    assert isinstance(record, dict) and all(r["busbw"] is None for r in record["results"])
+
+
+def test_output_cut_mid_table_is_a_failed_run(tmp_path: Path) -> None:
+    """Exit 0, the table cut after 4 GiB of an 8 GiB sweep: no measurement of the link."""
+    lines = _capture()
+    cut = next(i for i, line in enumerate(lines) if line.lstrip().startswith("8589934592"))
+    result = _bench_with(tmp_path, lines[:cut])
+    assert result.exit_code == Exit.COLLECT, result.output
+    assert "output ends before the largest size (4294967296 of 8589934592 B)" in result.stdout
+
+
+@pytest.mark.parametrize("nodes", ["", " "])
+def test_an_empty_bench_node_list_is_refused_not_the_whole_allocation(nodes: str) -> None:
+    result = invoke(["bench", "--plan", "--sim", BENCH_SIM, "--nodes", nodes])
+    assert "--nodes: empty" in assert_refused(result, Exit.USAGE)
+
+
+@pytest.mark.parametrize(
+    ("levels", "said"),
+    [
+        ("island", "island not in this fabric; its levels are node, leaf, spine-1\n"),
+        ("leaf,spine-2", "spine-2 not in this fabric; its levels are node, leaf, spine-1\n"),
+        ("leaf,", "an empty level name in 'leaf,'"),
+    ],
+)
+def test_bench_levels_the_fabric_lacks_are_named_with_those_it_has(levels: str, said: str) -> None:
+    """One island: no pair spans the island or fabric level, which the error listed."""
+    result = invoke(["bench", "--plan", "--sim", "nodes=8,su=4,tiers=2", "--levels", levels])
+    assert said in assert_refused(result, Exit.USAGE)
+
+
+@pytest.mark.parametrize("sizes", ["3_3_8", "\uff11\uff16", "\u0667"])
+def test_block_sizes_in_odd_digits_are_refused(sizes: str) -> None:
+    """``int()`` read 3_3_8 as 338 and full-width digits as numbers."""
+    result = invoke(["generate", "--sim", TINY, "--format", "block", "--block-sizes", sizes])
+    assert "expected comma-separated integers" in assert_refused(result, Exit.USAGE)
+
+
+@pytest.mark.parametrize("duration", ["\u0667d", "\uff17d"])
+def test_a_keep_missing_in_odd_digits_is_refused(duration: str) -> None:
+    result = invoke(["generate", "--sim", TINY, "--keep-missing", duration])
+    assert "must be a duration like 7d" in assert_refused(result, Exit.USAGE)
+
+
+@pytest.mark.parametrize("char", ["\ufffe", "\uffff", "\x01"])
+@pytest.mark.parametrize("fmt", ["svg", "html"])
+def test_xml_invalid_characters_in_a_description_leave_the_picture_valid(
+    tmp_path: Path, char: str, fmt: str
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    from topograph_slurm.sources import sim
+
+    text = sim.generate_ibnetdiscover(sim.parse_sim_spec("nodes=8,su=8,rails=2"))
+    dump = tmp_path / "fabric.txt"
+    dump.write_text(text.replace('"gpu0002 mlx5_1"', f'"gpu{char}0002 mlx5_1"'))
+    picture = tmp_path / f"fabric.{fmt}"
+    result = invoke(["draw", "--ibnetdiscover", str(dump), "-o", str(picture)])
+    assert result.exit_code == Exit.OK, result.output
+    drawn = picture.read_text()
+    escaped = f"\\u{ord(char):04x}" if ord(char) > 0xFF else f"\\x{ord(char):02x}"
+    assert char not in drawn and escaped in drawn
+    if fmt == "svg":
+        ET.fromstring(drawn)
+
+
 # --------------------------------------------------------------------------- usage errors
 
 
@@ -255,6 +506,58 @@ def test_help_is_unchanged_and_exits_0() -> None:
 def test_an_error_message_is_one_line_even_with_newlines_in_the_value() -> None:
     line = assert_refused(invoke(["generate", "--format", "a\nb\rc\u2028d"]), Exit.USAGE)
     assert "'a\\nb\\rc\\u2028d'" in line
+
+
+@pytest.mark.parametrize("target", ["out/", "out/.", "/"])
+def test_a_directory_as_the_output_is_refused_before_anything_is_written(
+    tmp_path: Path, target: str
+) -> None:
+    """Issue 24: ``-o /etc/slurm/`` wrote a file named /etc/slurm beside the directory (or
+    failed on it every hour); it is generate's own rule, reused by ``units``."""
+    args = ["generate", "--sim", TINY, "--slurm-nodes", "all", "--slurm-version", "24.11"]
+    output = target if target == "/" else f"{tmp_path}/{target}"  # Path drops the "/"
+    report = tmp_path / "report.txt"
+    line = assert_refused(invoke([*args, "-o", output, "--report", str(report)]), Exit.USAGE)
+    assert "--output: must name a file, not a directory" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("planted", ["directory", "dangling link"])
+def test_an_unwritable_rejected_file_still_restores_the_previous_one(
+    tmp_path: Path, planted: str
+) -> None:
+    """Issue 24: a refused reconfigure whose PATH.rejected cannot be written (a directory, a
+    link into a shared directory) still puts the previous file back first: exit 10."""
+    from tests.support.scontrol import Answer, ReplayScontrol
+
+    refused = Answer(stderr="slurm_reconfigure error: Unspecified error\n", code=1)
+    scontrol = ReplayScontrol(tmp_path / "bin", {"show config": Answer(), "reconfigure": refused})
+    out, rejected = tmp_path / "topology.conf", tmp_path / "topology.conf.rejected"
+    out.write_text(OLD)
+    if planted == "directory":
+        rejected.mkdir()
+    else:
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        shared.chmod(0o777)
+        (shared / "x").symlink_to(tmp_path / "elsewhere")
+        rejected.symlink_to(shared / "x")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"scontrol: {scontrol.path}\nslurm_nodes: all\nslurm_version: '24.11'\n")
+    args = ["-q", "generate", "--sim", TINY, "-o", str(out), "--reconfigure", "--force"]
+    line = assert_refused(invoke(args, str(config)), Exit.APPLY, out)
+    assert "the previous file is restored, the candidate not kept (" in line
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_no_topology_yaml_is_a_multiple_of_4096_bytes_for_an_affected_release() -> None:
+    """Issue 24: slurmctld 25.05.0-25.11.5 reads past the end of such a file and dies."""
+    from tests.unit.test_topology_yaml import ENV, _block_multiple_topologies
+    from topograph_slurm.model.slurm_version import SlurmVersion
+    from topograph_slurm.render.topology_yaml import render_topology_yaml
+
+    text = render_topology_yaml(ENV, _block_multiple_topologies(), "ib", SlurmVersion(25, 11))
+    assert len(text.encode()) % 4096 != 0
 
 
 # --------------------------------------------------------------------------- fuzz

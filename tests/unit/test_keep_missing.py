@@ -3,7 +3,6 @@ Slurm, the shrink guard, and the summary recorded only after a successful write.
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,8 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.support.generate import generate_sim
 from topograph_slurm.analysis.state import keep_missing as k
 from topograph_slurm.cli.main import main
+from topograph_slurm.config import Settings, state_dir
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree
@@ -75,12 +76,13 @@ def test_who_may_keep_their_place() -> None:
     assert refused[2].message == "absent and no longer listed by Slurm: dropped from the topology"
 
 
-def test_nothing_is_kept_when_off_or_without_a_slurm_node_list() -> None:
-    previous = _previous(n1=NodeSummary("l1", last_seen=DAY_AGO))
+def test_nothing_is_kept_when_off_and_the_summary_decides_without_a_node_list() -> None:
+    previous = _previous(
+        n1=NodeSummary("l1", last_seen=DAY_AGO), n2=NodeSummary("l1", last_seen="2026-11-20")
+    )
     assert k.candidates(previous, [], _policy("0")) == ({}, [])
-    keep, (finding,) = k.candidates(previous, [], _policy(listed=None))
-    assert keep == {} and finding.kind == FindingKind.MISSING_NOT_KEPT
-    assert "--slurm-nodes" in finding.message
+    keep, (expired,) = k.candidates(previous, [], _policy(listed=None))
+    assert list(keep) == ["n1"] and expired.kind == FindingKind.KEPT_MISSING_EXPIRED
 
 
 def test_kept_nodes_go_back_under_their_leaf_and_into_their_block() -> None:
@@ -112,28 +114,15 @@ def test_kept_nodes_go_back_under_their_leaf_and_into_their_block() -> None:
 
 
 def _generate(out: Path, spec: str, *args: str, config: str = os.devnull) -> tuple[int, dict]:
-    report = out.parent / "report.json"
-    result = CliRunner().invoke(
-        main,
-        [
-            "--config",
-            config,
-            "generate",
-            "--sim",
-            spec,
-            "-o",
-            str(out),
-            "--report",
-            str(report),
-            "--report-format",
-            "json",
-            *args,
-        ],
+    code, _, report = generate_sim(
+        out, spec, *args, report=out.parent / "report.json", config=config
     )
-    data = json.loads(report.read_text()) if report.exists() else {}
-    report.unlink(missing_ok=True)
-    assert result.exit_code != Exit.BUG, result.output
-    return result.exit_code, data
+    return code, report
+
+
+def _kept_at(out: Path) -> Path:
+    """Where generate keeps *out*'s summary: the default state directory."""
+    return summary_path(out, state_dir(Settings()))
 
 
 def _nodes(path: Path) -> list[str]:
@@ -147,7 +136,7 @@ LISTED = ("--slurm-nodes", "gpu[0001-0015]")
 def test_a_node_off_today_keeps_its_leaf_and_block(tmp_path: Path, fmt: str) -> None:
     out = tmp_path / "topology.conf"
     assert _generate(out, "nodes=16,su=8", "--format", fmt)[0] == Exit.OK
-    first = decode(summary_path(out).read_bytes(), "kept")
+    first = decode(_kept_at(out).read_bytes(), "kept")
     code, report = _generate(out, "nodes=13,su=8", "--format", fmt, *LISTED)
     assert code == Exit.OK
     assert _nodes(out) == [f"gpu{i:04d}" for i in range(1, 16)]  # gpu0016: Slurm lists it no more
@@ -160,18 +149,62 @@ def test_a_node_off_today_keeps_its_leaf_and_block(tmp_path: Path, fmt: str) -> 
         ("node-vanished", "gpu0015"),
         ("node-vanished", "gpu0016"),
     ]
-    kept = decode(summary_path(out).read_bytes(), "kept").nodes["gpu0015"]
+    kept = decode(_kept_at(out).read_bytes(), "kept").nodes["gpu0015"]
     assert kept.kept and kept.last_seen == first.nodes["gpu0015"].last_seen
     assert kept.leaf == "leaf-su002-r0" and kept.rails == first.nodes["gpu0015"].rails
+
+
+def _block_sizes(path: Path) -> str:
+    return next(line for line in path.read_text().splitlines() if "BlockSizes=" in line)
+
+
+@pytest.fixture
+def no_scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slurm's node list unavailable: no scontrol on PATH."""
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+
+
+@pytest.mark.usefixtures("no_scontrol")
+def test_one_node_off_without_slurms_node_list_keeps_its_place_and_block_sizes(
+    tmp_path: Path,
+) -> None:
+    """Issue 24 item 4: one node powered off once turned BlockSizes=8,16,32 into 7,14,28 on
+    every run without Slurm's node list, and --keep-missing kept nothing without it."""
+    out = tmp_path / "topology.conf"
+    assert _generate(out, "nodes=32,su=8", "--format", "block")[0] == Exit.OK
+    code, report = _generate(out, "nodes=31,su=8", "--format", "block")
+    assert code == Exit.OK and _block_sizes(out) == "BlockSizes=8,16,32"
+    assert len(_nodes(out)) == 32
+    (kept,) = [f for f in report["findings"] if f["kind"] == FindingKind.KEPT_MISSING]
+    assert kept["subject"] == "gpu0032"
+
+
+@pytest.mark.usefixtures("no_scontrol")
+@pytest.mark.parametrize(("release", "sizes"), [("25.05", "8,16,32"), ("24.11", "7,14,28")])
+def test_the_base_follows_the_unit_the_last_run_saw(
+    tmp_path: Path, release: str, sizes: str
+) -> None:
+    """With nothing kept (--keep-missing 0), a 7-node unit among 8-node ones keeps base 8
+    where Slurm keeps short blocks (25.05+); 24.11 would leave the short unit out, so there
+    the base covers it."""
+    out = tmp_path / "topology.conf"
+    flags = ("--format", "block", "--slurm-version", release, "--keep-missing", "0")
+    assert _generate(out, "nodes=32,su=8", *flags)[0] == Exit.OK
+    assert _generate(out, "nodes=31,su=8", *flags)[0] == Exit.OK
+    assert _block_sizes(out) == f"BlockSizes={sizes}" and len(_nodes(out)) == 31
+    first = tmp_path / "first.conf"  # a first run knows no earlier unit: today's count decides
+    assert _generate(first, "nodes=31,su=8", *flags)[0] == Exit.OK
+    assert _block_sizes(first) == "BlockSizes=7,14,28"
 
 
 def test_past_the_limit_a_kept_node_drops_out(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     _generate(out, "nodes=16,su=8")
-    kept = decode(summary_path(out).read_bytes(), "kept")
+    kept = decode(_kept_at(out).read_bytes(), "kept")
     week_ago = (datetime.now(UTC) - timedelta(days=8)).strftime(k.TIME_FORMAT)
     kept.nodes["gpu0016"].last_seen = week_ago
-    summary_path(out).write_bytes(encode(kept))
+    _kept_at(out).write_bytes(encode(kept))
     code, report = _generate(out, "nodes=14,su=8", "--slurm-nodes", "gpu[0001-0016]")
     assert code == Exit.OK and _nodes(out) == [f"gpu{i:04d}" for i in range(1, 16)]
     (expired,) = [f for f in report["findings"] if f["kind"] == FindingKind.KEPT_MISSING_EXPIRED]
@@ -184,12 +217,12 @@ def test_past_the_limit_a_kept_node_drops_out(tmp_path: Path) -> None:
 def test_the_shrink_guard_counts_kept_nodes_as_present(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     _generate(out, "nodes=16,su=8")
-    before = summary_path(out).read_bytes()
+    before = _kept_at(out).read_bytes()
     listed = ("--slurm-nodes", "gpu[0001-0016]")
     # 7 of 16 nodes off (a leaf keeps one node, so its switches are still on the fabric)
     code, _ = _generate(out, "nodes=9,su=8", *listed, "--keep-missing", "0")
     assert code == Exit.REFUSED and len(_nodes(out)) == 16
-    assert summary_path(out).read_bytes() == before  # a refused run records nothing
+    assert _kept_at(out).read_bytes() == before  # a refused run records nothing
     code, report = _generate(out, "nodes=9,su=8", *listed)
     assert code == Exit.OK and len(_nodes(out)) == 16
     assert sum(f["kind"] == FindingKind.KEPT_MISSING for f in report["findings"]) == 7
@@ -198,7 +231,7 @@ def test_the_shrink_guard_counts_kept_nodes_as_present(tmp_path: Path) -> None:
 def test_without_a_summary_the_previous_output_gives_the_places(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     _generate(out, "nodes=16,su=8")
-    summary_path(out).unlink()
+    _kept_at(out).unlink()
     code, report = _generate(out, "nodes=14,su=8", "--slurm-nodes", "gpu[0001-0016]")
     assert code == Exit.OK and len(_nodes(out)) == 16
     assert sum(f["kind"] == FindingKind.KEPT_MISSING for f in report["findings"]) == 2
@@ -208,12 +241,12 @@ def test_without_a_summary_the_previous_output_gives_the_places(tmp_path: Path) 
 def test_a_corrupt_summary_is_a_finding_and_is_replaced(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     _generate(out, "nodes=16,su=8")
-    summary_path(out).write_text("{garbage")
+    _kept_at(out).write_text("{garbage")
     code, report = _generate(out, "nodes=14,su=8", "--slurm-nodes", "gpu[0001-0016]")
     assert code == Exit.OK and len(_nodes(out)) == 16  # the topology file gave the places
     (bad,) = [f for f in report["findings"] if f["kind"] == "summary-unreadable"]
     assert "not a fabric summary" in bad["message"] and bad["subject"] == str(out)
-    assert decode(summary_path(out).read_bytes(), "kept").nodes["gpu0016"].kept
+    assert decode(_kept_at(out).read_bytes(), "kept").nodes["gpu0016"].kept
 
 
 def test_first_run_report_says_there_is_nothing_to_compare(tmp_path: Path) -> None:
@@ -226,11 +259,11 @@ def test_no_summary_beside_a_device_or_with_check(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         main, ["--config", os.devnull, "generate", "--sim", "nodes=4,su=4", "-o", os.devnull]
     )
-    assert result.exit_code == 0 and not summary_path(Path(os.devnull)).exists()
+    assert result.exit_code == 0 and not _kept_at(Path(os.devnull)).exists()
     out = tmp_path / "topology.conf"
     out.write_text("")
     _generate(out, "nodes=4,su=4", "--check")
-    assert not summary_path(out).exists()
+    assert not _kept_at(out).exists()
 
 
 def test_keep_missing_is_checked_as_flag_and_config_key(tmp_path: Path) -> None:
@@ -259,4 +292,4 @@ def test_a_tree_run_needs_no_blocks_for_its_summary(tmp_path: Path) -> None:
     out = tmp_path / "topology.conf"
     code, _ = _generate(out, "nodes=8,su=4", "--block-source", "nvlink")  # no GPU data
     assert code == Exit.OK
-    assert "blocks" not in decode(summary_path(out).read_bytes(), "kept").known
+    assert "blocks" not in decode(_kept_at(out).read_bytes(), "kept").known

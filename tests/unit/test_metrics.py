@@ -125,12 +125,7 @@ def test_cli_success_then_failure(tmp_path: Path) -> None:
     failed = samples(prom.read_text())
     assert failed[("topograph_slurm_success", ())] == 0
     assert failed[("topograph_slurm_last_success_timestamp_seconds", ())] == success
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".topology.conf.fabric.json",
-        ".topology.conf.lock",
-        "topograph.prom",
-        "topology.conf",
-    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["topograph.prom", "topology.conf"]
 
 
 def test_kept_missing_nodes_and_changes_come_from_the_kept_summary(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from topograph_slurm.model.fabric import normalize_guid
-from topograph_slurm.model.numbers import natural
+from topograph_slurm.model.numbers import decimal, natural
 from topograph_slurm.model.rates import lanes
 
 ODD_DIGITS = ["\u0664", "\u00b2", "1_0", "+1", "-1", "", " ", "1 0", "9" * 5000, "\uff11"]
@@ -47,3 +47,22 @@ def test_normalize_guid_of_real_forms() -> None:
     expected = "0008f10403960984"
     for text in ("0x8f10403960984", "H-0008f10403960984", "S-0008F10403960984", " 8f10403960984 "):
         assert normalize_guid(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["nan", "inf", "-inf", "1e309", "Infinity", "1_0.5", "\u0663.5", "\uff11", "", "1e", "."],
+)
+def test_decimal_refuses_what_float_would_take_or_make_infinite(text: str) -> None:
+    assert decimal(text) is None
+
+
+def test_decimal_reads_what_measuring_tools_print() -> None:
+    assert [decimal(t) for t in ("338.82", " 0 ", "-1", "1e3", ".5", "2.")] == [
+        338.82,
+        0.0,
+        -1.0,
+        1000.0,
+        0.5,
+        2.0,
+    ]

@@ -18,16 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topograph_slurm.errors import Exit, LockedError, RefusedError
+from topograph_slurm.model.summary import FabricSummary
 from topograph_slurm.output import (
     OutputError,
     lock_path,
     output_lock,
     unified_diff,
     write_file,
+    write_summary,
     write_topology,
     write_tree,
 )
 from topograph_slurm.sources.layout import count_nodes
+from topograph_slurm.sources.summary import summary_path
 
 TREE_CONF = """\
 # topology.conf generated for a 2-tier fat tree
@@ -292,6 +295,19 @@ def test_stale_temp_files_of_a_killed_run_are_removed_under_the_lock(tmp_path: P
     stale[0].write_text("half a file")
     assert not write_topology(target, tree(9)).written
     assert not stale[0].exists()
+
+
+def test_stale_temp_files_of_a_killed_summary_write_are_removed(tmp_path: Path) -> None:
+    """A kill -9 while the kept summary was written left its temp file for ever."""
+    target, state = tmp_path / "topology.conf", tmp_path / "state"
+    state.mkdir()
+    name = summary_path(target, state).name
+    stale = state / f".{name}.abcd1234.tmp"
+    kept = state / f".{name}.abcd1234.tmp.other"
+    for path in (stale, kept):
+        path.write_text("half a summary")
+    write_summary(target, FabricSummary("sim:demo"), state_dir=state)
+    assert not stale.exists() and kept.exists()
 
 
 @needs_root

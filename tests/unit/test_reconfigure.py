@@ -160,7 +160,7 @@ def test_blocks_compare_by_members_and_sizes() -> None:
 
 def _write(path: Path, text: str) -> bytes | None:
     """Write *text* as generate would, returning what was there before."""
-    with held(path, 5.0) as previous:
+    with held(path, 5.0, None) as previous:
         path.write_text(text)
     return previous
 
@@ -305,3 +305,42 @@ def test_a_check_that_cannot_run_keeps_what_slurmctld_took(tmp_path: Path) -> No
         apply(path, previous, NEW, Scontrol(str(scontrol.path), log=str(tmp_path / "no.log")))
     assert raised.value.exit_code == Exit.COLLECT
     assert path.read_text() == NEW and not rejected_path(path).exists()
+
+
+def test_without_scontrol_nothing_is_written(tmp_path: Path) -> None:
+    """Issue 24: --reconfigure on a host without scontrol used to write, fail, and remove the
+    new file (there was no previous one); now it is refused before anything is written."""
+    out, report = tmp_path / "topology.conf", tmp_path / "report.txt"
+    args = ["--config", "/dev/null", "generate", "--sim", "demo", "--slurm-nodes", "all"]
+    args += ["--slurm-version", "24.11", "-o", str(out), "--report", str(report)]
+    result = CliRunner().invoke(main, [*args, "--reconfigure"], env={"PATH": str(tmp_path)})
+    assert result.exit_code == Exit.COLLECT, result.output
+    assert result.stderr == (
+        "topograph-slurm: error: scontrol not found: --reconfigure needs slurm-client; "
+        "nothing written\n"
+    )
+    assert sorted(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("planted", ["directory", "link"])
+def test_an_unwritable_rejected_path_still_restores_first(tmp_path: Path, planted: str) -> None:
+    """Issue 24: PATH.rejected a directory (or a link another user could have planted) used to
+    stop the restore, leaving the refused candidate where slurmctld reads it (exit 9)."""
+    scontrol, path, previous = _replaced(tmp_path, {"reconfigure": REFUSED_2605})
+    rejected = rejected_path(path)
+    if planted == "directory":
+        rejected.mkdir()
+    else:
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        shared.chmod(0o777)  # writable by others, not sticky: a link there is not trusted
+        (shared / "x").symlink_to(tmp_path / "elsewhere")
+        rejected.symlink_to(shared / "x")
+    with pytest.raises(ReconfigureError) as raised:
+        apply(path, previous, NEW, Scontrol(str(scontrol.path), log=str(tmp_path / "no.log")))
+    assert path.read_text() == OLD
+    message = str(raised.value)
+    assert raised.value.exit_code == Exit.APPLY
+    assert "the previous file is restored, the candidate not kept (" in message
+    assert str(rejected) in message and "kept as" not in message
+    assert not (tmp_path / "elsewhere").exists()

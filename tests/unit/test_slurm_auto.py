@@ -108,3 +108,41 @@ def test_auto_with_slurm_places_only_its_nodes(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "Nodes=gpu[0001-0002]" in result.stdout and "gpu0004" not in result.stdout
+
+
+def test_a_check_elsewhere_says_the_environment_differs_and_what_to_pin(tmp_path: Path) -> None:
+    """Issue 24: a file written where scontrol lists 30 of 32 nodes was "out of date" on a CI
+    runner without Slurm with no word why. Its header names the release and the node list;
+    the check says what differs and which flags pin it; pinned, the check matches."""
+    nodes = json.dumps({"nodes": [{"name": f"gpu{i:04d}"} for i in range(1, 31)]})
+    scontrol = ReplayScontrol(
+        tmp_path / "bin", {"show nodes --json": Answer(nodes), "--version": VERSION_2605}
+    )
+    out = tmp_path / "topology.conf"
+    args = ["--config", "/dev/null", "generate", "--sim", "demo", "-o", str(out)]
+    controller = {"PATH": f"{scontrol.path.parent}:/usr/bin:/bin"}
+    runner = CliRunner()
+    assert runner.invoke(main, args, env=controller).exit_code == 0
+    header = out.read_text().splitlines()[2]
+    assert header == "# Made for Slurm 26.05.5; node list: Slurm's nodes."
+    again = runner.invoke(main, args, env=controller)  # the same inputs: the same bytes
+    assert again.exit_code == 0 and "unchanged (30 nodes)" in again.stderr
+    ci = {"PATH": str(tmp_path / "empty")}
+    stale = runner.invoke(main, [*args, "--check"], env=ci)
+    assert stale.exit_code == 1
+    line = [line for line in stale.stderr.splitlines() if "out of date" in line]
+    assert line == [
+        f"{out}: out of date; the environment differs: Slurm 26.05.5 then, 24.11 now "
+        "(--slurm-version auto: Slurm did not answer, assumed): pin --slurm-version 26.05.5; "
+        "node list Slurm's nodes then, every host now (--slurm-nodes auto: Slurm did not "
+        "answer): pin "
+        "--slurm-nodes (the nodes' hostlist, or all)"
+    ]
+    pins = ["--slurm-version", "26.05.5", "--slurm-nodes", "gpu[0001-0030]"]
+    pinned = runner.invoke(main, [*args, "--check", *pins], env=ci)
+    assert pinned.exit_code == 0 and f"{out}: up to date" in pinned.stderr
+    other = [*args[:4], "nodes=16,rails=2,su=4,tiers=2", *args[5:], "--check", *pins]
+    fabric = runner.invoke(main, other, env=ci)
+    assert (
+        fabric.exit_code == 1 and "the environment differs" not in fabric.stderr
+    )  # the fabric changed

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -217,3 +218,54 @@ def test_topology_conf_names_repeat_nowhere(
     """topology.conf passes the same last check as topology.yaml (Slurm checks neither)."""
     with pytest.raises(ConfigError, match=message):
         check_names(tree, blocks)
+
+
+def _block_multiple_topologies() -> list[NamedTopology]:
+    """A tree whose topology.yaml is exactly 8192 bytes unpadded (one leaf name's length
+    tuned: each character is one byte)."""
+
+    def topologies(leaves: int, name: str) -> list[NamedTopology]:
+        groups = [LeafGroup(f"leaf{i:03d}", ["x"], [f"n{i:03d}"]) for i in range(leaves)]
+        groups.append(LeafGroup(name, ["y"], ["last"]))
+        return [NamedTopology("ib", tree=Tree(groups, [], [])), NamedTopology("flat")]
+
+    for leaves in range(100, 200):
+        size = len(render_topology_yaml(ENV, topologies(leaves, "z"), "ib").encode())
+        if 8192 - 63 <= size <= 8192:
+            return topologies(leaves, "z" * (8192 - size + 1))
+    raise AssertionError("no tree of 8192 bytes")
+
+
+@pytest.mark.parametrize(
+    ("release", "padded"),
+    [
+        ("25.05", True),
+        ("25.05.8", True),
+        ("25.11", True),
+        ("25.11.5", True),
+        ("25.11.6", False),
+        ("26.05", False),
+        ("26.05.5", False),
+    ],
+)
+def test_a_file_of_a_multiple_of_4096_bytes_is_padded_for_affected_releases(
+    release: str, padded: bool
+) -> None:
+    """Issue 24: slurmctld 25.05.0-25.05.8 and 25.11.0-25.11.5 read past the end of a
+    topology.yaml whose size is an exact multiple of 4096 bytes and die."""
+    topologies = _block_multiple_topologies()
+    text = render_topology_yaml(ENV, topologies, "ib", SlurmVersion.parse(release))
+    size = len(text.encode())
+    assert (size % 4096 != 0) is padded, size
+    assert text.rstrip("\n").splitlines()[-1].startswith("# This line keeps") is padded
+    assert yaml.safe_load(text) == yaml.safe_load(render_topology_yaml(ENV, topologies, "ib"))
+
+
+def test_a_template_override_that_drops_the_padding_is_refused(tmp_path: Path) -> None:
+    from topograph_slurm.render.environment import builtin_templates
+
+    source = (builtin_templates() / "topology.yaml.j2").read_text()
+    (tmp_path / "topology.yaml.j2").write_text(source[: source.index("{% if pad %}")])
+    env = environment(tmp_path)
+    with pytest.raises(ConfigError, match="multiple of 4096 bytes even with its padding"):
+        render_topology_yaml(env, _block_multiple_topologies(), "ib", SlurmVersion(25, 11, 2))

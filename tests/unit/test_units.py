@@ -26,10 +26,8 @@ def units(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def write_units(directory: Path, binary: str, tmp_path: Path) -> None:
-    code, _, err = units(
-        str(directory), "--binary", binary, "--metrics", str(tmp_path / "prom" / "t.prom")
-    )
+def write_units(directory: Path, binary: str) -> None:
+    code, _, err = units(str(directory), "--binary", binary, "--metrics", "/var/lib/prom/t.prom")
     assert code == Exit.OK, err
 
 
@@ -43,7 +41,7 @@ def verify(directory: Path) -> subprocess.CompletedProcess[str]:
 
 @needs_systemd
 def test_rendered_units_verify(tmp_path: Path) -> None:
-    write_units(tmp_path / "units", sys.executable, tmp_path)
+    write_units(tmp_path / "units", sys.executable)
     result = verify(tmp_path / "units")
     assert result.returncode == 0, result.stderr
 
@@ -51,7 +49,7 @@ def test_rendered_units_verify(tmp_path: Path) -> None:
 @needs_systemd
 def test_verify_finds_a_missing_program(tmp_path: Path) -> None:
     """The check above can fail: a unit whose ExecStart program does not exist does not verify."""
-    write_units(tmp_path / "units", str(tmp_path / "no" / "topograph-slurm"), tmp_path)
+    write_units(tmp_path / "units", "/opt/no/topograph-slurm")
     result = verify(tmp_path / "units")
     assert result.returncode != 0 and "topograph-slurm" in result.stderr
 
@@ -67,6 +65,7 @@ def test_service_runs_generate_hardened(tmp_path: Path) -> None:
     for line in ("Type=oneshot", "ProtectSystem=strict", "Nice=10", "TimeoutStartSec=20min"):
         assert f"\n{line}\n" in service
     assert "\nReadWritePaths=/etc/slurm /var/lib/prometheus/node-exporter\n" in service
+    assert "\nStateDirectory=topograph-slurm\n" in service  # the state dir, writable
     _, timer, _ = units("--print", "timer", "--binary", "/usr/bin/topograph-slurm")
     assert "\nOnCalendar=hourly\n" in timer and "\nPersistent=true\n" in timer
     _, cron, _ = units("--print", "cron", "--binary", "/usr/bin/topograph-slurm")
@@ -107,3 +106,51 @@ def test_paths_systemd_or_cron_would_split_are_refused(
 def test_dir_or_print() -> None:
     code, _, err = units()
     assert code == Exit.USAGE and "give DIR" in err
+
+
+@needs_systemd
+def test_a_program_or_config_in_a_home_keeps_home_readable(tmp_path: Path) -> None:
+    """Issue 24: ExecStart under /root or /home with ProtectHome=yes fails with 203/EXEC every
+    hour (the program is hidden); the service gets ProtectHome=read-only instead."""
+    for binary, config in [("/usr/bin/env", "/home/a/config.yaml"), (sys.executable, "/etc/c")]:
+        if not binary.startswith(("/root/", "/home/")) and config == "/etc/c":
+            continue  # this interpreter is not in a home
+        out = tmp_path / Path(binary).name
+        code, _, err = units(str(out), "--binary", binary, "--config", config)
+        assert code == Exit.OK, err
+        service = (out / "topograph-slurm.service").read_text()
+        assert "\nProtectHome=read-only\n" in service and "ProtectHome=yes" not in service
+        assert verify(out).returncode == 0
+    _, plain, _ = units("--print", "service", "--binary", "/usr/bin/topograph-slurm")
+    assert "\nProtectHome=yes\n" in plain
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--binary", "/tmp/venv/bin/topograph-slurm"),
+        ("--config", "/var/tmp/config.yaml"),
+        ("--metrics", "/tmp/t.prom"),
+        ("--metrics", "/var/lib/prom/t.txt"),  # node_exporter reads *.prom only
+        ("--output", "/etc/slurm/"),
+        ("--output", "/"),
+    ],
+)
+def test_units_that_would_fail_every_hour_are_refused(
+    tmp_path: Path, args: tuple[str, str]
+) -> None:
+    """Issue 24: a path PrivateTmp=yes hides, and what generate itself refuses (its own rule),
+    are one usage line up front; nothing is written, the cron file neither."""
+    binary = ("--binary", "/usr/bin/t") if args[0] != "--binary" else ()
+    code, _, err = units(str(tmp_path / "units"), *binary, *args)
+    assert code == Exit.USAGE and err.count("\n") == 1 and args[0] in err, err
+    assert not (tmp_path / "units").exists()
+
+
+def test_one_unwritable_unit_leaves_the_others_unwritten(tmp_path: Path) -> None:
+    """Every target is checked before any is written: a directory where the service goes
+    refuses the run with the cron file (first by name) not written either."""
+    (tmp_path / "topograph-slurm.service").mkdir()
+    code, _, err = units(str(tmp_path), "--binary", "/usr/bin/topograph-slurm")
+    assert code == Exit.OUTPUT and "topograph-slurm.service" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["topograph-slurm.service"]

@@ -60,9 +60,36 @@ def test_a_finding_naming_no_judged_node_is_listed_with_the_reason() -> None:
     assert finding.subject == "spine/1 <-> core/1" and "not a node" in why
 
 
-def test_nodes_named_by_a_finding_are_judged_even_outside_the_sweep() -> None:
-    verdicts, _ = judge([Finding(FindingKind.SLOW_LINK, "leaf1", "slow", nodes=("n9",))], ["n1"])
-    assert verdicts["n9"].severity == DEGRADED
+def test_a_finding_naming_a_node_the_fabric_does_not_show_changes_nothing() -> None:
+    """A bench record's slow-link naming n9, which this fabric does not show: no verdict for
+    n9 (it would get Weight and a feature), the finding listed unused saying why."""
+    finding = Finding(FindingKind.SLOW_LINK, "leaf1", "slow", nodes=("n9",))
+    verdicts, unused = judge([finding], ["n1"])
+    assert list(verdicts) == ["n1"] and verdicts["n1"].severity == HEALTHY
+    assert unused == [(finding, "n9: not a node this run judges")]
+    # one node it shows of two it names: that one only
+    verdicts, _ = judge([Finding(FindingKind.SLOW_LINK, "l", "slow", nodes=("n1", "n9"))], ["n1"])
+    assert list(verdicts) == ["n1"] and verdicts["n1"].severity == DEGRADED
+
+
+@pytest.mark.parametrize(
+    "description",
+    ["MT4123 ConnectX6   Mellanox Technologies", "storage01 mlx5_0", ""],
+)
+def test_a_slow_cable_of_a_host_that_is_no_slurm_node_degrades_nobody(description: str) -> None:
+    """A degraded cable between leafA and an HCA that is not a Slurm node (firmware-default
+    description, a storage host Slurm does not list, none at all) slows that host only: no
+    node of leafA is degraded."""
+    fb = _two_leaves()
+    fb.ca("other", description)
+    fb.cable("other", "leafA")
+    _slow(fb, "other", "leafA")
+    listed = frozenset(f"{leaf}{n}" for leaf in "ab" for n in range(3))
+    analysis = analyse(fb.fabric, NamingPolicy(slurm_nodes=listed))
+    (slow,) = [f for f in analysis.findings if f.kind == FindingKind.DEGRADED_LINK]
+    assert slow.nodes == ()
+    verdicts, _ = judge(analysis.findings, analysis.hosts.nodes)
+    assert all(v.severity == HEALTHY for v in verdicts.values())
 
 
 def _two_leaves(spines: int = 1) -> FabricBuilder:

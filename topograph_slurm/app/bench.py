@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from topograph_slurm.collect.bench import BenchCommand
 
 
+#: Pairs per level a plan keeps unless told otherwise: every pair of a 16,384-node fabric is
+#: 65,536 runs; a sample spread over each level finds its slow links in far fewer rounds.
+DEFAULT_MAX_PAIRS = 64
+
+
 @dataclass(slots=True)
 class Planned:
     """The fabric view, the plan over it and the command each run starts."""
@@ -46,7 +51,8 @@ def plan_runs(settings: Settings, opts: Mapping[str, Any], warn: Warn) -> Planne
         raise UsageError("--gpus-per-node is needed: the fabric source does not say")
     nodes, excluded = _nodes(opts["hostlist"], opts["plan_only"], list(view.fmap.places))
     levels = [lvl.strip() for lvl in opts["levels"].split(",")] if opts["levels"] else None
-    plan = make_plan(view.fmap, nodes, gpus, levels, opts["max_pairs"])
+    max_pairs = None if opts["all_pairs"] else opts["max_pairs"] or DEFAULT_MAX_PAIRS
+    plan = make_plan(view.fmap, nodes, gpus, levels, max_pairs)
     plan.excluded.update(excluded)
     _check_plan(plan, nodes)
     return Planned(view, plan, _command(opts, gpus))
@@ -101,6 +107,8 @@ def _nodes(
             "bench runs inside one allocation: salloc -N ... topograph-slurm bench ... "
             "(or --plan to print the plan only)"
         )
+    if hostlist is not None and not hostlist.strip():  # not the whole allocation: a typo
+        raise UsageError("--nodes: empty; name the nodes, or leave --nodes out for them all")
     if hostlist:
         nodes = names.expand(hostlist, "--nodes", UsageError)
     elif allocation:

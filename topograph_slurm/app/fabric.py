@@ -23,7 +23,7 @@ from topograph_slurm.analysis.fabric.naming import NamingPolicy, compile_hcas, c
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model.fabric import Fabric
-from topograph_slurm.model.result import Analysis, BlockTopology, Finding, Tree
+from topograph_slurm.model.result import Analysis, BlockTopology, Finding, MadeWith, Tree
 from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.slurm import auto as slurm_auto
 from topograph_slurm.sources import ibnetdiscover
@@ -70,6 +70,8 @@ class AnalysedFabric:
     nvlink: bool
     #: where the ``auto`` node list and release came from (info or problem findings)
     notes: list[Finding] = field(default_factory=list)
+    #: the release and the node list's origin, as the topology file's header names them
+    made: MadeWith = field(default_factory=MadeWith)
 
     @property
     def version(self) -> SlurmVersion:
@@ -114,22 +116,29 @@ def read_fabric(
     *,
     before_blocks: Callable[[Analysis, frozenset[str] | None], None] | None = None,
     blocks_needed: bool = True,
+    unit: int = 0,
 ) -> AnalysedFabric:
     """Read the settings' one fabric source and analyse it, with cyclic GC paused
     (:mod:`topograph_slurm.sources.gc_pause`). *before_blocks* sees the analysis and the
     nodes Slurm lists before blocks are formed from its tree (``generate``'s keep-missing
     step puts kept nodes back there); without *blocks_needed*, NVLink domains that cannot be
-    formed (``--block-source nvlink`` without GPU data) are None instead of failing the run."""
+    formed (``--block-source nvlink`` without GPU data) are None instead of failing the run.
+    *unit* is the IB unit size earlier runs saw (0: unknown), the least inferred base."""
     notes: list[Finding] = []
-    settings = slurm_auto.resolve_version(settings, notes)
+    made = MadeWith()
+    settings = slurm_auto.resolve_version(settings, notes, made)
     version = SlurmVersion.parse(settings.slurm_version)
     with no_cyclic_gc():
         inputs = load_inputs(settings, warn)
-        policy = naming_policy(settings, notes)  # asks Slurm for its nodes once per run
+        policy = naming_policy(settings, notes, made)  # asks Slurm for its nodes once per run
         analysis = analyse(inputs.fabric, policy, settings.max_tiers)
         if before_blocks is not None:
             before_blocks(analysis, policy.slurm_nodes)
-        units = ib_blocks(analysis, version, settings.block_sizes) if analysis.node_count else None
+        units = (
+            ib_blocks(analysis, version, settings.block_sizes, unit)
+            if analysis.node_count
+            else None
+        )
         nvlink = settings.block_source == "nvlink"  # what was asked, if it cannot be had
         try:
             nvlink = wants_nvlink(settings, inputs.snapshot)
@@ -138,7 +147,7 @@ def read_fabric(
             if blocks_needed:
                 raise
             domains = None
-    return AnalysedFabric(settings, inputs, analysis, units, domains, nvlink, notes)
+    return AnalysedFabric(settings, inputs, analysis, units, domains, nvlink, notes, made)
 
 
 def read_text(path: str) -> str:
@@ -219,16 +228,19 @@ def sim_spec(value: str) -> str:
     return DEMO_SIM if value == "demo" else value
 
 
-def naming_policy(settings: Settings, notes: list[Finding] | None = None) -> NamingPolicy:
+def naming_policy(
+    settings: Settings, notes: list[Finding] | None = None, made: MadeWith | None = None
+) -> NamingPolicy:
     """Node-name map, rewrites, the HCA selection and the Slurm node list from settings;
-    *notes* gets the finding that says where an ``auto`` node list came from."""
+    *notes* gets the finding that says where an ``auto`` node list came from, *made* its
+    origin in the topology header's words."""
     policy = NamingPolicy(
         rewrites=compile_rewrites((rule.pattern, rule.replace) for rule in settings.rewrites),
         hcas=compile_hcas(settings.hcas),
     )
     if settings.node_name_map:
         policy.node_name_map = load_node_name_map(Path(settings.node_name_map))
-    policy.slurm_nodes = slurm_auto.node_list(settings, [] if notes is None else notes)
+    policy.slurm_nodes = slurm_auto.node_list(settings, [] if notes is None else notes, made)
     return policy
 
 

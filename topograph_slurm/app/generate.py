@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from topograph_slurm.analysis.fabric.block import typical_size
 from topograph_slurm.app.fabric import AnalysedFabric, Warn, read_fabric
 from topograph_slurm.app.state import Tracked, keeping, track
-from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings
+from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings, state_dir
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import (
@@ -32,6 +32,7 @@ from topograph_slurm.model.result import (
     Analysis,
     BlockTopology,
     Finding,
+    MadeWith,
 )
 from topograph_slurm.render.environment import render
 from topograph_slurm.sources.gc_pause import no_cyclic_gc
@@ -63,8 +64,10 @@ class Generated:
     node_count: int = 0
     #: the analysis behind it, for the run's metrics (findings by kind, exclusions)
     analysis: Analysis | None = None
-    #: with ``-o FILE``: the fabric summary to keep beside it and the changes since the last run
+    #: with ``-o FILE``: the fabric summary to keep for it and the changes since the last run
     tracked: Tracked | None = None
+    #: the release and node list the topology was made with (its header names them)
+    made: MadeWith | None = None
 
 
 def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generated:
@@ -86,6 +89,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
         warn,
         before_blocks=keep.place_in_tree if keep else None,
         blocks_needed=wants_blocks,
+        unit=keep.unit if keep else 0,
     )
     settings = fabric.settings  # the release resolved
     analysis = fabric.analysis
@@ -108,7 +112,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
         report = render_report(env, analysis, shown, settings.report_format, changes)
         if _is_page(settings.report):
             report = _report_page(env, report, analysis, shown)
-    out = Generated(None, report, analysis=analysis, tracked=tracked)
+    out = Generated(None, report, analysis=analysis, tracked=tracked, made=fabric.made)
     out.node_count = _placed(settings.format, analysis, blocks)
     if out.node_count == 0:
         return out
@@ -124,6 +128,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
             tree=analysis.tree,
             blocks=blocks,
             node_count=out.node_count,
+            made=fabric.made,
         )
     if facts is not None:
         from topograph_slurm.render.filters import render_filters
@@ -148,7 +153,7 @@ def reconfigured(
     from topograph_slurm.slurm.scontrol import Scontrol
 
     path = Path(settings.output)
-    with reconfigure.held(path, settings.lock_timeout) as previous:
+    with reconfigure.held(path, settings.lock_timeout, state_dir(settings)) as previous:
         code = write()
         scontrol = Scontrol.from_settings(settings)
         run.reconfigured = reconfigure.apply(path, previous, content, scontrol)
@@ -156,15 +161,44 @@ def reconfigured(
     return code
 
 
+def environment_change(old: str, made: MadeWith | None) -> str | None:
+    """Why a ``--check`` may differ beyond the fabric: the file on disk names another Slurm
+    release or node list than this run had (another host: a CI runner without Slurm, where
+    ``auto`` falls back), in words that name the flags to pin; None when they agree or the
+    file names none."""
+    from topograph_slurm.sources.layout import made_with
+
+    was = made_with(old)
+    if was is None or made is None:
+        return None
+    found = []
+    if was.release != made.release:
+        found.append(
+            f"Slurm {was.release} then, {made.release} now ({made.release_from}): pin "
+            f"--slurm-version {was.release}"
+        )
+    if was.nodes != made.nodes:
+        found.append(
+            f"node list {was.nodes} then, {made.nodes} now ({made.nodes_from}): pin "
+            "--slurm-nodes (the nodes' hostlist, or all)"
+        )
+    return "; ".join(found) or None
+
+
 def record_state(settings: Settings, result: Generated) -> None:
-    """The last step of a run that wrote its outputs: keep the fabric summary beside ``-o``
+    """The last step of a run that wrote its outputs: keep the fabric summary of ``-o``
     for the next run's "Changes since the last run" and ``--keep-missing``. Only after
     success: a refused or failed write raised before this, leaving the last good state."""
     if settings.output is None or result.tracked is None:
         return
     from topograph_slurm.output import write_summary
 
-    write_summary(Path(settings.output), result.tracked.summary, lock_timeout=settings.lock_timeout)
+    write_summary(
+        Path(settings.output),
+        result.tracked.summary,
+        state_dir=state_dir(settings),
+        lock_timeout=settings.lock_timeout,
+    )
 
 
 def _topologies(
@@ -204,7 +238,7 @@ def _yaml(
 
     topologies = _topologies(settings, fabric.analysis, blocks, fabric.nvlink)
     default = settings.yaml_default or topologies[0].name
-    text = render_topology_yaml(env, topologies, default, fabric.version)
+    text = render_topology_yaml(env, topologies, default, fabric.version, fabric.made)
     partitions = (
         partitions_from_map(settings.partitions, topologies)
         if settings.partitions
@@ -276,9 +310,10 @@ class Run:
 
 
 def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Settings:
-    """*settings* for this run: --reconfigure applies a written -o file; --check writes nothing,
-    so --reconfigure and --metrics on its command line are usage errors, and from the config
-    (a cron job's, reused for a check) they are left out."""
+    """*settings* for this run: --reconfigure applies a written -o file, so it needs -o and a
+    scontrol to run (checked here, before anything is written); --check writes nothing, so
+    --reconfigure and --metrics on its command line are usage errors, and from the config (a
+    cron job's, reused for a check) they are left out."""
     if _is_page(settings.report) and settings.report_format != "text":
         raise UsageError(
             f"--report {settings.report} is an HTML page around the text report: drop "
@@ -290,6 +325,12 @@ def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Se
         return replace(settings, reconfigure=False, metrics=None)
     if settings.reconfigure and settings.output is None:
         raise UsageError("--reconfigure needs -o PATH: slurmctld reads a file")
+    if settings.reconfigure:  # before any write: a file slurmctld cannot be asked to take
+        from topograph_slurm.slurm.scontrol import Scontrol
+
+        Scontrol.from_settings(settings).require(
+            "--reconfigure needs slurm-client; nothing written"
+        )
     return settings
 
 

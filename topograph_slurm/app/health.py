@@ -8,16 +8,18 @@ from collections.abc import Callable, Sequence
 from topograph_slurm.analysis.health.proposal import HealthPolicy, plan
 from topograph_slurm.analysis.health.verdict import judge, node_labels
 from topograph_slurm.app.fabric import Warn, read_fabric
-from topograph_slurm.config import Settings
-from topograph_slurm.model.health import HealthPlan
-from topograph_slurm.slurm.scontrol import Scontrol
+from topograph_slurm.config import ALL, AUTO, Settings
+from topograph_slurm.model import names
+from topograph_slurm.model.health import HealthPlan, SlurmNode
+from topograph_slurm.slurm.scontrol import NotInstalled, Scontrol
 
 
-def health_plan(settings: Settings, warn: Warn, bench: str | None = None) -> HealthPlan:
+def health_plan(
+    settings: Settings, warn: Warn, bench: str | None = None, *, dry_run: bool = True
+) -> HealthPlan:
     """Judge every node of the fabric (with the findings of a ``bench`` record: *bench*, else
     the snapshot's own), and compare with what Slurm holds now (``scontrol show nodes
-    --json``)."""
-    from topograph_slurm.slurm.nodes import scontrol_node_states
+    --json``; see :func:`current_nodes` for a dry run where it cannot be asked)."""
     from topograph_slurm.sources.snapshot import load_bench
 
     fabric = read_fabric(settings, warn)
@@ -34,8 +36,35 @@ def health_plan(settings: Settings, warn: Warn, bench: str | None = None) -> Hea
         settings.health_feature_prefix, settings.health_weight, settings.health_drain
     )
     labels = node_labels(fabric.analysis, fabric.blocks)
-    current = scontrol_node_states(Scontrol.from_settings(settings))
-    return plan(verdicts, labels, current, policy, unused)
+    return plan(verdicts, labels, current_nodes(settings, dry_run), policy, unused)
+
+
+def current_nodes(settings: Settings, dry_run: bool) -> list[SlurmNode]:
+    """What Slurm holds for each node now. Without scontrol on this host, a dry run whose
+    ``--slurm-nodes`` is a hostlist still proposes: each listed node with Slurm's defaults,
+    marked unknown (a laptop or CI runner previewing a fabric dump); ``--apply`` and every
+    other node list need Slurm itself."""
+    from topograph_slurm.slurm.nodes import scontrol_node_states
+
+    scontrol = Scontrol.from_settings(settings)
+    try:
+        return scontrol_node_states(scontrol)
+    except NotInstalled:
+        listed = _hostlist(settings.slurm_nodes)
+        if not dry_run:
+            raise NotInstalled(
+                f"{scontrol.binary} not found: health --apply needs slurm-client"
+            ) from None
+        if listed is None:
+            raise
+        return [SlurmNode(name, 1, known=False) for name in listed]
+
+
+def _hostlist(value: str | None) -> list[str] | None:
+    """The nodes a ``--slurm-nodes`` hostlist names; None for auto, all and scontrol."""
+    if value in (None, AUTO, ALL, "scontrol"):
+        return None
+    return names.expand(value)
 
 
 def apply(settings: Settings, commands: Sequence[str], done: Callable[[str], None]) -> None:

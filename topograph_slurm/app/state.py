@@ -1,8 +1,8 @@
 """The fabric's state across ``generate`` runs: the summary it keeps and what the last run left.
 
-``generate -o FILE`` compares today's fabric with the summary the last run kept beside FILE
-(else with FILE itself, placed as it says and last seen when it was written), puts back the
-nodes that are off but may keep their place
+``generate -o FILE`` compares today's fabric with the summary the last run kept for FILE in
+the state directory (else with FILE itself, placed as it says and last seen when it was
+written), puts back the nodes that are off but may keep their place
 (:mod:`topograph_slurm.analysis.state.keep_missing`), and computes the "Changes since the last
 run" with the same :func:`~topograph_slurm.analysis.state.drift.drift` that ``diff`` uses.
 Recording the new summary is the run's last step, after the topology was written
@@ -28,14 +28,15 @@ from topograph_slurm.analysis.state.keep_missing import (
     place_in_blocks,
     place_in_tree,
 )
-from topograph_slurm.analysis.state.summary import from_topology, summarize
+from topograph_slurm.analysis.state.summary import designed_unit, from_topology, summarize
 from topograph_slurm.app.fabric import AnalysedFabric, node_domains
-from topograph_slurm.config import Settings
+from topograph_slurm.config import Settings, state_dir
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Analysis, BlockTopology, Drift, Finding
 from topograph_slurm.model.summary import FabricSummary, NodeSummary
+from topograph_slurm.output import kept_summary_path
 from topograph_slurm.sources import summary as summary_file
 
 
@@ -54,15 +55,21 @@ class Tracked:
 
 @dataclass(slots=True)
 class Keeping:
-    """What the last run left beside ``-o`` and the missing nodes that may keep their place
+    """What the last run left for ``-o`` and the missing nodes that may keep their place
     (those Slurm still lists), once they are back in the tree (:meth:`place_in_tree`)."""
 
     output: Path
+    state_dir: Path
     previous: FabricSummary | None
     policy: KeepPolicy
     keep: dict[str, NodeSummary] = field(default_factory=dict)
     leaves: dict[str, str] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def unit(self) -> int:
+        """The IB unit size the last run saw (0 on the first run): BlockSizes' least base."""
+        return designed_unit(self.previous) if self.previous is not None else 0
 
     def place_in_tree(self, analysis: Analysis, listed: frozenset[str] | None) -> None:
         """Put the missing nodes that may keep their place (those in *listed*, the nodes
@@ -76,14 +83,48 @@ class Keeping:
 
 
 def keeping(settings: Settings, now: datetime) -> Keeping | None:
-    """The last run's state beside ``-o FILE``; None when the output is no file (``-o
-    /dev/null``: there is nothing to keep a summary beside)."""
+    """The last run's state for ``-o FILE``; None when the output is no file (``-o
+    /dev/null``: there is nothing to keep a summary for)."""
+    output = _file_output(settings)
+    if output is None:
+        return None
+    directory = state_dir(settings)
+    kept_summary_path(output, directory)  # refused before anything is written, as at the end
+    previous, findings = previous_summary(output, directory)
+    policy = KeepPolicy(parse_duration(settings.keep_missing), None, now)
+    return Keeping(output, directory, previous, policy, findings=findings)
+
+
+def prepare_state(settings: Settings) -> str | None:
+    """Before a run writes: the state directory made (and found writable) and the state an
+    older release kept beside ``-o`` moved into it, under the output's lock so two runs do
+    not both move it; the log line saying what moved (None: nothing)."""
+    from topograph_slurm.output import (
+        make_state_dir,
+        move_legacy_state,
+        output_lock,
+        trusted_target,
+    )
+
+    output = _file_output(settings)
+    if output is None and not settings.filter_dir:
+        return None
+    directory = state_dir(settings)
+    make_state_dir(directory)
+    if output is None:
+        return None
+    target = trusted_target(output)
+    with output_lock(target, settings.lock_timeout, directory):
+        return move_legacy_state(target, directory)
+
+
+def _file_output(settings: Settings) -> Path | None:
+    """``-o FILE`` when it names a file (or none yet); None for no ``-o`` or a device (``-o
+    /dev/null``: nothing to keep state for)."""
     output = Path(settings.output) if settings.output else None
     if output is None or (output.exists() and not output.is_file()):
         return None
-    previous, findings = previous_summary(output)
-    policy = KeepPolicy(parse_duration(settings.keep_missing), None, now)
-    return Keeping(output, previous, policy, findings=findings)
+    return output
 
 
 def track(state: Keeping, fabric: AnalysedFabric) -> Tracked:
@@ -105,13 +146,18 @@ def track(state: Keeping, fabric: AnalysedFabric) -> Tracked:
     return Tracked(blocks, current, drift(state.previous, current), findings)
 
 
-def previous_summary(output: Path) -> tuple[FabricSummary | None, list[Finding]]:
-    """What the last run left: its kept summary, else the topology file itself (each node
-    last seen when the file was written). An unreadable summary is a finding, not a failure:
-    the topology must still be written, and this run's summary replaces the broken one."""
+def previous_summary(output: Path, directory: Path) -> tuple[FabricSummary | None, list[Finding]]:
+    """What the last run left: its kept summary (in *directory*; beside *output* where an
+    older release kept it and no run moved it yet, e.g. a ``--check``), else the topology file
+    itself (each node last seen when the file was written). An unreadable summary is a
+    finding, not a failure: the topology must still be written, and this run's summary
+    replaces the broken one."""
     findings = []
+    kept_at = summary_file.summary_path(output, directory)
+    if not kept_at.exists():
+        kept_at = summary_file.legacy_summary_path(output)
     try:
-        kept = summary_file.load_summary(summary_file.summary_path(output))
+        kept = summary_file.load_summary(kept_at)
     except InputError as err:
         findings.append(
             Finding(FindingKind.SUMMARY_UNREADABLE, str(output), f"{err}; using {output}")

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 _DEFAULT_ARGS = "-b 512M -e 8G -f 2 -g 1"
 _BENCH_KEYS = (
     "plan_only",
+    "all_pairs",
     "hostlist",
     "levels",
     "max_pairs",
@@ -48,21 +49,27 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
     "--nodes",
     "hostlist",
     metavar="HOSTLIST",
-    help="Nodes to benchmark. Default: the allocation's ($SLURM_JOB_NODELIST); with --plan "
-    "outside one, every node of the fabric.",
+    help="Nodes to benchmark (an empty list is refused). Default: the allocation's "
+    "($SLURM_JOB_NODELIST); with --plan outside one, every node of the fabric.",
 )
 @click.option(
     "--levels",
     metavar="LIST",
     help="Only these fabric levels, comma-separated (node, domain, leaf, spine-1, ..., island, "
-    "fabric, as the fabric has them). Default: all.",
+    "fabric, those a run can span in this fabric). Default: all.",
 )
 @click.option(
     "--max-pairs",
     type=click.IntRange(min=1),
     metavar="N",
-    help="At most N pairs per level, spread over the level (for big fabrics; the plan notes "
+    help="At most N pairs per level, spread over the level (default 64; the plan notes "
     "what was dropped).",
+)
+@click.option(
+    "--all-pairs",
+    is_flag=True,
+    help="Every pair of every level, no cap (65,536 runs on 16,384 nodes: see the plan's "
+    "bound first).",
 )
 @click.option(
     "--gpus-per-node",
@@ -171,7 +178,8 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
     env = environment(None)
     fmt = "json" if opts["as_json"] else "text"
     if opts["plan_only"]:
-        click.echo(render_plan(env, plan, command.argv(plan.runs[0]), fmt), nl=False)
+        argv = command.argv(plan.runs[0])
+        click.echo(render_plan(env, plan, argv, fmt, command.timeout), nl=False)
         return
     problems = use_case.run(
         planned,

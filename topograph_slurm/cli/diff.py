@@ -59,7 +59,8 @@ def diff(
 
     OLD and NEW are each an ibnetdiscover dump, a `collect` snapshot directory, sim:SPEC (a
     simulated fabric), one of our topology.conf/topology.yaml files, the fabric summary
-    `generate -o FILE` keeps beside FILE (.FILE.fabric.json), or a bench.json (a record
+    `generate -o FILE` keeps in its state directory (STATE_DIR/FILE-HASH.fabric.json; as root
+    /var/lib/topograph-slurm), or a bench.json (a record
     alone: no fabric facts). A topology file shows only
     nodes, their leaves and blocks, and BlockSizes; what the two inputs cannot both show is
     listed as not compared.
@@ -69,7 +70,7 @@ def diff(
     \b
     Examples:
       topograph-slurm diff yesterday.txt today.txt
-      topograph-slurm diff /etc/slurm/.topology.conf.fabric.json today.txt --json
+      topograph-slurm diff /var/lib/topograph-slurm/topology.conf-*.fabric.json today.txt --json
       topograph-slurm diff /etc/slurm/topology.conf /var/lib/topograph/snap
       topograph-slurm diff sim:nodes=64 sim:nodes=64,degraded=2,disagree=5
       topograph-slurm diff /var/lib/topograph/bench-monday /var/lib/topograph/bench-today

@@ -11,23 +11,27 @@ from typing import Any
 import click
 
 from topograph_slurm.app import generate as use_case
+from topograph_slurm.app.state import prepare_state
 from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
 from topograph_slurm.config import (
     Settings,
     choices_metavar,
     config_path,
+    state_dir,
 )
 from topograph_slurm.errors import Exit, InputError
+from topograph_slurm.model.numbers import natural
+from topograph_slurm.model.result import MadeWith
 from topograph_slurm.render.environment import environment
 
 
 def _parse_sizes(value: str | None) -> list[int] | None:
     if not value:
         return None
-    try:
-        return [int(part) for part in value.split(",")]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    sizes = [natural(part) for part in value.split(",")]  # int() reads "3_3_8" as 338
+    if None in sizes:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}")
+    return [size for size in sizes if size is not None]
 
 
 def _config_metrics(ctx: click.Context) -> str | None:
@@ -64,12 +68,14 @@ def _write(
     ctx: click.Context,
     settings: Settings,
     content: str,
+    made: MadeWith | None,
     check: bool,
     diff: bool,
     force: bool,
     run: use_case.Run,
 ) -> int:
-    """Print or write the topology; returns the exit code."""
+    """Print or write the topology; returns the exit code. A stale --check says when the
+    file was *made* with another release or node list than this run's (another host)."""
     if settings.output is None:
         if not (check or diff):  # --check --filter-dir alone checks only the filters
             click.echo(content, nl=False)
@@ -84,11 +90,20 @@ def _write(
         force=force,
         shrink_limit=settings.shrink_limit,
         lock_timeout=settings.lock_timeout,
+        state_dir=state_dir(settings),
     )
     if (check or diff) and outcome.diff:
         click.echo(outcome.diff, nl=False)
+    if check and not outcome.changed:
+        log(ctx, f"{settings.output}: up to date")
+    if check and outcome.changed:
+        why = use_case.environment_change(outcome.old, made)
+        log(
+            ctx,
+            f"{settings.output}: out of date"
+            + (f"; the environment differs: {why}" if why else ""),
+        )
     if check:
-        log(ctx, f"{settings.output}: {'out of date' if outcome.changed else 'up to date'}")
         return Exit.DIFFERS if outcome.changed else Exit.OK
     run.written = outcome.written
     state = "written" if outcome.written else "unchanged"
@@ -112,7 +127,10 @@ def _write(
     help="Write here (atomic, only on change) instead of stdout ('-' = stdout).",
 )
 @click.option(
-    "--check", is_flag=True, help="Write nothing; exit 1 with a diff when PATH is out of date."
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 with a diff when PATH is out of date, saying so when PATH was "
+    "made for another Slurm release or node list (pin --slurm-version, --slurm-nodes in CI).",
 )
 @click.option("--diff", is_flag=True, help="Print the diff, then write.")
 @click.option(
@@ -189,7 +207,8 @@ def _write(
     default=None,
     help="After a changed write of -o PATH: scontrol reconfigure (never a restart), then check "
     "that slurmctld runs what was written; if not, put the previous file back, keep the "
-    "candidate as PATH.rejected and exit 10 with Slurm's reason.",
+    "candidate as PATH.rejected and exit 10 with Slurm's reason. Without scontrol here: exit 4, "
+    "nothing written.",
 )
 @click.option(
     "--metrics",
@@ -198,11 +217,20 @@ def _write(
     "(atomically; a failed run sets topograph_slurm_success 0).",
 )
 @click.option(
+    "--state-dir",
+    metavar="DIR",
+    help="Where the run keeps its state for -o PATH (the fabric summary, the lock), never "
+    "beside PATH: default /var/lib/topograph-slurm as root, else "
+    "$XDG_STATE_HOME/topograph-slurm (~/.local/state/topograph-slurm). State an older "
+    "release kept beside PATH moves here on the first run.",
+)
+@click.option(
     "--keep-missing",
     metavar="DURATION",
-    help="A node Slurm still lists (--slurm-nodes) but the sweep missed keeps its last leaf "
-    "and block for this long since it was last seen, e.g. 7d (default), 36h; 0 = off. Needs "
-    "-o FILE (the last place comes from the summary kept beside it).",
+    help="A node Slurm still lists (--slurm-nodes; without a node list, any node the last "
+    "run placed) but the sweep missed keeps its last leaf and block for this long since it "
+    "was last seen, e.g. 7d (default), 36h; 0 = off. Needs -o FILE (the last place comes "
+    "from the summary kept for it).",
 )
 @click.option(
     "--yaml-default",
@@ -242,12 +270,16 @@ def generate(
             format=fmt,
             **flags,
         )
-        if settings.output == "-":  # stdout, as without -o: no file named '-', no state beside it
+        if settings.output == "-":  # stdout, as without -o: no file named '-', no state kept for it
             settings = dataclasses.replace(settings, output=None)
         if (check or diff) and settings.output is None and settings.filter_dir is None:
             raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
         settings = use_case.check_flags(settings, check, flags)
         target.settle(settings)
+        if not check:  # the state directory checked before anything is written
+            moved = prepare_state(settings)
+            if moved:
+                log(ctx, moved)
         env = environment(Path(settings.templates) if settings.templates else None)
         target.env = env
         result = use_case.generate(settings, env, warn)
@@ -260,15 +292,13 @@ def generate(
             settings,
             topology,
             run,
-            lambda: _write(ctx, settings, topology, check, diff, force, run),
+            lambda: _write(ctx, settings, topology, result.made, check, diff, force, run),
             lambda message: log(ctx, message),
         )
         if result.partition_lines:
             log(ctx, "Partitions for slurm.conf:\n" + result.partition_lines.rstrip())
         if settings.filter_dir:
-            code = max(
-                code, _write_filters(ctx, Path(settings.filter_dir), result.filters, check, diff)
-            )
+            code = max(code, _write_filters(ctx, settings, result.filters, check, diff))
         # Record state only after success: reached only when every write (and slurmctld's
         # reconfigure, when asked) took; a failure above leaves the previous record alone.
         if not check:
@@ -278,12 +308,15 @@ def generate(
 
 
 def _write_filters(
-    ctx: click.Context, directory: Path, files: dict[str, str], check: bool, diff: bool
+    ctx: click.Context, settings: Settings, files: dict[str, str], check: bool, diff: bool
 ) -> int:
     """Write the filter files (atomic, only on change); 1 when --check finds them stale."""
     from topograph_slurm.output import write_tree
 
-    outcomes = write_tree(directory, files, check=check, show_diff=diff)
+    directory = Path(str(settings.filter_dir))
+    outcomes = write_tree(
+        directory, files, check=check, show_diff=diff, state_dir=state_dir(settings)
+    )
     changed = [o for o in outcomes if o.changed]
     for outcome in changed:
         if check or diff:

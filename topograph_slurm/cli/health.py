@@ -76,9 +76,12 @@ def health(
     (topo_ok, topo_degraded, topo_drain), leaf (topo_leaf_<leaf>) and block
     (topo_block_<block>), so jobs can ask for --constraint=topo_ok. Dry run by default: prints
     the scontrol update commands; --apply runs them, only where Slurm's value differs, and
-    undoes them when the node is healthy again. Exit 0 when Slurm holds every verdict (or
-    --apply set them), 1 when a dry run has commands pending, 4 when Slurm cannot be asked,
-    10 when Slurm refused a command (the others still run).
+    undoes them when the node is healthy again. On a host without scontrol, a dry run with
+    --slurm-nodes HOSTLIST still proposes: Slurm's current values are unknown (shown as ?),
+    so the commands start from its defaults (Weight 1, no features, not drained). Exit 0
+    when Slurm holds every verdict (or --apply set them), 1 when a dry run has commands
+    pending, 4 when Slurm cannot be asked, 10 when Slurm refused a command (the others still
+    run).
 
     \b
     Examples:
@@ -90,7 +93,7 @@ def health(
 
     settings = flag_settings(ctx, rewrites, **flags)
     env = environment(Path(settings.templates) if settings.templates else None)
-    found = use_case.health_plan(settings, warn, bench)
+    found = use_case.health_plan(settings, warn, bench, dry_run=not apply)
     commands = render_commands(env, found)
     click.echo(render_plan(env, found, commands, "json" if as_json else "text"), nl=False)
     if not apply:

@@ -29,6 +29,7 @@ _LAZY_COMMANDS = {
     "bench": ("topograph_slurm.cli.bench", "bench"),
     "diff": ("topograph_slurm.cli.diff", "diff"),
     "draw": ("topograph_slurm.cli.draw", "draw"),
+    "experts": ("topograph_slurm.cli.experts", "experts"),
 }
 
 

@@ -19,7 +19,8 @@ from topograph_slurm.sources.hostfile import LINE_KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_JOB_OPTIONS = [
+#: Where a job's ranks run (``explain``, ``order``, ``experts``).
+NODE_OPTIONS = [
     click.option("--nodes", "hostlist", metavar="HOSTLIST", help="The job's nodes."),
     click.option(
         "--hostfile",
@@ -42,6 +43,15 @@ _JOB_OPTIONS = [
         metavar="N",
         help="GPUs (ranks) per node; default: measured in the snapshot, or the simulation's.",
     ),
+]
+TOPOLOGY_OPTION = click.option(
+    "--topology",
+    metavar="FILE",
+    help="The topology.conf or topology.yaml Slurm runs (places only; a fabric source "
+    "adds link rates and health).",
+)
+_JOB_OPTIONS = [
+    *NODE_OPTIONS,
     click.option(
         "--tp",
         type=int,
@@ -72,12 +82,7 @@ _JOB_OPTIONS = [
         "--rank-order string); kinds left out are appended with size 1. DP is what tp x cp x "
         "pp leave, expert DP what expert TP x EP x pp leave.",
     ),
-    click.option(
-        "--topology",
-        metavar="FILE",
-        help="The topology.conf or topology.yaml Slurm runs (places only; a fabric source "
-        "adds link rates and health).",
-    ),
+    TOPOLOGY_OPTION,
 ]
 
 
@@ -87,11 +92,9 @@ def job_options(func: F) -> F:
     return fabric_options(func)
 
 
+NODE_KEYS = ("hostlist", "hostfile", "hostfile_lines", "gpus_per_node")
 _JOB_KEYS = (
-    "hostlist",
-    "hostfile",
-    "hostfile_lines",
-    "gpus_per_node",
+    *NODE_KEYS,
     "tp",
     "pp",
     "cp",
@@ -102,10 +105,10 @@ _JOB_KEYS = (
 
 
 def split_flags(
-    ctx: click.Context, flags: dict[str, Any]
+    ctx: click.Context, flags: dict[str, Any], keys: tuple[str, ...] = _JOB_KEYS
 ) -> tuple[Settings, str | None, dict[str, Any]]:
-    """The settings the fabric flags make, the --topology file, and the job flags."""
-    job = {key: flags.pop(key) for key in _JOB_KEYS}
+    """The settings the fabric flags make, the --topology file, and the job flags (*keys*)."""
+    job = {key: flags.pop(key) for key in keys}
     topology = flags.pop("topology")
     rewrites = flags.pop("rewrites")
     settings = flag_settings(ctx, rewrites, **flags)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from topograph_slurm.cli.options import config_settings, log
-from topograph_slurm.config import DEFAULT_CONFIG
+from topograph_slurm.config import DEFAULT_CONFIG, Settings, override
 from topograph_slurm.errors import UsageError
 
 DEFAULT_OUTPUT = "/etc/slurm/topology.conf"
@@ -59,6 +59,14 @@ def units(
     """Write the systemd service and timer and a cron.d example that run
     `generate -o PATH --reconfigure --metrics FILE` hourly.
 
+    Every path is checked before anything is written: -o and --metrics by generate's own
+    rules (a file, FILE.prom), none under /tmp or /var/tmp (the service's PrivateTmp=yes hides
+    them: pass --binary, --config elsewhere). A path under /home or /root (a virtualenv in
+    root's home) makes the service ProtectHome=read-only instead of yes, so it stays visible.
+    The service's StateDirectory= makes /var/lib/topograph-slurm (generate's state directory
+    as root: the kept summary and the lock) writable; a config's state_dir elsewhere needs
+    its own ReadWritePaths= drop-in.
+
     \b
     Examples:
       topograph-slurm units /etc/systemd/system && systemctl enable --now topograph-slurm.timer
@@ -69,6 +77,9 @@ def units(
 
     if (directory is None) == (show is None):
         raise click.UsageError("give DIR to write the files, or --print service|timer|cron")
+    # generate's own rules (--metrics FILE.prom, -o a file): units that fail every hour are
+    # refused here, before any file is rendered or written
+    override(Settings(), output=output, metrics=metrics)
     templates = config_settings(ctx).templates
     env = environment(Path(templates) if templates else None)
     files = render_units(env, UnitPaths(_binary(binary), config_path, output, metrics))

@@ -99,6 +99,13 @@ def _results_for(
     return results
 
 
+def _why(result: CommandResult) -> str:
+    """A failed result's error and the last line its stderr ended with: ssh's own reason
+    ("Could not resolve hostname …", "Permission denied …") when the transport failed."""
+    last = (result.stderr_tail or "").strip().splitlines()
+    return f"{result.error}: {last[-1].strip()}" if last else str(result.error)
+
+
 def _transport_error(run: NodeRun) -> str:
     """Why a command left no frame: the node timed out, the transport failed, or it died."""
     if run.error:
@@ -233,7 +240,7 @@ def collect(
     answered = any(r.ok for r in results) or bool(fabric and fabric.ok)
     if (results or fabric) and not answered and not extra_files:
         first = next((r for r in [*results, *([fabric] if fabric else [])] if r.error), None)
-        why = f" (first: {first.node} {first.command}: {first.error})" if first else ""
+        why = f" (first: {first.node} {first.command}: {_why(first)})" if first else ""
         raise CollectError(
             f"no node answered any command{why}; the previous snapshot at {dest} is kept"
         )

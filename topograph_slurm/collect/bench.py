@@ -27,7 +27,7 @@ from topograph_slurm.collect.transport import (
     terminate_live,
 )
 from topograph_slurm.errors import CollectError, OutputError, ParseError
-from topograph_slurm.model.bench import BenchPlan, BenchRun, RunResult
+from topograph_slurm.model.bench import BenchPlan, BenchRun, NcclOutput, RunResult
 from topograph_slurm.output import write_file
 from topograph_slurm.sources.nccl_tests import parse_nccl_tests
 from topograph_slurm.sources.snapshot import (
@@ -102,15 +102,16 @@ def run_plan(plan: BenchPlan, command: BenchCommand, on_run: OnRun) -> list[RunR
     for run in plan.runs:
         by_round.setdefault(run.round, []).append(run)
     results: dict[str, RunResult] = {}
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, command.parallel)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, command.parallel)) as pool:
+        try:
             for number in sorted(by_round):
                 for result in pool.map(lambda r: _run_one(r, command), by_round[number]):
                     results[result.run.key] = result
                     on_run(result)
-    except BaseException:
-        terminate_live()
-        raise
+        except BaseException:  # stop the steps before leaving the pool waits for them
+            pool.shutdown(wait=False, cancel_futures=True)
+            terminate_live()
+            raise
     return [results[run.key] for run in plan.runs]
 
 
@@ -138,17 +139,30 @@ def result_of(run: BenchRun, argv: list[str], done: NodeRun, timeout: float) -> 
         unreadable = f"unreadable output: {err}"
     else:
         unreadable = ""
-    wrong = result.output.wrong if result.output else 0
     if done.timed_out:
         result.error = f"timed out after {timeout:g} s (killed)"
     elif not result.error and done.exit_code != 0:
         result.error = f"exit code {done.exit_code}"
     elif not result.error:
-        result.error = unreadable or (f"{wrong} wrong elements (data corruption)" if wrong else "")
+        result.error = unreadable or (_invalid(result.output) if result.output else "")
     peak = result.output.peak if result.output else None
     if peak is not None and peak.busbw is not None and not result.error:
         result.busbw = peak.busbw
     return result
+
+
+def _invalid(output: NcclOutput) -> str:
+    """Why a run that exited 0 with a table measured nothing ('' when it did): wrong
+    elements, a table cut before its largest size, no busbw at the largest size."""
+    peak = output.peak
+    if output.wrong:
+        return f"{output.wrong} wrong elements (data corruption)"
+    if output.cut:
+        last = f"{peak.size if peak else 0} of {output.last_size} B"
+        return f"output ends before the largest size ({last})"
+    if peak is not None and peak.busbw is not None and peak.busbw <= 0:
+        return f"busbw {peak.busbw:g} GB/s at the largest size (no measurement)"
+    return ""
 
 
 def check_record(dest: Path) -> None:

@@ -24,7 +24,7 @@ from topograph_slurm.collect.plan import check_key
 
 MARKER_PREFIX = "@@topograph-"
 
-_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.ASCII)
 _NODE_HEADER = re.compile(rf"^{MARKER_PREFIX}[0-9a-f]+ node (\S+)\s*$")
 
 

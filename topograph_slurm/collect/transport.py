@@ -155,19 +155,19 @@ def _run(argv: list[str], timeout: float, grace: float) -> NodeRun:
     """Run one srun with a hard local timeout; ``node`` is filled in by the caller."""
     stamp, start = now_iso(), time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=child_environment(),
-        )
+        with _LIVE_LOCK:  # started and tracked at once: Ctrl-C in between would miss it
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=child_environment(),
+            )
+            _LIVE.add(proc)
     except OSError as exc:
         return NodeRun("", "", "", None, False, 0.0, stamp, f"cannot run srun: {exc.strerror}")
     timed_out = False
-    with _LIVE_LOCK:
-        _LIVE.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout + grace)
     except subprocess.TimeoutExpired:

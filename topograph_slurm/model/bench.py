@@ -98,6 +98,7 @@ class NcclOutput:
     rows: list[SizeRow]
     avg_busbw: float | None = None
     out_of_bounds: int | None = None
+    last_size: int | None = None
     test: str = ""
     version: str = ""
     nccl_library: str = ""
@@ -108,6 +109,13 @@ class NcclOutput:
     def peak(self) -> SizeRow | None:
         """The largest message size: the one that measures the link, not the latency."""
         return max(self.rows, key=lambda row: row.size, default=None)
+
+    @property
+    def cut(self) -> bool:
+        """Whether the table ends before the largest size its header promised (``minBytes …
+        maxBytes … step``): the output was cut, the largest row no measurement of the link."""
+        peak = self.peak
+        return peak is not None and self.last_size is not None and peak.size < self.last_size
 
     @property
     def wrong(self) -> int:

@@ -322,7 +322,7 @@ class FindingKind(StrEnum):
         "summary-unreadable",
         PROBLEM,
         RUN,
-        "the kept fabric summary beside the output could not be read: the output file is "
+        "the kept fabric summary of the output could not be read: the output file is "
         "used instead, and this run's summary replaces it",
     )
 

@@ -9,7 +9,7 @@ from enum import StrEnum
 from topograph_slurm.model.result import Finding
 
 #: ``topo -m``'s NVLink token: ``NV18`` is 18 bonded NVLinks.
-NV_LINK = re.compile(r"^NV(\d{1,3})$")
+NV_LINK = re.compile(r"^NV(\d{1,3})$", re.ASCII)
 
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"

@@ -43,7 +43,12 @@ class NodeLabels:
 
 @dataclass(frozen=True, slots=True)
 class SlurmNode:
-    """What slurmctld holds for one node now (``scontrol show nodes --json``)."""
+    """What slurmctld holds for one node now (``scontrol show nodes --json``).
+
+    ``known`` False: Slurm could not be asked (no scontrol here, the nodes came from a
+    hostlist), so the values are Slurm's defaults for a node slurm.conf says nothing else
+    about (Weight 1, no features, not drained) and the proposals start from those.
+    """
 
     name: str
     weight: int
@@ -51,6 +56,7 @@ class SlurmNode:
     active_features: tuple[str, ...] = ()
     state: tuple[str, ...] = ()
     reason: str = ""
+    known: bool = True
 
     @property
     def drained(self) -> bool:

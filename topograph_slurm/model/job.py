@@ -10,8 +10,8 @@ from dataclasses import dataclass
 #: The record ``M.record`` in templates/topograph_tp.lua writes, as ``M.parse_record`` reads it:
 #: ``topograph:tp=8,gpn=4,group=2[,segment=2][,switches=1@300],src=user`` (first one wins).
 _RECORD = re.compile(r"topograph:(\S*)")
-_RECORD_HEAD = re.compile(r"tp=(\d+),gpn=(\d+),group=(\d+)(?=,|$)")
-_RECORD_SEGMENT = re.compile(r",segment=(\d+)(?=,|$)")
+_RECORD_HEAD = re.compile(r"tp=(\d+),gpn=(\d+),group=(\d+)(?=,|$)", re.ASCII)
+_RECORD_SEGMENT = re.compile(r",segment=(\d+)(?=,|$)", re.ASCII)
 _RECORD_SOURCE = re.compile(r",src=([^,]*)$")
 
 

@@ -33,7 +33,7 @@ _PLAIN_NAMES = re.compile(r"(?:[A-Za-z0-9_.-]+\n)*")  # newline-separated plain 
 _LAST_NUMBER = re.compile(r"(.*\D|)(\d+)(\D*)")  # a plain name around its last digit run
 #: A bracket group, or a separator between hostlist items (operators count as separators).
 _HOSTLIST_PART = re.compile(r"\[([^\[\]]*)\]|[,!&^\s]")
-_RANGE = re.compile(r"\s*(\d+)(?:-(\d+))?(?:/(\d+))?\s*")
+_RANGE = re.compile(r"\s*(\d+)(?:-(\d+))?(?:/(\d+))?\s*", re.ASCII)
 _HUGE_NUMBER = re.compile(r"\d{19}")
 _MAX_DIGITS = 640  # the lowest limit sys.set_int_max_str_digits() accepts
 #: What ClusterShell raises on a bad hostlist: syntax, an unknown @group, a number too long.

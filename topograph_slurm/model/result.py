@@ -143,6 +143,25 @@ class NamedTopology:
 
 
 @dataclass(slots=True)
+class MadeWith:
+    """What a topology file was made with beyond the fabric: the Slurm release and whether
+    Slurm's node list kept other hosts out (its header names both, see :data:`EVERY_HOST`),
+    and, for this run only, where each came from. A ``--check`` on another host (a CI runner
+    without Slurm) differs by these, and says so. The header's values are deterministic and
+    the same whether asked of Slurm or pinned by flags (no origin, count, error text or time),
+    so an unchanged run writes the same bytes and a pinned check matches the controller's."""
+
+    release: str = ""
+    nodes: str = ""
+    release_from: str = ""
+    nodes_from: str = ""
+
+
+#: :attr:`MadeWith.nodes` when no node list kept hosts out; else :data:`SLURM_NODES`.
+EVERY_HOST, SLURM_NODES = "every host", "Slurm's nodes"
+
+
+@dataclass(slots=True)
 class Partition:
     """A ``PartitionName=… Nodes=… Topology=…`` line; empty ``nodes`` means ``ALL``."""
 

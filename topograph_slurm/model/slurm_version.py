@@ -7,7 +7,11 @@ from dataclasses import dataclass
 
 from topograph_slurm.errors import ConfigError
 
-_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?(?:[-+~]\S*)?\s*$")
+#: slurmctld 25.05.0–25.05.8 and 25.11.0–25.11.5 read past the end of a topology.yaml whose
+#: size is an exact multiple of this and die (fixed in 25.11.6 and 26.05.0).
+YAML_READ_BLOCK = 4096
+
+_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?(?:[-+~]\S*)?\s*$", re.ASCII)
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -44,3 +48,22 @@ class SlurmVersion:
     def has_topology_yaml(self) -> bool:
         """25.05+ reads topology.yaml with several named topologies."""
         return (self.major, self.minor) >= (25, 5)
+
+    @property
+    def misreads_yaml_block_multiple(self) -> bool:
+        """slurmctld dies on a topology.yaml of an exact multiple of :data:`YAML_READ_BLOCK`
+        bytes: 25.05.0–25.05.8 (no 25.05 fix is known, so every 25.05) and 25.11.0–25.11.5.
+        A release given as ``25.11`` counts as 25.11.0, so it is treated as affected."""
+        return (25, 5) <= (self.major, self.minor) < (25, 11) or (25, 11, 0) <= (
+            self.major,
+            self.minor,
+            self.micro,
+        ) < (25, 11, 6)
+
+
+def yaml_needs_padding(size: int, version: SlurmVersion | None) -> bool:
+    """Whether a topology.yaml of *size* bytes needs a padding line for *version* (None: the
+    release is unknown, so yes when the size is a multiple): see
+    :attr:`SlurmVersion.misreads_yaml_block_multiple`."""
+    affected = version is None or version.misreads_yaml_block_multiple
+    return affected and size % YAML_READ_BLOCK == 0

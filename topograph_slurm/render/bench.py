@@ -101,8 +101,12 @@ def record_data(
     }
 
 
-def render_plan(env: jinja2.Environment, plan: BenchPlan, argv: Sequence[str], fmt: str) -> str:
-    data = plan_data(plan, argv)
+def render_plan(
+    env: jinja2.Environment, plan: BenchPlan, argv: Sequence[str], fmt: str, timeout: float
+) -> str:
+    """The plan, with the bound on how long it runs: every round at most one run's timeout
+    (a round's runs go in parallel)."""
+    data = plan_data(plan, argv) | {"timeout": timeout, "bound": plan.rounds * timeout}
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
     return render(env.overlay(finalize=printable), "bench.plan.txt.j2", **data)

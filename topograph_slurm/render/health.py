@@ -10,7 +10,8 @@ from typing import Any
 
 import jinja2
 
-from topograph_slurm.model.health import SEVERITIES, HealthPlan, NodeChange
+from topograph_slurm.model.health import SEVERITIES, HealthPlan, NodeChange, SlurmNode
+from topograph_slurm.model.names import fold
 from topograph_slurm.model.result import Finding
 from topograph_slurm.render.environment import render
 
@@ -56,23 +57,29 @@ def _action(change: NodeChange) -> str:
 
 
 def _node(change: NodeChange) -> dict[str, Any]:
+    """One node's row; Slurm's current values are None where it could not be asked."""
     was = change.was
     return {
         "node": change.node,
         "verdict": change.verdict.severity,
         "findings": [_finding(f) for f in change.verdict.findings],
-        "weight": {"now": was.weight, "new": change.weight},
-        "features": {"now": list(was.features), "new": _listed(change.features)},
+        "known": was.known,
+        "weight": {"now": was.weight if was.known else None, "new": change.weight},
+        "features": {"now": _known(was, was.features), "new": _listed(change.features)},
         "active_features": {
-            "now": list(was.active_features),
+            "now": _known(was, was.active_features),
             "new": _listed(change.active_features),
         },
-        "state": {"now": list(was.state), "reason": was.reason},
+        "state": {"now": _known(was, was.state), "reason": was.reason if was.known else None},
         "action": _action(change),
         "drain_reason": change.drain_reason,
         "changes": change.changes,
         "note": change.note,
     }
+
+
+def _known(node: SlurmNode, value: tuple[str, ...]) -> list[str] | None:
+    return list(value) if node.known else None
 
 
 def _listed(value: tuple[str, ...] | None) -> list[str] | None:
@@ -85,6 +92,7 @@ def plan_data(plan: HealthPlan, commands: list[str]) -> dict[str, Any]:
     return {
         "summary": {severity: counts[severity] for severity in SEVERITIES}
         | {"nodes": len(plan.changes), "changing": len(plan.pending)},
+        "slurm_asked": all(change.was.known for change in plan.changes),
         "nodes": [_node(change) for change in plan.changes],
         "not_in_slurm": [
             {"node": v.node, "verdict": v.severity, "findings": [_finding(f) for f in v.findings]}
@@ -100,5 +108,30 @@ def render_plan(env: jinja2.Environment, plan: HealthPlan, commands: list[str], 
     data = plan_data(plan, commands)
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
-    shown = [row for row in data["nodes"] if row["verdict"] != "healthy" or row["changes"]]
-    return render(env, "health.txt.j2", shown=shown, **data)
+    relabelled = [row["node"] for row in data["nodes"] if _relabelled(row)]
+    shown = [
+        row
+        for row in data["nodes"]
+        if (row["verdict"] != "healthy" or row["changes"]) and not _relabelled(row)
+    ]
+    return render(
+        env,
+        "health.txt.j2",
+        shown=shown,
+        relabelled=fold(relabelled),
+        count=len(relabelled),
+        **data,
+    )
+
+
+def _relabelled(row: dict[str, Any]) -> bool:
+    """A healthy node whose one change is its topology labels (a first run gives every node
+    its leaf and block feature): summarised in one line, not a row each (33k lines at 16k
+    nodes); its command and its row in ``--json`` stay."""
+    return (
+        row["verdict"] == "healthy"
+        and row["weight"]["new"] is None
+        and row["action"] == "-"
+        and not row["note"]
+        and row["features"]["new"] is not None
+    )

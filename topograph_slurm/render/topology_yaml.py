@@ -29,11 +29,12 @@ from topograph_slurm.model.result import (
     PLUGIN_FLAT,
     PLUGIN_TREE,
     BlockTopology,
+    MadeWith,
     NamedTopology,
     Partition,
     Tree,
 )
-from topograph_slurm.model.slurm_version import SlurmVersion
+from topograph_slurm.model.slurm_version import YAML_READ_BLOCK, SlurmVersion, yaml_needs_padding
 from topograph_slurm.render.environment import render
 
 TEMPLATE = "topology.yaml.j2"
@@ -141,10 +142,25 @@ def render_topology_yaml(
     topologies: Sequence[NamedTopology],
     default: str,
     version: SlurmVersion | None = None,
+    made: MadeWith | None = None,
 ) -> str:
-    """topology.yaml text, checked first (see :func:`check_topologies`)."""
+    """topology.yaml text (its header naming what it was *made* with), checked first (see
+    :func:`check_topologies`); rendered again with
+    the template's padding comment when its size would kill the target's slurmctld
+    (:func:`~topograph_slurm.model.slurm_version.yaml_needs_padding`)."""
     check_topologies(topologies, default, version)
-    return render(env, TEMPLATE, topologies=list(topologies), default=default)
+    context = {"topologies": list(topologies), "default": default, "made": made}
+    text = render(env, TEMPLATE, **context, pad=False)
+    if not yaml_needs_padding(len(text.encode("utf-8")), version):
+        return text
+    padded = render(env, TEMPLATE, **context, pad=True)
+    if yaml_needs_padding(len(padded.encode("utf-8")), version):  # a --templates override
+        raise ConfigError(
+            f"{TEMPLATE} renders a multiple of {YAML_READ_BLOCK} bytes even with its padding "
+            f"line (`pad`), which slurmctld {version or 'of an unknown release'} reads past "
+            "the end of: keep the built-in template's padding line in the override"
+        )
+    return padded
 
 
 def default_partitions(topologies: Sequence[NamedTopology]) -> list[Partition]:

@@ -30,6 +30,16 @@ KINDS = {
     "cron": "topograph-slurm.cron",
 }
 _PLAIN_PATH = re.compile(r"\A/[A-Za-z0-9_./+-]*\Z")
+#: What ``PrivateTmp=yes`` replaces by an empty directory of the service's own: a program,
+#: config or output there is missing (203/EXEC) or written where nobody reads it.
+PRIVATE_TMP = ("/tmp", "/var/tmp")
+#: What ``ProtectHome=yes`` hides; ``read-only`` shows it (ReadWritePaths= still opens the
+#: directories the run writes).
+HOMES = ("/home", "/root", "/run/user")
+
+
+def _under(path: str, tops: tuple[str, ...]) -> bool:
+    return any(path == top or path.startswith(top + "/") for top in tops)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,17 +52,35 @@ class UnitPaths:
     metrics: str
 
     def check(self) -> None:
-        """Refuse a path systemd or cron would split or expand (blanks, ``%``, ``$``, quotes)."""
-        for flag, value in (
-            ("--binary", self.binary),
-            ("--config", self.config),
-            ("--output", self.output),
-            ("--metrics", self.metrics),
-        ):
+        """Refuse a path systemd or cron would split or expand (blanks, ``%``, ``$``, quotes),
+        and one under /tmp, which the service's ``PrivateTmp=yes`` hides (the hourly run
+        would fail with 203/EXEC, or write where nobody reads)."""
+        for flag, value in self._flags:
             if not _PLAIN_PATH.match(value) or "/../" in value + "/":
                 raise UsageError(
                     f"{flag}: must be an absolute path of letters, digits and _./+-, got {value!r}"
                 )
+            if _under(value, PRIVATE_TMP):
+                raise UsageError(
+                    f"{flag}: {value} is under {value.split('/')[1]}, which the service's "
+                    f"PrivateTmp=yes hides: pass {flag} with a path outside /tmp and /var/tmp"
+                )
+
+    @property
+    def _flags(self) -> tuple[tuple[str, str], ...]:
+        return (
+            ("--binary", self.binary),
+            ("--config", self.config),
+            ("--output", self.output),
+            ("--metrics", self.metrics),
+        )
+
+    @property
+    def in_home(self) -> bool:
+        """A path the run reads or writes is under /home, /root or /run/user (a pip install
+        --user, a virtualenv in root's home): ``ProtectHome=yes`` would hide it, so the
+        service gets ``ProtectHome=read-only``."""
+        return any(_under(value, HOMES) for _, value in self._flags)
 
     @property
     def writable(self) -> list[str]:
@@ -66,6 +94,6 @@ def render_units(env: jinja2.Environment, paths: UnitPaths) -> dict[str, str]:
     """Every unit file by its installed name."""
     paths.check()
     return {
-        name: render(env, template, paths=paths, writable=paths.writable)
+        name: render(env, template, paths=paths, writable=paths.writable, home=paths.in_home)
         for name, template in UNITS.items()
     }

@@ -19,7 +19,14 @@ from topograph_slurm.config import ALL, AUTO, Settings
 from topograph_slurm.errors import CollectError, InputError
 from topograph_slurm.model import names
 from topograph_slurm.model.findings import FindingKind
-from topograph_slurm.model.result import LEVEL_INFO, LEVEL_PROBLEM, Finding
+from topograph_slurm.model.result import (
+    EVERY_HOST,
+    LEVEL_INFO,
+    LEVEL_PROBLEM,
+    SLURM_NODES,
+    Finding,
+    MadeWith,
+)
 from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.slurm.nodes import scontrol_nodes
 from topograph_slurm.slurm.release import installed_version
@@ -29,29 +36,44 @@ from topograph_slurm.slurm.scontrol import Scontrol
 FALLBACK_VERSION = "24.11"
 
 
-def node_list(settings: Settings, notes: list[Finding]) -> frozenset[str] | None:
-    """The Slurm node names hosts must be among, or None for every host."""
+def node_list(
+    settings: Settings, notes: list[Finding], made: MadeWith | None = None
+) -> frozenset[str] | None:
+    """The Slurm node names hosts must be among, or None for every host; *made* gets where
+    they came from."""
+    made = made or MadeWith()
     value = settings.slurm_nodes
+    made.nodes, made.nodes_from = SLURM_NODES, f"--slurm-nodes {value or ALL}"
     if value in (None, ALL):
+        made.nodes = EVERY_HOST
         return None
-    if value == "scontrol":
-        return scontrol_nodes(Scontrol.from_settings(settings))
-    if value != AUTO:
+    if value != AUTO and value != "scontrol":
+        made.nodes_from = "--slurm-nodes HOSTLIST"
         return frozenset(names.expand(value))
     try:
         found = scontrol_nodes(Scontrol.from_settings(settings))
     except (CollectError, InputError) as err:
+        if value == "scontrol":
+            raise
         notes.append(
             _fallback(FindingKind.SLURM_NODES, settings.scontrol, err, "every host is a node")
         )
+        made.nodes, made.nodes_from = EVERY_HOST, "--slurm-nodes auto: Slurm did not answer"
         return None
-    message = f"{len(found)} nodes from `scontrol show nodes --json`; other hosts are excluded"
-    notes.append(Finding(FindingKind.SLURM_NODES, "scontrol", message, LEVEL_INFO))
+    made.nodes_from = f"{len(found)} from `scontrol show nodes --json`"
+    if value == AUTO:
+        message = f"{len(found)} nodes from `scontrol show nodes --json`; other hosts are excluded"
+        notes.append(Finding(FindingKind.SLURM_NODES, "scontrol", message, LEVEL_INFO))
     return found
 
 
-def resolve_version(settings: Settings, notes: list[Finding]) -> Settings:
-    """*settings* with ``slurm_version: auto`` replaced by the installed release."""
+def resolve_version(
+    settings: Settings, notes: list[Finding], made: MadeWith | None = None
+) -> Settings:
+    """*settings* with ``slurm_version: auto`` replaced by the installed release; *made* gets
+    where the release came from."""
+    made = made or MadeWith()
+    made.release, made.release_from = settings.slurm_version, "--slurm-version"
     if settings.slurm_version != AUTO:
         return settings
     commands = [settings.scontrol, _sibling(settings.scontrol, "sinfo")]
@@ -63,7 +85,10 @@ def resolve_version(settings: Settings, notes: list[Finding]) -> Settings:
                 FindingKind.SLURM_VERSION, settings.scontrol, err, f"{FALLBACK_VERSION} assumed"
             )
         )
+        made.release = FALLBACK_VERSION
+        made.release_from = "--slurm-version auto: Slurm did not answer, assumed"
         return replace(settings, slurm_version=FALLBACK_VERSION)
+    made.release, made.release_from = version, f"`{command} --version`"
     notes.append(
         Finding(
             FindingKind.SLURM_VERSION,

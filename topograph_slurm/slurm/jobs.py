@@ -18,14 +18,14 @@ from typing import Any
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.job import SlurmJob, parse_tp_record
-from topograph_slurm.slurm.scontrol import Scontrol, decode
+from topograph_slurm.slurm.scontrol import Scontrol, decode, whole
 
 #: A job id scontrol takes: ``123``, an array task ``123_4``, a het component ``123+1``.
-_JOB_ID = re.compile(r"\A\d+(?:[_+]\d+)?\Z")
+_JOB_ID = re.compile(r"\A\d+(?:[_+]\d+)?\Z", re.ASCII)
 #: GPUs of one node in ``gres_detail`` (``gpu:4(IDX:0-3)``, typed ``gpu:h100:4(IDX:0-3)``).
-_GRES_GPUS = re.compile(r"(?:^|,)gpu(?::[^:(,]+)?:(\d+)")
+_GRES_GPUS = re.compile(r"(?:^|,)gpu(?::[^:(,]+)?:(\d+)", re.ASCII)
 #: GPUs per node in ``tres_per_node`` (``gres/gpu:4``, ``gres/gpu:h100:4``, ``gres/gpu=4``).
-_TRES_GPUS = re.compile(r"(?:^|,)gres/gpu(?::[^:=,]+)?[:=](\d+)")
+_TRES_GPUS = re.compile(r"(?:^|,)gres/gpu(?::[^:=,]+)?[:=](\d+)", re.ASCII)
 
 
 def parse_scontrol_job(text: str, job_id: str) -> SlurmJob:
@@ -44,7 +44,7 @@ def parse_scontrol_job(text: str, job_id: str) -> SlurmJob:
             _gpus_per_node(job),
             parse_tp_record(str(job.get("admin_comment") or "")),
         )
-    except (KeyError, TypeError, AttributeError) as err:
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
         raise InputError(f"unexpected `scontrol show job --json` output: {err!r}") from None
 
 
@@ -69,7 +69,7 @@ def _job_nodes(job: dict[str, Any]) -> list[str]:
     resources = job.get("job_resources") or {}
     allocation = (resources.get("nodes") or {}).get("allocation") or []
     if allocation:
-        ordered = sorted(allocation, key=lambda node: int(node.get("index", 0)))
+        ordered = sorted(allocation, key=lambda node: whole(node.get("index", 0)))
         return [str(node["name"]) for node in ordered]
     hostlist = str(job.get("nodes") or "")
     return names.expand(hostlist, "scontrol show job") if hostlist else []

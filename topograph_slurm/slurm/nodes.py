@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from topograph_slurm.errors import InputError
 from topograph_slurm.model import names
 from topograph_slurm.model.health import SlurmNode
-from topograph_slurm.slurm.scontrol import Scontrol, decode
+from topograph_slurm.slurm.scontrol import Scontrol, decode, whole
 
 
 def parse_node_table(text: str) -> list[str]:
@@ -46,7 +46,7 @@ def parse_node_states(text: str) -> list[SlurmNode]:
         return [
             SlurmNode(
                 str(node["name"]),
-                int(node["weight"]),
+                whole(node["weight"]),
                 _names(node.get("features")),
                 _names(node.get("active_features")),
                 _names(node.get("state")),

@@ -15,7 +15,10 @@ there. Why each step:
   does not know in the tree with a warning only), so ``scontrol show topology`` is read back and
   compared as a structure (:mod:`topograph_slurm.slurm.applied`).
 - On any failure the previous file goes back (slurmctld still runs it), the candidate stays as
-  ``<file>.rejected`` for inspection, and the run fails with Slurm's reason.
+  ``<file>.rejected`` for inspection (when that cannot be written, the restore still comes
+  first and the line says why), and the run fails with Slurm's reason.
+- Without scontrol on the host, ``generate`` refuses ``--reconfigure`` before it writes
+  anything (:meth:`.Scontrol.require`), so no file is written only to be taken back.
 """
 
 from __future__ import annotations
@@ -41,11 +44,11 @@ LOG_TAIL_BYTES = 256 * 1024
 
 
 @contextlib.contextmanager
-def held(path: Path, lock_timeout: float) -> Iterator[bytes | None]:
+def held(path: Path, lock_timeout: float, state_dir: Path | None) -> Iterator[bytes | None]:
     """The file's bytes before this run (None when there is none), with the output lock held
     until the apply is done, so no other run writes between the write and its restore."""
     target = trusted_target(path)
-    with output_lock(target, lock_timeout):
+    with output_lock(target, lock_timeout, state_dir):
         try:
             previous: bytes | None = target.read_bytes()
         except FileNotFoundError:
@@ -72,26 +75,29 @@ def apply(path: Path, previous: bytes | None, written: str, scontrol: Scontrol) 
         scontrol.run(["reconfigure"])
     except CollectError as err:
         reason = _reason_from_log(log, start) or f"{err} (see the slurmctld log)"
-        _restore(path, previous)
-        raise ReconfigureError(_refused(path, reason)) from None
+        raise ReconfigureError(_refused(path, reason, _restore(path, previous))) from None
     found = _running_differences(written, scontrol, str(path))
     if found:
-        _restore(path, previous)
+        not_kept = _restore(path, previous)
         with contextlib.suppress(CollectError):  # back to the old file, as slurmctld had it
             scontrol.run(["reconfigure"])
-        raise ReconfigureError(_refused(path, f"it runs something else: {summary(found)}"))
+        reason = f"it runs something else: {summary(found)}"
+        raise ReconfigureError(_refused(path, reason, not_kept))
     return True
 
 
-def _refused(path: Path, reason: str) -> str:
-    return (
-        f"slurmctld did not take {path}: {reason}; the previous file is restored, the "
-        f"candidate kept as {rejected_path(path)}"
-    )
+def _refused(path: Path, reason: str, not_kept: str | None) -> str:
+    """The one line of a refusal: Slurm's reason, the restore, where the candidate is (or why
+    it could not be kept)."""
+    kept = f"the candidate kept as {rejected_path(path)}"
+    if not_kept:
+        kept = f"the candidate not kept ({not_kept})"
+    return f"slurmctld did not take {path}: {reason}; the previous file is restored, {kept}"
 
 
-def _restore(path: Path, previous: bytes | None) -> None:
-    reject(path, previous, rejected_path(path))
+def _restore(path: Path, previous: bytes | None) -> str | None:
+    """Put *previous* back; None when the candidate is kept as ``PATH.rejected``, else why not."""
+    return reject(path, previous, rejected_path(path))
 
 
 def _running_differences(written: str, scontrol: Scontrol, where: str) -> list[str]:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from topograph_slurm.errors import CollectError, InputError
 from topograph_slurm.slurm.scontrol import Scontrol
 
-_VERSION_LINE = re.compile(r"\Aslurm(?:-wlm)?\s+(\d+\.\d+(?:\.\d+)?)\b")
+_VERSION_LINE = re.compile(r"\Aslurm(?:-wlm)?\s+(\d+\.\d+(?:\.\d+)?)\b", re.ASCII)
 #: The commands asked for the Slurm release, in order: both print the client's release, the
 #: one installed beside slurmctld on the host that writes its config, and need no daemon.
 VERSION_COMMANDS = ("scontrol", "sinfo")

@@ -9,12 +9,14 @@ command that changes slurmctld (:mod:`.apply`, :mod:`.reconfigure`) goes through
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from topograph_slurm.errors import CollectError, InputError
+from topograph_slurm.model.numbers import natural
 
 if TYPE_CHECKING:
     from topograph_slurm.config import Settings
@@ -36,6 +38,12 @@ class Scontrol:
     @classmethod
     def from_settings(cls, settings: Settings) -> Scontrol:
         return cls(settings.scontrol, settings.scontrol_timeout, settings.slurmctld_log)
+
+    def require(self, why: str) -> None:
+        """Refuse up front, before anything is written, when the command is not there (not
+        on PATH, or a configured path that is not an executable): *why* says what needs it."""
+        if shutil.which(self.binary) is None:
+            raise NotInstalled(f"{self.binary} not found: {why}")
 
     def run(self, args: Sequence[str], what: str | None = None) -> str:
         """stdout of ``scontrol <args>``; a collect error of one line otherwise: *what* (the
@@ -76,3 +84,17 @@ def decode(text: str, command: str) -> Any:
         raise InputError(f"unexpected `{command}` output: {err}") from None
     except RecursionError:
         raise InputError(f"unexpected `{command}` output: JSON nested too deep") from None
+
+
+def whole(value: object) -> int:
+    """A whole non-negative number of ``--json`` output (``5``, ``5.0`` or ``"5"``); a
+    ValueError for anything else: ``int()`` would crash on ``Infinity`` (``1e400`` decodes to
+    it) and read ``True``, ``"٤"`` or ``"3_3"`` as numbers."""
+    if isinstance(value, float) and value.is_integer():  # False for inf and nan
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    number = natural(value) if isinstance(value, str) else None
+    if number is None:
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return number

@@ -25,6 +25,7 @@ from topograph_slurm.model.result import (
     Block,
     BlockTopology,
     LeafGroup,
+    MadeWith,
     NamedTopology,
     Tree,
     TreeSwitch,
@@ -39,6 +40,19 @@ _CONF_SWITCH = re.compile(r"^\s*switchname\s*=\s*(\S+)(.*)$", re.IGNORECASE)
 _CONF_SWITCHES = re.compile(r"(?:^|\s)switches\s*=\s*(\"[^\"]*\"|\S+)", re.IGNORECASE)
 # BlockSizes= in topology.conf; BlockSize= on every line of `scontrol show topology`.
 _CONF_SIZES = re.compile(r"(?:^|\s)blocksizes?\s*=\s*(\S+)", re.IGNORECASE)
+
+
+#: The header line that names what a file was made with (templates/topology.*.j2).
+_MADE = re.compile(r"^# Made for Slurm (.+); node list: (.+)\.$", re.MULTILINE)
+#: Only a header is searched: the comments above the first line of data.
+_HEADER_BYTES = 4096
+
+
+def made_with(text: str) -> MadeWith | None:
+    """The release and node list a file of ours names in its header (None: it names none, as
+    files written before the header did)."""
+    match = _MADE.search(text[:_HEADER_BYTES])
+    return MadeWith(match.group(1), match.group(2)) if match else None
 
 
 def _conf_lines(text: str) -> list[str]:

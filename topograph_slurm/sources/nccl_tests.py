@@ -15,13 +15,18 @@ import re
 
 from topograph_slurm.errors import ParseError
 from topograph_slurm.model.bench import NcclOutput, SizeRow
+from topograph_slurm.model.numbers import decimal, natural
 
-_LABEL = re.compile(r"^\s*\d+:\s?")
+_LABEL = re.compile(r"^\s*\d+:\s?", re.ASCII)
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+).*?nccl-library=(\d+)")
 _TEST = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _DEVICE = re.compile(r"^#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
+_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)", re.ASCII)
+#: The sizes the run will measure: ``minBytes 8 maxBytes 8589934592 step: 2(factor)``.
+_RANGE = re.compile(
+    r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\d+)\((factor|bytes)\)", re.ASCII
+)
 _NOTE = re.compile(r"NCCL (?:WARN|ERROR)|Test (?:NCCL|CUDA) failure|Test failure|NCCL error")
 
 
@@ -37,7 +42,7 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests output") -> NcclOutput
             _comment(line, out)
         elif _NOTE.search(line):
             out.notes.append(line.strip())
-        elif header is not None and line.strip() and line.split()[0].isdigit():
+        elif header is not None and line.strip() and natural(line.split()[0]) is not None:
             _row(line, header, number, out)
     if not out.rows:
         detail = f": {out.notes[-1]}" if out.notes else ""
@@ -66,9 +71,11 @@ def _comment(line: str, out: NcclOutput) -> None:
         if match.group(1) not in out.hosts:
             out.hosts.append(match.group(1))
     elif match := _AVG.match(line):
-        out.avg_busbw = _float(match.group(1))
+        out.avg_busbw = decimal(match.group(1))
     elif match := _BOUNDS.match(line):
-        out.out_of_bounds = int(match.group(1))
+        out.out_of_bounds = natural(match.group(1))
+    elif match := _RANGE.search(line):
+        out.last_size = _last_size(*match.groups())
 
 
 def _row(line: str, header: list[str], number: int, out: NcclOutput) -> None:
@@ -94,10 +101,25 @@ def _columns(header: list[str], words: list[str]) -> list[tuple[str, str]]:
     return named
 
 
+def _last_size(first: str, last: str, step: str, kind: str) -> int | None:
+    """The largest size nccl-tests measures from *first* up to *last*, each size *step* times
+    the one before (``factor``) or *step* bytes more: its loop stops at the last one within
+    *last*. None when the header's numbers make no sense."""
+    low, high, by = natural(first), natural(last), natural(step)
+    if low is None or high is None or by is None or not 1 <= low <= high:
+        return None
+    if kind == "bytes":
+        return low + (high - low) // by * by if by else low
+    size = low
+    while by > 1 and size * by <= high:
+        size *= by
+    return size
+
+
 def _size_row(cols: dict[str, str]) -> SizeRow:
     return SizeRow(
-        size=int(cols["size"]),
-        count=int(cols["count"]),
+        size=_whole(cols["size"]),
+        count=_whole(cols["count"]),
         dtype=cols.get("type", ""),
         redop=cols.get("redop", ""),
         time_us=_float(cols.get("time")),
@@ -114,13 +136,26 @@ def _size_row(cols: dict[str, str]) -> SizeRow:
 
 
 def _float(value: str | None) -> float | None:
-    """A number, or None for an absent column or ``N/A`` (in-place of a test without it)."""
+    """A number, or None for an absent column or ``N/A`` (in-place of a test without it); a
+    ValueError (the row is unreadable) for anything but a finite ASCII decimal: ``nan``,
+    ``inf`` or ``1e309`` is no measurement."""
     if value is None or value == "N/A":
         return None
-    return float(value)
+    number = decimal(value)
+    if number is None:
+        raise ValueError(f"not a number: {value!r}")
+    return number
 
 
 def _int(value: str | None) -> int | None:
+    """A count, as :func:`_float`; ASCII digits only (``int`` reads ``٧`` and ``1_0``)."""
     if value is None or value == "N/A":
         return None
-    return int(value)
+    return _whole(value)
+
+
+def _whole(value: str) -> int:
+    number = natural(value)
+    if number is None:
+        raise ValueError(f"not a count: {value!r}")
+    return number

@@ -1,6 +1,8 @@
-"""The kept fabric summary file: its name beside the topology, its format, reading it back.
+"""The kept fabric summary file: its name in the state directory, its format, reading it back.
 
-``generate -o /etc/slurm/topology.conf`` keeps ``/etc/slurm/.topology.conf.fabric.json``: one
+``generate -o /etc/slurm/topology.conf`` keeps
+``/var/lib/topograph-slurm/topology.conf-<hash>.fabric.json`` (releases before the state
+directory kept ``/etc/slurm/.topology.conf.fabric.json``; the first run moves it): one
 JSON object ``{"format": "topograph-slurm-fabric-summary", "version": 1, "summary": {…}}`` with
 the :class:`~topograph_slurm.model.summary.FabricSummary` of the fabric that run used. The
 reader owns the format (the writer imports :func:`encode` from here): a file of another format,
@@ -10,15 +12,20 @@ decoded by msgspec straight into the model's dataclasses (a 16,384-node summary 
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 
 import msgspec
 
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.summary import FabricSummary
+from topograph_slurm.sources.files import read_regular
 
 SUMMARY_FORMAT = "topograph-slurm-fabric-summary"
 SUMMARY_VERSION = 1
+#: The largest kept summary read: 25 times the ~10 MB of a 16,384-node fabric's.
+MAX_SUMMARY_BYTES = 256 << 20
 
 
 class _Header(msgspec.Struct):
@@ -32,10 +39,31 @@ class _File(msgspec.Struct):
     summary: FabricSummary
 
 
-def summary_path(output: Path | str) -> Path:
-    """Where ``generate -o OUTPUT`` keeps its fabric summary: ``.<name>.fabric.json`` beside."""
+SUMMARY_SUFFIX = ".fabric.json"
+#: How many hex digits of the target's path hash name its state files.
+_STATE_HASH_DIGITS = 12
+
+
+def state_file(directory: Path, target: Path, suffix: str) -> Path:
+    """The state file of *target* in *directory*: ``<name>-<hash><suffix>``, the hash (12 hex
+    digits of SHA-256) over the target's real absolute path, so two targets of one name
+    (/etc/slurm/topology.conf, /srv/test/topology.conf) never share state, a name of any
+    length fits, and a symbolic link to the target finds the target's state."""
+    real = os.path.realpath(target)
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:_STATE_HASH_DIGITS]
+    return directory / f"{Path(real).name}-{digest}{suffix}"
+
+
+def summary_path(output: Path | str, state_dir: Path) -> Path:
+    """Where ``generate -o OUTPUT`` keeps its fabric summary: ``<name>-<hash>.fabric.json``
+    in the state directory (:func:`state_file`)."""
+    return state_file(state_dir, Path(output), SUMMARY_SUFFIX)
+
+
+def legacy_summary_path(output: Path | str) -> Path:
+    """Where releases before the state directory kept it: ``.<name>.fabric.json`` beside."""
     path = Path(output)
-    return path.parent / f".{path.name}.fabric.json"
+    return path.parent / f".{path.name}{SUMMARY_SUFFIX}"
 
 
 def encode(summary: FabricSummary) -> bytes:
@@ -50,7 +78,7 @@ def looks_like_summary(data: bytes) -> bool:
         return False
     try:
         header = msgspec.json.decode(data, type=_Header)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False
     return header.format == SUMMARY_FORMAT
 
@@ -62,6 +90,8 @@ def decode(data: bytes, where: str) -> FabricSummary:
         header = msgspec.json.decode(data, type=_Header)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise InputError(f"{where}: not a fabric summary ({err})") from None
+    except RecursionError:  # msgspec gives up on deep nesting even for the header alone
+        raise InputError(f"{where}: not a fabric summary (nested too deeply)") from None
     if header.format != SUMMARY_FORMAT:
         raise InputError(f"{where}: not a fabric summary (format {header.format!r})")
     if header.version != SUMMARY_VERSION:
@@ -73,12 +103,15 @@ def decode(data: bytes, where: str) -> FabricSummary:
         return msgspec.json.decode(data, type=_File).summary
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise InputError(f"{where}: invalid fabric summary: {err}") from None
+    except RecursionError:
+        raise InputError(f"{where}: invalid fabric summary: nested too deeply") from None
 
 
 def load_summary(path: Path) -> FabricSummary | None:
-    """The summary kept at *path*; None when there is none (the first run)."""
+    """The summary kept at *path*; None when there is none (the first run). A FIFO, a device
+    or a file past the size cap there is an InputError, not a hang or a run out of memory."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_SUMMARY_BYTES)
     except FileNotFoundError:
         return None
     except OSError as err:

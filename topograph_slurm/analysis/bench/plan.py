@@ -46,15 +46,32 @@ def plan(
 
 
 def _check_levels(fmap: FabricMap, levels: Sequence[str] | None) -> set[str]:
+    """The levels asked for; a usage error naming those this fabric cannot measure and the
+    ones it can (a level no pair spans, such as ``island`` with one island, is not one)."""
     if not levels:
         return set(fmap.levels)
-    unknown = [level for level in levels if level not in fmap.levels]
+    if "" in levels:
+        raise UsageError(f"--levels: an empty level name in {','.join(levels)!r}")
+    present = [level for index, level in enumerate(fmap.levels) if _spanned(fmap, index)]
+    unknown = [level for level in levels if level not in present]
     if unknown:
         raise UsageError(
             f"--levels: {', '.join(unknown)} not in this fabric; its levels are "
-            f"{', '.join(fmap.levels)}"
+            f"{', '.join(present)}"
         )
     return set(levels)
+
+
+def _spanned(fmap: FabricMap, index: int) -> bool:
+    """Whether a run can span level *index*: the node level, or one with a unit holding two
+    of the units below it."""
+    if index == 0:
+        return True
+    level, child = fmap.levels[index], fmap.levels[index - 1]
+    children: dict[str, set[str]] = {}
+    for node in fmap.places:
+        children.setdefault(unit_of(fmap, node, level), set()).add(unit_of(fmap, node, child))
+    return any(len(below) > 1 for below in children.values())
 
 
 def _pair_level(
@@ -82,7 +99,10 @@ def _pair_level(
     order = {node: natural_key(node) for node in nodes}
     pairs = sorted(set(pairs), key=lambda p: (order[p[0]], order[p[1]]))
     if max_pairs is not None and len(pairs) > max_pairs:
-        bench.notes.append(f"{len(pairs) - max_pairs} of {len(pairs)} pairs dropped by --max-pairs")
+        bench.notes.append(
+            f"{len(pairs) - max_pairs} of {len(pairs)} pairs dropped by --max-pairs "
+            f"{max_pairs} (--max-pairs N or --all-pairs for more)"
+        )
         pairs = _spread(pairs, max_pairs)
     bench.runs = [BenchRun(level, pair, 0, _uplinks(fmap, pair, index)) for pair in pairs]
     return bench

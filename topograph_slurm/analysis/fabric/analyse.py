@@ -92,7 +92,11 @@ def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) 
 
 
 def ib_blocks(
-    analysis: Analysis, version: SlurmVersion, block_sizes: list[int] | None = None
+    analysis: Analysis,
+    version: SlurmVersion,
+    block_sizes: list[int] | None = None,
+    unit: int = 0,
 ) -> BlockTopology:
-    """Blocks from an InfiniBand-only fabric: one per logical leaf, in adjacency order."""
-    return plan_blocks(blocks_from_tree(analysis.tree), version, block_sizes)
+    """Blocks from an InfiniBand-only fabric: one per logical leaf, in adjacency order; the
+    base at least the designed *unit* size when earlier runs knew it (``plan_blocks``)."""
+    return plan_blocks(blocks_from_tree(analysis.tree), version, block_sizes, unit=unit)

@@ -139,22 +139,36 @@ def _short_base(blocks: Sequence[Block], base: int) -> Finding | None:
     )
 
 
+def designed_base(blocks: Sequence[Block], rule: BaseRule, unit: int) -> int:
+    """The base the rule gives today's blocks, raised to *unit* (the unit size earlier runs
+    saw, 0 when unknown) as long as some block still holds that many nodes: one node off
+    must not change BlockSizes cluster-wide, while a fabric rebuilt with smaller units (no
+    block that large any more) gets the rule's base."""
+    base = rule(blocks)
+    largest = max((len(block.nodes) for block in blocks), default=0)
+    return max(base, unit) if unit <= largest else base
+
+
 def plan_blocks(
     blocks: list[Block],
     version: SlurmVersion,
     block_sizes: Sequence[int] | None = None,
     base_rule: BaseRule = covering_base,
+    unit: int = 0,
 ) -> BlockTopology:
     """Choose BlockSizes and apply the release's rule for blocks smaller than the base.
 
     Slurm 24.11 refuses to start when a block is smaller than the base size, so such blocks are
     left out and reported; 25.05+ accepts them (and empty placeholders), so they stay in place.
+    An inferred base follows the designed *unit* size (:func:`designed_base`) where the release
+    keeps short blocks; on 24.11 a raised base would leave the short unit's nodes out.
     """
     nonempty = [block for block in blocks if block.nodes]
+    unit = unit if version.allows_small_blocks else 0  # 24.11 would leave the short unit out
     sizes = (
         validate_block_sizes(block_sizes, len(nonempty))
         if block_sizes
-        else infer_block_sizes(base_rule(nonempty), len(nonempty))
+        else infer_block_sizes(designed_base(nonempty, base_rule, unit), len(nonempty))
     )
     base = sizes[0]
     explained = None if block_sizes else _short_base(nonempty, base)

@@ -104,8 +104,12 @@ def _degraded(
     subject = f"{_label(fabric, names, link.a_guid, link.a_port)} <-> " + _label(
         fabric, names, link.b_guid, link.b_port
     )
-    ends = [behind[guid] for guid in (link.a_guid, link.b_guid) if guid in behind]
-    nodes = min(ends)[1] if ends else ()
+    hosts = [guid for guid in (link.a_guid, link.b_guid) if guid in fabric.cas]
+    if hosts:  # a host's own cable slows that host only, and nobody when it is no Slurm node
+        nodes = next((behind[guid][1] for guid in hosts if guid in behind), ())
+    else:
+        ends = [behind[guid] for guid in (link.a_guid, link.b_guid) if guid in behind]
+        nodes = min(ends)[1] if ends else ()
     message = f"runs at {link.width}{link.speed}, fabric norm is {norm}"
     return Finding(FindingKind.DEGRADED_LINK, subject, message, nodes=nodes)
 

@@ -33,24 +33,26 @@ def _why_not(finding: Finding) -> str:
 def judge(
     findings: Iterable[Finding], nodes: Collection[str]
 ) -> tuple[dict[str, Verdict], list[tuple[Finding, str]]]:
-    """A verdict for each of *nodes* (healthy unless a finding says otherwise; in the order
-    given, then nodes only findings name) and every finding that made none, with the reason.
+    """A verdict for each of *nodes* (healthy unless a finding says otherwise, in the order
+    given) and every finding that made none, with the reason.
 
-    A finding counts for its ``nodes`` when it names them, else for its subject when that is
-    one of *nodes*.
+    A finding counts for those of its ``nodes`` this run judges, else for its subject when
+    that is one of *nodes*: a bench record naming a node the fabric does not show changes
+    nothing (the finding is listed unused, saying so).
     """
     held: dict[str, list[tuple[str, Finding]]] = {node: [] for node in nodes}
     unused: list[tuple[Finding, str]] = []
     for finding in findings:
         level = severity(finding)
-        targets = finding.nodes or ((finding.subject,) if finding.subject in held else ())
+        named = finding.nodes or (finding.subject,)
+        targets = [node for node in named if node in held]
         if level is None:
             unused.append((finding, _why_not(finding)))
             continue
         if not targets:
-            unused.append((finding, f"{finding.subject} is not a node this run judges"))
+            unused.append((finding, f"{', '.join(named)}: not a node this run judges"))
         for node in targets:
-            held.setdefault(node, []).append((level, finding))
+            held[node].append((level, finding))
     return {node: _verdict(node, found) for node, found in held.items()}, unused
 
 

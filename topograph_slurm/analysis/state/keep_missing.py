@@ -5,7 +5,8 @@ Slurm cannot place it in a multi-node job after it powers back on, until the nex
 reconfigure — and with power saving that happens every day. So a node the last run placed, that
 Slurm still lists and that is absent now, keeps its last known leaf and block for a limited time
 since it was last seen, with a ``kept-missing`` finding; past the limit it drops out with a
-``kept-missing-expired`` finding. A node Slurm no longer lists is never kept. Everything not
+``kept-missing-expired`` finding. A node Slurm no longer lists is never kept; without Slurm's
+node list (no scontrol, no ``--slurm-nodes``) the kept summary alone decides. Everything not
 kept carries its reason: nothing is dropped silently.
 """
 
@@ -25,7 +26,7 @@ from topograph_slurm.model.summary import FabricSummary, NodeSummary
 #: How summaries write times: ISO 8601, UTC, whole seconds.
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(\d{1,9})([smhdw])")
+_DURATION = re.compile(r"(\d{1,9})([smhdw])", re.ASCII)  # int() reads "٧" as 7
 
 
 #: The longest a missing node may keep its place: ten years is "forever" for a cluster.
@@ -49,7 +50,7 @@ def parse_duration(text: str) -> timedelta:
 @dataclass(frozen=True, slots=True)
 class KeepPolicy:
     """How long a missing node keeps its place (zero: not at all), the nodes Slurm lists
-    (None: unknown, so nothing is kept), and the time of this run."""
+    (None: unknown, so the kept summary alone decides), and the time of this run."""
 
     limit: timedelta
     slurm_nodes: frozenset[str] | None
@@ -144,11 +145,10 @@ def kept_nodes(
 
 def _why_not(name: str, node: NodeSummary, policy: KeepPolicy) -> Finding | None:
     """Why a missing node may not keep its place (a finding without the verdict), or None.
-    A node Slurm no longer lists is information (it was retired); the others are problems."""
-    if policy.slurm_nodes is None:
-        why = "absent from the fabric; not kept without a Slurm node list (--slurm-nodes)"
-        return Finding(FindingKind.MISSING_NOT_KEPT, name, why)
-    if name not in policy.slurm_nodes:
+    A node Slurm no longer lists is information (it was retired); the others are problems.
+    Without a node list the kept summary alone decides: a node off is far likelier than a
+    node retired, and the time limit drops a retired one."""
+    if policy.slurm_nodes is not None and name not in policy.slurm_nodes:
         return Finding(
             FindingKind.MISSING_NOT_KEPT, name, "absent and no longer listed by Slurm", LEVEL_INFO
         )
@@ -156,6 +156,10 @@ def _why_not(name: str, node: NodeSummary, policy: KeepPolicy) -> Finding | None
     if seen is None:
         return Finding(
             FindingKind.MISSING_NOT_KEPT, name, "absent; when it was last seen is unknown"
+        )
+    if seen > policy.now:  # a clock gone wrong or an edited file: kept for ever otherwise
+        return Finding(
+            FindingKind.MISSING_NOT_KEPT, name, f"absent; last seen {node.last_seen}, in the future"
         )
     if policy.now - seen > policy.limit:
         limit = _text(policy.limit)

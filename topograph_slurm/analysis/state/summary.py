@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from itertools import compress
 
+from topograph_slurm.analysis.fabric.block import typical_size
 from topograph_slurm.analysis.health.degraded import is_below, rate_norm
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.findings import FindingKind
@@ -93,6 +94,14 @@ def from_topology(topology: NamedTopology, source: str) -> FabricSummary:
         blocks=_block_summaries(topology.blocks),
         block_sizes=list(topology.blocks.block_sizes) if topology.blocks else [],
     )
+
+
+def designed_unit(summary: FabricSummary) -> int:
+    """The InfiniBand unit size *summary* shows: the most common node count of its logical
+    leaves, kept nodes counted (what a unit held before a node went off); 0 when it knows
+    no leaves (a block-only topology file)."""
+    counts = Counter(node.leaf for node in summary.nodes.values() if node.leaf)
+    return typical_size(counts.values())
 
 
 def _block_of(blocks: BlockTopology | None) -> dict[str, str]:

@@ -9,11 +9,12 @@ that is ``SYS`` from its GPU is a cross-NUMA pair whatever the affinity columns 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 
 from topograph_slurm.model.gpu import NV_LINK, GpuFabric, GpuTopology
 from topograph_slurm.render.draw.faults import FAULT_MEANING, FAULT_NVLINK, gpu_faults
-from topograph_slurm.render.draw.picture import Line, Picture, Shape, legend
+from topograph_slurm.render.draw.picture import LegendItem, Line, Picture, Shape, legend
 
 GPU_W, GPU_H, NIC_W, NIC_H, GAP, PAD = 64, 40, 64, 26, 10, 10
 LEFT, TOP, NUMA_HEAD, BAR_H, RAIL_H = 300, 40, 28, 16, 70
@@ -97,10 +98,23 @@ def node_picture(name: str, topology: GpuTopology, gpus: Sequence[GpuFabric] = (
     right = x + len(loose) * (NIC_W + GAP)
     _nvlink(topology, at, shapes, lines, numa_right)
     _rails(topology, at, lines)
-    bottom = _matrix(topology, shapes, nic_y + NIC_H + GAP * 4)
-    items = legend(shapes, lines, _MEANING)
+    bottom, matrix_right = _matrix(topology, shapes, nic_y + NIC_H + GAP * 4)
+    items = _legend(shapes, lines, faults)
     height = max(bottom, TOP + 16 * (len(items) + 2)) + PAD
-    return Picture("node", f"node {name}", max(right, LEFT + 400), height, shapes, lines, items)
+    width = max(right, matrix_right, LEFT + 400) + PAD  # the viewBox holds all that is drawn
+    return Picture("node", f"node {name}", width, height, shapes, lines, items)
+
+
+def _legend(
+    shapes: Sequence[Shape], lines: Sequence[Line], faults: Mapping[int, Sequence[object]]
+) -> list[LegendItem]:
+    """The legend, its NVLink fault row counting the faults (a GPU may have several), not
+    the GPUs that carry them."""
+    found = sum(map(len, faults.values()))
+    return [
+        dataclasses.replace(item, count=found) if item.cls == f"fault-{FAULT_NVLINK}" else item
+        for item in legend(shapes, lines, _MEANING)
+    ]
 
 
 def _gpu(topology: GpuTopology, gpu: int, at: tuple[int, int], faults: Sequence[object]) -> Shape:
@@ -129,7 +143,8 @@ def _nvlink(
     lines: list[Line],
     right: int,
 ) -> None:
-    """One bar when every pair has the same NVLink bond, else an arc per NVLink pair."""
+    """One bar when every pair has the same NVLink bond, else an arc per NVLink pair; in
+    front of the NUMA boxes, as the rails."""
     tokens = set(topology.gpu_links.values())
     if topology.all_nvlink and len(tokens) == 1:
         token = tokens.pop()
@@ -150,7 +165,15 @@ def _nvlink(
         for gpu in topology.gpus:
             gx, gy = at[f"GPU{gpu}"]
             lines.append(
-                Line(gx + GPU_W // 2, y + BAR_H, gx + GPU_W // 2, gy, "lk-nv", f"GPU{gpu}: {token}")
+                Line(
+                    gx + GPU_W // 2,
+                    y + BAR_H,
+                    gx + GPU_W // 2,
+                    gy,
+                    "lk-nv",
+                    f"GPU{gpu}: {token}",
+                    front=True,
+                )
             )
         return
     for (a, b), token in sorted(topology.gpu_links.items()):
@@ -168,12 +191,14 @@ def _nvlink(
                 f"GPU{a} ↔ GPU{b}: {token}",
                 token,
                 bend,
+                front=True,
             )
         )
 
 
 def _rails(topology: GpuTopology, at: dict[str, tuple[int, int]], lines: list[Line]) -> None:
-    """Each GPU to its nearest NIC(s); dashed red when that path crosses NUMA (SYS)."""
+    """Each GPU to its nearest NIC(s); dashed red when that path crosses NUMA (SYS). In front
+    of the boxes: behind, the opaque NUMA box they lie in would hide them."""
     for gpu in topology.gpus:
         gx, gy = at[f"GPU{gpu}"]
         for nic in topology.closest_nics(gpu):
@@ -181,11 +206,14 @@ def _rails(topology: GpuTopology, at: dict[str, tuple[int, int]], lines: list[Li
             nx, ny = at[nic]
             cls = "cross-numa" if token == "SYS" else link_class(token)
             tip = f"GPU{gpu} → {nic}: {token}" + (" (crosses NUMA)" if token == "SYS" else "")
-            lines.append(Line(gx + GPU_W // 2, gy + GPU_H, nx + NIC_W // 2, ny, cls, tip, token))
+            lines.append(
+                Line(gx + GPU_W // 2, gy + GPU_H, nx + NIC_W // 2, ny, cls, tip, token, front=True)
+            )
 
 
-def _matrix(topology: GpuTopology, shapes: list[Shape], y: int) -> int:
-    """The ``topo -m`` matrix, GPUs then NICs, each cell coloured by its link class."""
+def _matrix(topology: GpuTopology, shapes: list[Shape], y: int) -> tuple[int, int]:
+    """The ``topo -m`` matrix, GPUs then NICs, each cell coloured by its link class; its
+    bottom and right edges."""
     labels = [f"GPU{g}" for g in topology.gpus] + list(topology.nics)
     x0 = LEFT + LABEL_W
     for i, label in enumerate(labels):
@@ -224,7 +252,7 @@ def _matrix(topology: GpuTopology, shapes: list[Shape], y: int) -> int:
                     8,
                 )
             )
-    return y + (len(labels) + 1) * CELL_H
+    return y + (len(labels) + 1) * CELL_H, x0 + len(labels) * CELL_W
 
 
 def _cell(topology: GpuTopology, row: str, col: str) -> str:

@@ -123,9 +123,11 @@ def _xml_env(env: jinja2.Environment) -> jinja2.Environment:
 
 
 #: Characters XML 1.0 forbids or a reader's terminal would obey: C0/C1 controls but tab and
-#: newline, and the invisible format characters (bidi overrides, zero-width ones).
+#: newline, the invisible format characters (bidi overrides, zero-width ones), and the code
+#: points XML has no place for (lone surrogates, U+FFFE, U+FFFF: a browser refuses the file).
 _UNPRINTABLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+    "\ud800-\udfff\ufffe\uffff]"
 )
 
 

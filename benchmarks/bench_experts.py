@@ -1,0 +1,96 @@
+"""Scale benchmark: ``experts`` for a DeepSeek-V3-sized model, 256 experts x 64 MoE layers.
+
+    python benchmarks/bench_experts.py                 # both policies, best of 3
+    python benchmarks/bench_experts.py --repeat 5
+
+Per case, in one process: EPLB's plan (``analysis.experts.hierarchy.plan_experts``, the
+estimate included) on seeded skewed loads (a Pareto draw per expert and layer), then the
+JSON and text outputs rendered from it. The cases:
+
+- hierarchical: 64 GPUs in 8 domains of 8 (EPLB's "node"), 8 groups, 320 slots (5 per GPU);
+- global: 48 GPUs in 6 domains, 8 groups (8 does not divide by 6), 288 slots (6 per GPU).
+
+Best wall time over ``--repeat`` rounds, the plan's peak Python allocation (tracemalloc, a
+separate round, so its cost does not enter the time) and the process's peak RSS at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+EXPERTS, LAYERS = 256, 64
+CASES = {"hierarchical": (64, 8, 8, 320), "global": (48, 6, 8, 288)}  # gpus, domains, groups, slots
+
+
+def loads(seed: int = 1) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[int(1000 * rng.paretovariate(1.5)) for _ in range(EXPERTS)] for _ in range(LAYERS)]
+
+
+def measure(case: str, repeat: int) -> dict[str, float]:
+    from topograph_slurm.analysis.experts.hierarchy import plan_experts
+    from topograph_slurm.model.experts import Gpu
+    from topograph_slurm.render.environment import environment
+    from topograph_slurm.render.experts import experts_data, render_experts
+
+    gpus, domains, groups, slots = CASES[case]
+    table = loads()
+    gpu_domains = [g * domains // gpus for g in range(gpus)]
+    ranks = [Gpu(g, f"gpu{g // 8 + 1:04d}", g % 8, f"d{gpu_domains[g]}") for g in range(gpus)]
+    env = environment(None)
+    best = {"plan": float("inf"), "json": float("inf"), "text": float("inf")}
+    for _ in range(repeat):
+        start = time.perf_counter()
+        plan = plan_experts(table, slots, groups, gpu_domains)
+        planned = time.perf_counter()
+        data = experts_data(plan, ranks, "node", "bench", "")
+        as_json = render_experts(env, data, "json")
+        rendered = time.perf_counter()
+        as_text = render_experts(env, data, "text")
+        done = time.perf_counter()
+        best["plan"] = min(best["plan"], planned - start)
+        best["json"] = min(best["json"], rendered - planned)
+        best["text"] = min(best["text"], done - rendered)
+    assert plan.policy == case
+    tracemalloc.start()
+    plan_experts(table, slots, groups, gpu_domains)
+    best["peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    best["json_kb"], best["text_kb"] = len(as_json) / 1024, len(as_text) / 1024
+    best["balance_before"] = max(e.balance for e in plan.before)
+    best["balance_after"] = max(e.balance for e in plan.after)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    print(
+        "| case | plan | JSON | text | plan peak alloc | JSON / text size "
+        "| worst layer balance before -> after |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for case in CASES:
+        r = measure(case, args.repeat)
+        print(
+            f"| {case} | {r['plan']:.2f} s | {r['json']:.2f} s | {r['text']:.2f} s "
+            f"| {r['peak_mb']:.1f} MB | {r['json_kb']:.0f} / {r['text_kb']:.0f} kB "
+            f"| {r['balance_before']:.2f} -> {r['balance_after']:.2f} |"
+        )
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak RSS of the process: {rss:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

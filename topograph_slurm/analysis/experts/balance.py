@@ -1,0 +1,42 @@
+"""Balanced packing: *n* weighted items into *m* packs of exactly ``n / m`` items each, the
+heaviest item first into the lightest pack that still has room (EPLB's ``balanced_packing``,
+as its README describes it).
+
+Arithmetic is float32, as EPLB's torch tensors are, so near-equal sums compare as they do
+there. Ties in weight are taken in item order (a stable sort); torch's default sort keeps
+that order for rows of up to 16 items only, so on longer rows with equal weights EPLB may
+pick another, equally balanced, packing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+@dataclass(frozen=True, slots=True)
+class Packing:
+    """Each item's pack and its place in that pack (0 for the first item packed there)."""
+
+    pack: list[int]
+    rank: list[int]
+
+
+def balanced_packing(weights: NDArray[np.float32], packs: int) -> Packing:
+    """Items into *packs* equal-count packs, balancing their summed weight. One item per pack
+    keeps item ``i`` in pack ``i`` (EPLB does so rather than sorting)."""
+    count = len(weights)
+    per_pack = count // packs
+    if per_pack == 1:
+        return Packing(list(range(count)), [0] * count)
+    pack_of, rank_of = [0] * count, [0] * count
+    loads = [np.float32(0)] * packs
+    filled = [0] * packs
+    for item in np.argsort(-weights, kind="stable").tolist():
+        chosen = min((p for p in range(packs) if filled[p] < per_pack), key=loads.__getitem__)
+        pack_of[item], rank_of[item] = chosen, filled[chosen]
+        loads[chosen] = np.float32(loads[chosen] + weights[item])
+        filled[chosen] += 1
+    return Packing(pack_of, rank_of)

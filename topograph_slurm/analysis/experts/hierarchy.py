@@ -1,0 +1,128 @@
+"""EPLB's plan for a model: the hierarchical policy (expert groups packed onto the fast
+domains so the domains' loads balance, hot experts replicated inside each domain, replicas
+packed onto the domain's GPUs) when every domain holds as many EP GPUs and the groups divide
+by the domains, else the global one (replicas over all GPUs at once, groups ignored).
+
+The GPUs come in rank order with the domain of each. EPLB numbers GPUs domain by domain; a
+job whose ranks interleave domains gets the same plan with each GPU's block of slots moved
+to its rank, so slot ``s`` is always on rank ``s // slots_per_gpu``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from topograph_slurm.analysis.experts.balance import balanced_packing
+from topograph_slurm.analysis.experts.estimate import contiguous, estimate, planned
+from topograph_slurm.analysis.experts.replicate import replicate
+from topograph_slurm.errors import UsageError
+from topograph_slurm.model.experts import (
+    GLOBAL,
+    HIERARCHICAL,
+    ExpertLayout,
+    ExpertPlan,
+    LayerPlan,
+)
+
+
+def plan_experts(
+    loads: Sequence[Sequence[int]], replicas: int, groups: int, gpu_domains: Sequence[int]
+) -> ExpertPlan:
+    """The plan for *loads* (``[layer][logical expert]`` tokens) over the GPUs whose domains
+    *gpu_domains* gives in rank order, and its estimate against the contiguous layout."""
+    experts = len(loads[0])
+    _check_layout(experts, replicas, groups, len(gpu_domains))
+    order = sorted(range(len(gpu_domains)), key=gpu_domains.__getitem__)
+    sizes = sorted(gpu_domains.count(d) for d in set(gpu_domains))
+    even = sizes[0] == sizes[-1]
+    domains = len(sizes)
+    policy = HIERARCHICAL if even and groups % domains == 0 else GLOBAL
+    layout = ExpertLayout(replicas, groups, len(gpu_domains), domains)
+    packed_groups, packed_domains = (groups, domains) if policy == HIERARCHICAL else (1, 1)
+    slots = [
+        _layer(np.asarray(row, dtype=np.float32), layout, packed_groups, packed_domains)
+        for row in loads
+    ]
+    width = max(max(counts) for _, _, counts in slots)
+    layers = [_in_rank_order(slot, order, layout, width) for slot in slots]
+    return ExpertPlan(
+        layout,
+        policy,
+        layers,
+        [estimate(row, contiguous(experts, layout.gpus), gpu_domains, groups) for row in loads],
+        [
+            estimate(row, planned(layer, layout), gpu_domains, groups)
+            for row, layer in zip(loads, layers, strict=True)
+        ],
+    )
+
+
+#: The most physical slots a layer may have: each one is a pass over its domain's experts,
+#: and no EP deployment has more than a few thousand (DeepSeek-V3 serves 288 or 320).
+MAX_REPLICAS = 65_536
+
+
+def _check_layout(experts: int, replicas: int, groups: int, gpus: int) -> None:
+    """A usage error for a layout EPLB cannot fill with these experts."""
+    if replicas > MAX_REPLICAS:
+        raise UsageError(f"--replicas {replicas} is more than {MAX_REPLICAS:,} slots")
+    if gpus < 1 or replicas % gpus:
+        raise UsageError(f"--replicas {replicas} must be a multiple of the {gpus} EP GPUs")
+    if replicas < experts:
+        raise UsageError(f"--replicas {replicas} is fewer than the {experts} logical experts")
+    if groups < 1 or experts % groups:
+        raise UsageError(f"--groups {groups} does not divide the {experts} logical experts")
+
+
+_Slots = tuple[list[int], list[int], list[int]]
+
+
+def _layer(row: NDArray[np.float32], layout: ExpertLayout, groups: int, domains: int) -> _Slots:
+    """One layer in EPLB's GPU numbering: each slot's logical expert and replica rank, and
+    each expert's replica count."""
+    experts = len(row)
+    group_size = experts // groups
+    group_loads = row.reshape(groups, group_size).sum(axis=1, dtype=np.float32)
+    by_group = balanced_packing(group_loads, domains)
+    per_domain = groups // domains
+    position = [by_group.pack[g] * per_domain + by_group.rank[g] for g in range(groups)]
+    laid = sorted(range(groups), key=position.__getitem__)
+    domain_experts = [g * group_size + k for g in laid for k in range(group_size)]
+    slots_per_domain = layout.replicas // domains
+    experts_per_domain = experts // domains
+    slot_expert, slot_rank, counts = [0] * layout.replicas, [0] * layout.replicas, [0] * experts
+    for domain in range(domains):
+        local = domain_experts[domain * experts_per_domain : (domain + 1) * experts_per_domain]
+        local_loads = row[local]
+        copies = replicate(local_loads, slots_per_domain)
+        shares = np.divide(local_loads, np.asarray(copies.counts, dtype=np.float32))
+        per_copy = np.asarray(shares, dtype=np.float32)[copies.slot_expert]
+        on_gpus = balanced_packing(per_copy, layout.gpus // domains)
+        base = domain * slots_per_domain
+        for slot, (expert, rank) in enumerate(
+            zip(copies.slot_expert, copies.slot_rank, strict=True)
+        ):
+            target = base + on_gpus.pack[slot] * layout.slots_per_gpu + on_gpus.rank[slot]
+            slot_expert[target], slot_rank[target] = local[expert], rank
+        for expert, count in enumerate(copies.counts):
+            counts[local[expert]] = count
+    return slot_expert, slot_rank, counts
+
+
+def _in_rank_order(slots: _Slots, order: list[int], layout: ExpertLayout, width: int) -> LayerPlan:
+    """EPLB's GPU ``j`` is rank ``order[j]``: its block of slots moved there, the
+    logical-to-physical map built from the moved slots (replica rank order, -1 padded)."""
+    slot_expert, slot_rank, counts = slots
+    per_gpu = layout.slots_per_gpu
+    physical, ranks = [0] * layout.replicas, [0] * layout.replicas
+    for gpu, rank in enumerate(order):
+        block = slice(gpu * per_gpu, (gpu + 1) * per_gpu)
+        physical[rank * per_gpu : (rank + 1) * per_gpu] = slot_expert[block]
+        ranks[rank * per_gpu : (rank + 1) * per_gpu] = slot_rank[block]
+    to_physical = [[-1] * width for _ in counts]
+    for slot, (expert, replica) in enumerate(zip(physical, ranks, strict=True)):
+        to_physical[expert][replica] = slot
+    return LayerPlan(physical, to_physical, counts)

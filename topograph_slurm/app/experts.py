@@ -1,0 +1,98 @@
+"""``experts``' use case: a MoE model's per-expert loads placed on a job's GPUs with
+DeepSeek's EPLB policies, EPLB's "node" being the fabric's fastest domain the job's GPUs sit
+in: a multi-node NVLink domain when the fabric has them, else a server."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topograph_slurm.app.fabric import Warn
+from topograph_slurm.app.placement import PlacedJob, prepare_job
+from topograph_slurm.config import Settings
+from topograph_slurm.errors import InputError, UsageError
+from topograph_slurm.model.experts import ExpertPlan, Gpu
+from topograph_slurm.model.placement import LEVEL_DOMAIN, MEGATRON_ORDER, FabricMap
+
+#: What EPLB's "node" is in a run: the kind of domain, as the output names it.
+NVLINK_DOMAIN, SERVER = "NVLink domain", "node"
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertsRun:
+    """A plan with what it was made from: the EP GPUs, the kind of domain, the load file."""
+
+    plan: ExpertPlan
+    gpus: list[Gpu]
+    domain_kind: str
+    loads_from: str
+    ranks_from: str
+
+
+def plan(
+    settings: Settings,
+    topology: str | None,
+    job_id: str | None,
+    job: Mapping[str, Any],
+    experts: Mapping[str, Any],
+    warn: Warn,
+) -> ExpertsRun:
+    """Loads from *experts*' ``loads`` file, the EP GPUs (the first ``ep`` ranks of the job
+    *job* and *job_id* describe) and their domains, and EPLB's plan over them."""
+    from topograph_slurm.analysis.experts.hierarchy import plan_experts
+    from topograph_slurm.sources.expert_load import parse_load
+
+    loads = parse_load(_read(experts["loads"]), experts["loads"])
+    placed = prepare_job(settings, topology, job_id, _dense(job), warn)
+    ep = len(placed.ranks) if experts["ep"] is None else experts["ep"]
+    if not 1 <= ep <= len(placed.ranks):
+        raise UsageError(f"--ep {ep} must be 1 to the job's {len(placed.ranks)} ranks")
+    gpus, kind = ep_gpus(placed, ep)
+    names = list(dict.fromkeys(gpu.domain for gpu in gpus))
+    domains = [names.index(gpu.domain) for gpu in gpus]
+    result = plan_experts(loads, experts["replicas"], experts["groups"], domains)
+    return ExpertsRun(result, gpus, kind, experts["loads"], placed.ranks_from)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"cannot read expert loads {path}: {err}") from None
+
+
+def _dense(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The job flags with a plain layout: the EP layout here is EPLB's, not Megatron's grid."""
+    return dict(job) | {
+        "tp": 1,
+        "pp": 1,
+        "cp": 1,
+        "ep": 1,
+        "etp": None,
+        "rank_order": MEGATRON_ORDER,
+    }
+
+
+def ep_gpus(placed: PlacedJob, ep: int) -> tuple[list[Gpu], str]:
+    """The first *ep* ranks as GPUs, each in its NVLink domain when one of theirs spans more
+    than one node of the fabric, else in its node."""
+    ranks = placed.ranks[:ep]
+    fmap = placed.view.fmap
+    nvlink = _multi_node_domains(fmap, ranks)
+    seen: Counter[str] = Counter()
+    gpus = []
+    for rank, host in enumerate(ranks):
+        domain = (fmap.places[host].unit(LEVEL_DOMAIN) if nvlink else None) or host
+        gpus.append(Gpu(rank, host, seen[host], domain))
+        seen[host] += 1
+    return gpus, NVLINK_DOMAIN if nvlink else SERVER
+
+
+def _multi_node_domains(fmap: FabricMap, nodes: list[str]) -> bool:
+    if LEVEL_DOMAIN not in fmap.levels:
+        return False
+    units = {fmap.places[node].unit(LEVEL_DOMAIN) for node in nodes}
+    return any(fmap.unit_sizes.get((LEVEL_DOMAIN, unit), 0) > 1 for unit in units if unit)

@@ -1,0 +1,71 @@
+"""MoE expert placement as DeepSeek's EPLB states it: an EP layout (physical expert slots,
+expert groups, GPUs and the fast domains they sit in), and per layer the three arrays an
+inference engine loads (physical-to-logical map, logical-to-physical map, replica counts)
+with the estimate that says whether the plan is worth loading."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: EPLB's two policies: groups packed onto domains first, or replicas over all GPUs at once.
+HIERARCHICAL, GLOBAL = "hierarchical", "global"
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertLayout:
+    """The EP shape a plan is for: *replicas* physical slots in all (a multiple of *gpus*),
+    *groups* expert groups, *gpus* EP ranks and *domains* fast domains (EPLB's "nodes")."""
+
+    replicas: int
+    groups: int
+    gpus: int
+    domains: int
+
+    @property
+    def slots_per_gpu(self) -> int:
+        return self.replicas // self.gpus
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One EP rank: the node it runs on, its local rank there, and its domain's name."""
+
+    rank: int
+    host: str
+    local_rank: int
+    domain: str
+
+
+@dataclass(frozen=True, slots=True)
+class LayerPlan:
+    """One MoE layer's placement: the logical expert in each physical slot (slot ``s`` on
+    GPU ``s // slots_per_gpu``), each logical expert's slots (first replica first, padded
+    with -1 to the plan's widest) and how many replicas each logical expert has."""
+
+    physical_to_logical: list[int]
+    logical_to_physical: list[list[int]]
+    replica_counts: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class LayerEstimate:
+    """What a layout does to one layer's traffic: the busiest GPU's tokens over the mean
+    (1.0 is perfect balance), the share of tokens sent to an expert outside the sender's
+    domain, and how many expert groups have replicas in more than one domain."""
+
+    balance: float
+    cross_domain: float
+    split_groups: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertPlan:
+    """A whole model's plan: the policy used, each layer's arrays, and each layer's estimate
+    for the default layout (experts laid contiguously over the GPUs, no replicas) and for
+    the plan."""
+
+    layout: ExpertLayout
+    policy: str
+    layers: list[LayerPlan]
+    before: list[LayerEstimate]
+    after: list[LayerEstimate]
