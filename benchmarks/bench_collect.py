@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "slurm-test-cluster")]
+sys.path[:0] = [str(ROOT), str(ROOT / "slurm-test-cluster"), str(ROOT / "tests" / "integration")]
 
 import harness  # noqa: E402
 from ClusterShell.NodeSet import NodeSet  # noqa: E402

@@ -1,28 +1,40 @@
-"""Placement quality on the real Slurm test cluster: does ``--tp-size`` pay off?
+"""Placement quality on the real Slurm test cluster: does ``--tp-size`` pay off, and does
+``order`` lay ranks better than Slurm does?
 
-One cluster per run (default 32 nodes of 8 fake GPUs, topology/block with 4 blocks of 8 nodes,
-one partition), with the ``topology.conf`` and the filters ``topograph-slurm generate
---filter-dir`` renders for that fabric and the SPANK plugin built inside a node, as
-``tests/integration/test_tp_filter.py`` sets it up. One seeded stream of mixed jobs (1-16 nodes,
-TP 4-64, ``sleep`` runtimes, arriving in bursts) is submitted three times, one policy after the
-other on the same idle cluster:
+One cluster per run (default 32 nodes of 8 fake GPUs, ``--topology block``: 4 blocks of 8
+nodes, or ``tree``: 4 leaves of 8 under one spine; one partition), with the ``topology.conf``
+and the filters ``topograph-slurm generate --filter-dir`` renders for that fabric and the SPANK
+plugin built inside a node, as ``tests/integration/test_tp_filter.py`` sets it up. One seeded
+stream of mixed jobs (1-16 nodes, TP 4-64, ``sleep`` runtimes, arriving in bursts) is submitted
+once per policy, one policy after the other on the same cluster:
 
 - ``plain``: ``sbatch -N n --exclusive``, no topology request (Slurm's block plugin still keeps
-  a job inside the smallest block level that holds it).
+  a job inside the smallest block level that holds it; the tree plugin picks the fewest leaves).
 - ``tp-size``: the same plus ``--tp-size=tp``; the filters turn it into ``--segment=tp/8``
-  when a TP group spans nodes and leave the job alone when it fits one node.
-- ``whole-unit``: every job in whole units: ``--segment=n`` when it fits one block (the job
-  sits in one block), else whole blocks: ``-N`` rounded up to a multiple of the block size with
-  ``--segment=<block size>`` (the job runs on the first n nodes; the rest is the price).
+  (block) or ``--switches`` (tree) when a TP group spans nodes and leave the job alone when it
+  fits one node.
+- ``whole-unit`` (block, idle cluster only): every job in whole units: ``--segment=n`` when it
+  fits one block (the job sits in one block), else whole blocks: ``-N`` rounded up to a multiple
+  of the block size with ``--segment=<block size>`` (the job runs on the first n nodes).
 
-Per policy it reports the share of multi-node TP groups that cross a block (from each job's
-node list as Slurm allocated it, in hostname order, ranks laid 8 per node in Megatron-Core
-order, through ``kind_spans``), the mean and p95 queue wait (start - submit), the makespan (last
-end - first submit) and node utilisation (allocated node-seconds / (nodes x makespan); "useful"
-counts only the n nodes a job asked for). Times are Slurm's own (``scontrol show job``, 1 s).
+``--fragment SHARE`` makes the cluster a busy day's: before each policy's stream, long 1-node
+jobs pinned with ``-w`` hold that share of the nodes, spread evenly over every block or leaf
+(seeded, the same nodes for every policy); they are cancelled after the stream.
 
-Usage: python benchmarks/bench_placement.py [--version 24.11|26.05] [--jobs 100] [--seed 1]
-       [--nodes 32] [--block-size 8] [--quick] [--json]
+Per policy it reports the share of multi-node TP groups that cross a block (or leaf), the mean
+and p95 queue wait (start - submit; a job cancelled at ``--timeout`` before it started counts
+up to then), the makespan (last end - first submit) and node utilisation (allocated
+node-seconds / (free nodes x makespan); "useful" counts only the n nodes a job asked for).
+Times are Slurm's own (``scontrol show job``, 1 s). Crossings use each job's nodes in Slurm's
+rank order: the allocation of ``scontrol show job --json`` while the job runs, read by the
+project's ``parse_scontrol_job`` (else its hostlist in node table order, ``slurm_rank_order``).
+Every multi-node job then gets a layout (its TP, PP 2 where two stages fit, DP the rest) and its
+groups' crossings per kind and level under Slurm's order are compared with the order
+``best_order`` picks; a job is improved when ``cost`` is strictly lower.
+
+Usage: python benchmarks/bench_placement.py [--version 24.11|26.05] [--topology block|tree]
+       [--fragment 0.3] [--jobs 100] [--seed 1] [--nodes 32] [--block-size 8]
+       [--timeout 900] [--quick] [--json]
 """
 
 from __future__ import annotations
@@ -42,11 +54,26 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "slurm-test-cluster")]
+sys.path[:0] = [str(ROOT), str(ROOT / "slurm-test-cluster"), str(ROOT / "tests" / "integration")]
 
-from topograph_slurm.analysis.placement.span import fabric_map, kind_spans, rank_nodes  # noqa: E402
-from topograph_slurm.model.placement import LEVEL_DOMAIN, FabricMap, ParallelLayout  # noqa: E402
-from topograph_slurm.model.result import Block, BlockTopology, LeafGroup, Tree  # noqa: E402
+from topograph_slurm.analysis.placement.order import best_order  # noqa: E402
+from topograph_slurm.analysis.placement.span import (  # noqa: E402
+    KindSpans,
+    cost,
+    fabric_map,
+    kind_spans,
+    rank_nodes,
+)
+from topograph_slurm.model.placement import LEVEL_NODE, FabricMap, ParallelLayout  # noqa: E402
+from topograph_slurm.model.result import (  # noqa: E402
+    Block,
+    BlockTopology,
+    LeafGroup,
+    Tree,
+    TreeSwitch,
+)
+from topograph_slurm.slurm.jobs import parse_scontrol_job  # noqa: E402
+from topograph_slurm.slurm.nodes import parse_node_table, slurm_rank_order  # noqa: E402
 
 GPUS_PER_NODE = 8
 POLICIES = ("plain", "tp-size", "whole-unit")
@@ -159,6 +186,7 @@ class JobRecord:
 @dataclass(frozen=True)
 class PolicyResult:
     policy: str
+    level: str  # the level TP groups should not cross: domain (block) or leaf
     jobs: int
     failed: int
     tp_groups: int
@@ -169,6 +197,8 @@ class PolicyResult:
     makespan: float
     utilisation: float
     useful: float
+    orders: tuple[OrderComparison, ...] = ()
+    not_done: tuple[int, ...] = ()  # stream indices of the jobs that did not complete
 
     @property
     def crossing_share(self) -> float:
@@ -183,17 +213,47 @@ def block_fabric(blocks: Mapping[str, Sequence[str]]) -> FabricMap:
     return fabric_map(Tree([LeafGroup("cluster", [], every)], [], ["cluster"]), topo)
 
 
+def tree_fabric(switches: Sequence[Any]) -> FabricMap:
+    """Places from ``scontrol show topology`` of a tree (harness ``TopoSwitch``: name, level,
+    nodes, switches): level-0 switches are the leaves, the others the switches above them."""
+    leaves = [LeafGroup(s.name, [], list(s.nodes)) for s in switches if s.level == 0]
+    uppers = [TreeSwitch(s.name, s.level, [], list(s.switches)) for s in switches if s.level]
+    children = {child for upper in uppers for child in upper.children}
+    tops = [s.name for s in switches if s.name not in children]
+    return fabric_map(Tree(leaves, sorted(uppers, key=lambda u: (u.level, u.name)), tops))
+
+
+def unit_level(fmap: FabricMap) -> str:
+    """The level a TP group should not cross: ``domain`` (a block) or, without blocks, ``leaf``."""
+    return fmap.levels[1]
+
+
+def split_levels(fmap: FabricMap) -> list[str]:
+    """The levels a job's groups can cross here: ``node`` and every level with more than one
+    unit (not the one switch above all blocks, not the top of a one-island tree)."""
+    units = [level for level, _ in fmap.unit_sizes]
+    return [LEVEL_NODE] + [lvl for lvl in fmap.levels[1:-1] if units.count(lvl) > 1]
+
+
+def spans_of(
+    layout: ParallelLayout, order: Sequence[str], gpus_per_node: int, fmap: FabricMap
+) -> dict[str, KindSpans]:
+    """How the job's groups span the fabric with its ranks laid on *order* (the one call of
+    ``kind_spans``)."""
+    return kind_spans(layout, rank_nodes(order, gpus_per_node), fmap)
+
+
 def tp_crossing(
     nodes: Sequence[str], spec: JobSpec, fmap: FabricMap, gpus_per_node: int
 ) -> tuple[int, int]:
-    """(TP groups that cross a block, TP groups that span nodes) of a job on *nodes* (Slurm's
-    hostname order; a whole-unit job runs on the first ``spec.nodes`` of them)."""
+    """(TP groups that cross a block or leaf, TP groups that span nodes) of a job on *nodes*
+    (Slurm's rank order; a whole-unit job runs on the first ``spec.nodes`` of them)."""
     if spec.tp <= gpus_per_node:
         return 0, 0
     used = list(nodes)[: spec.nodes]
     layout = ParallelLayout.for_world(len(used) * gpus_per_node, tp=spec.tp)
-    spans = kind_spans(layout, rank_nodes(used, gpus_per_node), fmap)["tp"]
-    return spans.crossing(LEVEL_DOMAIN, fmap.levels), spans.groups
+    spans = spans_of(layout, used, gpus_per_node, fmap)["tp"]
+    return spans.crossing(unit_level(fmap), fmap.levels), spans.groups
 
 
 def p95(values: Sequence[float]) -> float:
@@ -209,14 +269,19 @@ def summarise(
     fmap: FabricMap,
     gpus_per_node: int = GPUS_PER_NODE,
 ) -> PolicyResult:
-    """The policy's numbers from what Slurm did; jobs that never ran count as failed."""
+    """The policy's numbers from what Slurm did (*total_nodes*: those the stream can use);
+    jobs that did not complete (failed, or cancelled at the timeout) count as not done."""
     ran = [r for r in records if r.state == "COMPLETED" and r.nodes]
     crossing = [tp_crossing(r.nodes, r.spec, fmap, gpus_per_node) for r in ran]
-    waits = [r.start - r.submit for r in ran]
+    # a job cancelled at the timeout before it started has Slurm's StartTime = its cancel
+    # time: its wait counts up to then (a lower bound), or a stuck policy would look quick
+    stuck = [r for r in records if r.state == "CANCELLED" and r.start >= r.submit]
+    waits = [r.start - r.submit for r in [*ran, *stuck]]
     makespan = max(r.end for r in ran) - min(r.submit for r in records) if ran else 0.0
     capacity = total_nodes * makespan or 1.0
     return PolicyResult(
         policy=policy,
+        level=unit_level(fmap),
         jobs=len(records),
         failed=len(records) - len(ran),
         tp_groups=sum(groups for _, groups in crossing),
@@ -227,22 +292,123 @@ def summarise(
         makespan=makespan,
         utilisation=sum(len(r.nodes) * (r.end - r.start) for r in ran) / capacity,
         useful=sum(r.spec.nodes * (r.end - r.start) for r in ran) / capacity,
+        not_done=tuple(r.spec.index for r in records if r not in ran),
+        orders=tuple(
+            compare_order(r.spec, r.nodes[: r.spec.nodes], fmap, gpus_per_node)
+            for r in ran
+            if r.spec.nodes > 1
+        ),
     )
 
 
 def table(results: Sequence[PolicyResult], baseline: str = "plain") -> str:
     """The printed table; wait and makespan also as a ratio to the baseline policy."""
     base = next((r for r in results if r.policy == baseline), None)
-    head = "policy      TP groups crossing  jobs crossing  mean wait  p95 wait  makespan"
-    lines = [head + "         util  useful  failed"]
+    level = results[0].level if results else ""
+    head = f"policy      TP groups crossing {level:<6} jobs crossing  mean wait  p95 wait  makespan"
+    lines = [head + "         util  useful  not done"]
     for r in results:
         ratio = f"({r.makespan / base.makespan:4.2f}x)" if base and base.makespan else ""
         lines.append(
             f"{r.policy:<11} {r.tp_crossing:>3}/{r.tp_groups:<4} {r.crossing_share:6.1%}"
             f"  {r.jobs_crossing:>13}  {r.mean_wait:8.1f}s  {r.p95_wait:7.1f}s"
             f"  {r.makespan:6.0f}s {ratio:<8} {r.utilisation:5.1%}  {r.useful:6.1%}"
-            f"  {r.failed:>6}"
+            f"  {r.failed:>8}"
         )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# A fragmented cluster and the node order (pure)
+# --------------------------------------------------------------------------------------------
+
+
+def fragment_nodes(units: Mapping[str, Sequence[str]], share: float, seed: int) -> list[str]:
+    """The nodes background jobs hold on a busy day: *share* of all nodes (rounded), spread
+    over every block or leaf as evenly as the count allows (the remainder to seeded units),
+    seeded nodes inside each unit; in unit order."""
+    rng = random.Random(seed)
+    total = round(share * sum(map(len, units.values())))
+    names = list(units)
+    count = dict.fromkeys(names, total // len(names))
+    for name in rng.sample(names, total % len(names)):
+        count[name] += 1
+    if any(count[name] > len(units[name]) for name in names):
+        raise ValueError(f"cannot hold {total} nodes evenly over {len(names)} units")
+    return [node for name in names for node in sorted(rng.sample(list(units[name]), count[name]))]
+
+
+def job_layout(spec: JobSpec, gpus_per_node: int = GPUS_PER_NODE) -> ParallelLayout:
+    """The job's layout: its TP, PP 2 where two stages of TP groups divide its GPUs (else 1),
+    DP the rest, in Megatron-Core's rank order."""
+    world = spec.nodes * gpus_per_node
+    pp = 2 if world % (2 * spec.tp) == 0 else 1
+    return ParallelLayout.for_world(world, tp=spec.tp, pp=pp)
+
+
+Crossings = dict[str, dict[str, int]]  # kind -> level -> groups that cross that level
+
+
+@dataclass(frozen=True)
+class OrderComparison:
+    """One multi-node job: its groups' crossings under Slurm's rank order and under the order
+    ``best_order`` picks, and whether the pick costs strictly less."""
+
+    index: int
+    layout: str
+    chosen: str
+    groups: dict[str, int]
+    slurm: Crossings
+    ordered: Crossings
+    improved: bool
+
+
+def crossings(spans: Mapping[str, KindSpans], levels: Sequence[str], fmap: FabricMap) -> Crossings:
+    return {
+        kind: {lvl: s.crossing(lvl, fmap.levels) for lvl in levels} for kind, s in spans.items()
+    }
+
+
+def compare_order(
+    spec: JobSpec, ranked: Sequence[str], fmap: FabricMap, gpus_per_node: int = GPUS_PER_NODE
+) -> OrderComparison:
+    """Slurm's rank order of the job's nodes against ``best_order``'s, by ``cost``."""
+    layout = job_layout(spec, gpus_per_node)
+    before = spans_of(layout, ranked, gpus_per_node, fmap)
+    after = best_order(layout, list(ranked), gpus_per_node, fmap)
+    levels = split_levels(fmap)
+    return OrderComparison(
+        index=spec.index,
+        layout=f"tp{layout.tp} pp{layout.pp} dp{layout.dp}",
+        chosen=after.chosen,
+        groups={kind: s.groups for kind, s in before.items()},
+        slurm=crossings(before, levels, fmap),
+        ordered=crossings(after.spans, levels, fmap),
+        improved=cost(after.spans, fmap.levels) < cost(before, fmap.levels),
+    )
+
+
+def order_table(comparisons: Sequence[OrderComparison]) -> str:
+    """The share of jobs ``order`` improves; per kind, its groups and, per level, how many
+    cross it under Slurm's rank order -> under ``order``'s."""
+    levels = list(next(iter(comparisons[0].slurm.values()))) if comparisons else []
+    improved = sum(c.improved for c in comparisons)
+    share = improved / len(comparisons) if comparisons else 0.0
+    lines = [
+        f"order vs Slurm's rank order: {len(comparisons)} multi-node jobs, "
+        f"{improved} improved ({share:.1%})",
+        "kind  groups  " + "  ".join(f"crossing {lvl:<10}" for lvl in levels),
+    ]
+    for kind in ("tp", "cp", "ep", "pp", "dp"):
+        jobs = [c for c in comparisons if kind in c.groups]
+        if not jobs:
+            continue
+        cells = []
+        for lvl in levels:
+            before = sum(c.slurm[kind][lvl] for c in jobs)
+            after = sum(c.ordered[kind][lvl] for c in jobs)
+            cells.append(f"{before:>9} -> {after:<7}")
+        lines.append(f"{kind:<4}  {sum(c.groups[kind] for c in jobs):>6}  " + "  ".join(cells))
     return "\n".join(lines)
 
 
@@ -257,18 +423,24 @@ def slurm_time(value: str) -> float:
 
 
 class Bench:
-    """One cluster: the filters installed, the plugin built, its blocks known."""
+    """One cluster: the filters installed, the plugin built, its blocks or leaves known, and
+    the nodes background jobs hold (none on an idle cluster)."""
 
-    def __init__(self, cluster: Any, block_size: int) -> None:
+    def __init__(self, cluster: Any, block_size: int, fragment: float, seed: int) -> None:
         import harness
 
         self.cluster = cluster
         self.block_size = block_size
-        self.blocks = {
-            b.name: b.nodes
-            for b in harness.parse_show_topology(cluster.show_topology()).base_blocks
-        }
-        self.fmap = block_fabric(self.blocks)
+        topology = harness.parse_show_topology(cluster.show_topology())
+        if topology.base_blocks:
+            self.units = {b.name: b.nodes for b in topology.base_blocks}
+            self.fmap = block_fabric(self.units)
+        else:
+            self.units = topology.leaf_nodes()
+            self.fmap = tree_fabric(topology.switches)
+        self.busy = fragment_nodes(self.units, fragment, seed) if fragment else []
+        text = cluster.exec(["scontrol", "show", "nodes", "--json"]).check("nodes").stdout
+        self.node_table = parse_node_table(text)
 
     def submit(self, policy: str, burst: Sequence[JobSpec]) -> dict[str, JobSpec]:
         """A burst in one exec (several sbatch at once); job id -> spec."""
@@ -282,8 +454,24 @@ class Bench:
             raise SystemExit(f"{policy}: submitted {len(out)} of {len(burst)} jobs: {out}")
         return {job_id.split(";")[0]: spec for job_id, spec in zip(out, burst, strict=True)}
 
-    def snapshot(self, seen: dict[str, dict[str, str]]) -> None:
-        """Merge every job ``scontrol`` knows into *seen* (finished jobs stay for MinJobAge)."""
+    def fragment(self) -> list[str]:
+        """Pin a long 1-node job on every busy node and wait until all run; their ids."""
+        lines = [
+            f"sbatch --parsable --exclusive -N 1 -w {node} -t 60 -o /dev/null -J background "
+            "--wrap 'sleep 3600'"
+            for node in self.busy
+        ]
+        out = self.cluster.exec("\n".join(lines)).check("background jobs").stdout.split()
+        ids = [job_id.split(";")[0] for job_id in out]
+        for job_id in ids:
+            self.cluster.wait_job(job_id, timeout=120)
+        return ids
+
+    def snapshot(self, seen: dict[str, dict[str, str]], ranked: dict[str, list[str]]) -> None:
+        """Merge every job ``scontrol`` knows into *seen* (finished jobs stay for MinJobAge),
+        and each job's nodes in Slurm's rank order into *ranked*: the allocation list of
+        ``scontrol show job --json`` read by the project's parser while the job runs (a
+        finished job keeps only its hostlist: then its nodes in node table order)."""
         import harness
 
         text = self.cluster.exec(["scontrol", "-o", "show", "job"]).stdout
@@ -291,36 +479,49 @@ class Bench:
             kv = harness.parse_kv_line(line)
             if "JobId" in kv:
                 seen[kv["JobId"]] = kv
+        listed = json.loads(self.cluster.exec(["scontrol", "show", "job", "--json"]).stdout)
+        for raw in listed["jobs"]:
+            job_id = str(raw["job_id"])
+            job = parse_scontrol_job(json.dumps({"jobs": [raw]}), job_id)
+            if job.state.startswith("RUNNING") and job.nodes:
+                ranked[job_id] = list(job.nodes)
+            elif job_id not in ranked and job.nodes:
+                ranked[job_id] = slurm_rank_order(job.nodes, self.node_table)
 
     def run_policy(self, policy: str, stream: Sequence[JobSpec], timeout: float) -> PolicyResult:
+        background = self.fragment() if self.busy else []
         jobs: dict[str, JobSpec] = {}
         seen: dict[str, dict[str, str]] = {}
+        ranked: dict[str, list[str]] = {}
         t0 = time.monotonic()
         for arrival in sorted({j.arrival for j in stream}):
             time.sleep(max(0.0, t0 + arrival - time.monotonic()))
             jobs |= self.submit(policy, [j for j in stream if j.arrival == arrival])
+            self.snapshot(seen, ranked)
         while not all(seen.get(i, {}).get("JobState") in DONE for i in jobs):
             if time.monotonic() - t0 > timeout:
                 self.cluster.exec(["scancel", *jobs])
                 break
             time.sleep(2)
-            self.snapshot(seen)
-        self.snapshot(seen)
+            self.snapshot(seen, ranked)
+        self.snapshot(seen, ranked)
+        if background:
+            self.cluster.exec(["scancel", *background])
         self.cluster.wait_idle(timeout=120)
-        records = [record(seen[i], spec) for i, spec in jobs.items()]
-        return summarise(policy, records, sum(map(len, self.blocks.values())), self.fmap)
+        records = [record(seen[i], spec, ranked.get(i, ())) for i, spec in jobs.items()]
+        free = sum(map(len, self.units.values())) - len(self.busy)
+        return summarise(policy, records, free, self.fmap)
 
 
-def record(kv: Mapping[str, str], spec: JobSpec) -> JobRecord:
-    import harness
+def record(kv: Mapping[str, str], spec: JobSpec, ranked: Sequence[str]) -> JobRecord:
+    """The job's times from ``scontrol -o show job``, its nodes in Slurm's rank order."""
 
     def at(key: str) -> float:
         value = kv.get(key, "")
         return slurm_time(value) if value[:1].isdigit() else 0.0
 
-    nodes = tuple(harness.expand(kv.get("NodeList", "")))
     state = kv.get("JobState", "UNKNOWN")
-    return JobRecord(spec, state, at("SubmitTime"), at("StartTime"), at("EndTime"), nodes)
+    return JobRecord(spec, state, at("SubmitTime"), at("StartTime"), at("EndTime"), tuple(ranked))
 
 
 def run(args: argparse.Namespace) -> list[PolicyResult]:
@@ -333,6 +534,7 @@ def run(args: argparse.Namespace) -> list[PolicyResult]:
     scenario.GPUS = GPUS_PER_NODE
     scenario.SIM = f"nodes={args.nodes},rails=1,su={args.block_size}"
     scenario.NODES[:] = names
+    scenario.TOPOLOGY = args.topology
     client = harness.docker_client()
     image = harness.ensure_image(args.version, client)
     release = scenario.release_of(client, image, args.version)
@@ -350,7 +552,7 @@ def run(args: argparse.Namespace) -> list[PolicyResult]:
         cluster.start()
         cluster.wait_idle(timeout=300)
         scenario.build_plugin(cluster).check("SPANK plugin build")
-        bench = Bench(cluster, args.block_size)
+        bench = Bench(cluster, args.block_size, args.fragment, args.seed)
         return [bench.run_policy(p, stream, args.timeout) for p in args.policies]
     finally:
         cluster.teardown()
@@ -363,13 +565,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--nodes", type=int, default=32)
     parser.add_argument("--block-size", type=int, default=8)
-    parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    parser.add_argument("--topology", default="block", choices=["block", "tree"])
+    parser.add_argument(
+        "--fragment", type=float, default=0.0, help="share of nodes background jobs hold (0)"
+    )
+    parser.add_argument("--policies", nargs="+", default=None, choices=POLICIES)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per policy")
     parser.add_argument("--quick", action="store_true", help="smoke run: 12 short jobs")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     args = parser.parse_args(argv)
     if args.jobs is None:
         args.jobs = 12 if args.quick else 100
+    whole_blocks = args.topology == "block" and not args.fragment
+    if args.policies is None:
+        args.policies = list(POLICIES) if whole_blocks else ["plain", "tp-size"]
+    if "whole-unit" in args.policies and not whole_blocks:
+        parser.error("whole-unit needs whole free blocks: topology/block without --fragment")
+    if not 0 <= args.fragment < 0.5:
+        parser.error("--fragment must be at least 0 and under 0.5")
     if args.nodes % args.block_size or args.nodes < 2 * args.block_size:
         parser.error("--nodes must be a multiple of --block-size, at least two blocks")
     return args
@@ -379,13 +592,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
     results = run(args)
-    blocks = args.nodes // args.block_size
+    units = "blocks" if args.topology == "block" else "leaves"
     print(
-        f"Slurm {args.version}: {args.nodes} nodes x {GPUS_PER_NODE} GPUs, {blocks} blocks of "
-        f"{args.block_size}; {args.jobs} jobs, seed {args.seed}; "
+        f"Slurm {args.version} topology/{args.topology}: {args.nodes} nodes x {GPUS_PER_NODE} "
+        f"GPUs, {args.nodes // args.block_size} {units} of {args.block_size}, "
+        f"{args.fragment:.0%} held by background jobs; {args.jobs} jobs, seed {args.seed}; "
         f"{time.monotonic() - started:.0f} s in all"
     )
     print(table(results))
+    for result in results:
+        print(f"\n{result.policy}: " + order_table(result.orders))
     if args.json:
         print(json.dumps([asdict(r) | {"crossing_share": r.crossing_share} for r in results]))
     return 0

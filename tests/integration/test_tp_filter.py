@@ -60,6 +60,7 @@ pytestmark = pytest.mark.integration
 GPUS = 4
 SIM = "nodes=16,rails=1,su=4"  # 16 nodes, one 4-node leaf (= block) per scalable unit
 NODES = [f"gpu{i:04d}" for i in range(1, 17)]
+TOPOLOGY = "block"  # the partition's topology kind; benchmarks/bench_placement.py also runs tree
 PARTITION = "gpu"
 CONF = "/etc/slurm"
 BYPASS_CONF = "/etc/slurm-bypass/slurm.conf"  # a client config without CliFilterPlugins
@@ -163,11 +164,11 @@ def release_of(docker_client: Any, image: str, version: str) -> str:
 def generate(workdir: Path, release: str) -> dict[str, str]:
     """Run ``topograph-slurm generate --filter-dir`` on the simulated fabric; file -> text."""
     config = workdir / "config.yaml"
-    facts = {"partitions": {PARTITION: {"topology": "block", "gpus_per_node": GPUS}}}
+    facts = {"partitions": {PARTITION: {"topology": TOPOLOGY, "gpus_per_node": GPUS}}}
     facts |= {"default_partition": PARTITION, "switch_wait": 300, "spank_path": SPANK_SO}
     config.write_text(yaml.safe_dump({"filter": facts}))
     out = workdir / "filters"
-    args = ["--config", str(config), "generate", "--sim", SIM, "--format", "block"]
+    args = ["--config", str(config), "generate", "--sim", SIM, "--format", TOPOLOGY]
     args += ["--slurm-version", release, "-o", str(workdir / "topology.conf")]
     result = CliRunner().invoke(main, [*args, "--filter-dir", str(out)])
     assert result.exit_code == 0, result.output
@@ -180,7 +181,7 @@ def cluster_spec(files: dict[str, str]) -> ClusterSpec:
     return ClusterSpec(
         nodes=[NodeSpec(name, cpus=4, gpus=GPUS) for name in NODES],
         partitions=[PartitionSpec(PARTITION, default=True)],
-        topology_plugin="topology/block",
+        topology_plugin=f"topology/{TOPOLOGY}",
         topology_conf=files["topology.conf"],
         job_submit_lua=files["job_submit.lua"],
         cli_filter_lua=files["cli_filter.lua"],
