@@ -272,7 +272,7 @@ def test_a_threshold_that_is_not_a_number_is_refused(flag: str) -> None:
 
     result = CliRunner().invoke(main, ["bench", "--plan", "--sim", "demo", flag, "nan"])
     assert result.exit_code == Exit.USAGE
-    assert f"Invalid value for '{flag}': 'nan' is not a number" in result.stderr
+    assert f"Invalid value for '{flag}': 'nan' is not a plain decimal number" in result.stderr
 
 
 def test_ctrl_c_stops_the_running_steps_within_seconds(tmp_path: Path) -> None:

@@ -759,3 +759,26 @@ def test_fuzz_node_name_maps(lines: list[tuple[str, str]], tail: bytes) -> None:
         Path("map").write_bytes(text.encode("utf-8", "surrogateescape") + tail)
         result = invoke(["generate", "--sim", TINY, "--node-name-map", "map", "-o", str(target)])
         assert_clean(result, target)
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["explain", "--sim", "demo", "--nodes", "gpu[0001-0002]", "--tp", "１６"], "--tp"),
+        (["explain", "--sim", "demo", "--nodes", "gpu[0001-0002]", "--tp", "1_6"], "--tp"),
+        (
+            ["explain", "--sim", "demo", "--nodes", "gpu0001", "--gpus-per-node", "٨"],
+            "--gpus-per-node",
+        ),
+        (["bench", "--plan", "--sim", "demo", "--max-pairs", "1_0"], "--max-pairs"),
+        (["bench", "--plan", "--sim", "demo", "--slow-fraction", "０.５"], "--slow-fraction"),
+        (["bench", "--plan", "--sim", "demo", "--slow-fraction", "0_5"], "--slow-fraction"),
+    ],
+)
+def test_option_numbers_are_ascii_digits_only(args: list[str], option: str) -> None:
+    """Python's int() and float() read full-width digits, other scripts' digits and 1_0; an
+    option value written so is a usage error naming the option, not a size."""
+    result = invoke(args)
+    assert result.exit_code == Exit.USAGE, result.output
+    assert f"Invalid value for '{option}'" in result.stderr
+    assert result.stdout == ""

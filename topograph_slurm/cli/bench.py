@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from topograph_slurm.analysis.bench.judge import JudgeSettings
-from topograph_slurm.cli.options import FiniteFloatRange, fabric_options, flag_settings, log, warn
+from topograph_slurm.cli.options import (
+    AsciiIntRange,
+    FiniteFloatRange,
+    fabric_options,
+    flag_settings,
+    log,
+    warn,
+)
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.bench import TESTS, BenchPlan, RunResult
@@ -60,7 +67,7 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 )
 @click.option(
     "--max-pairs",
-    type=click.IntRange(min=1),
+    type=AsciiIntRange(min=1),
     metavar="N",
     help="At most N pairs per level, spread over the level (default 64; the plan notes "
     "what was dropped).",
@@ -73,7 +80,7 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 )
 @click.option(
     "--gpus-per-node",
-    type=click.IntRange(min=1),
+    type=AsciiIntRange(min=1),
     metavar="N",
     help="Ranks (GPUs) per node; default: measured in the snapshot, or the simulation's.",
 )
@@ -106,7 +113,7 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 )
 @click.option(
     "--parallel",
-    type=click.IntRange(min=1),
+    type=AsciiIntRange(min=1),
     default=32,
     show_default=True,
     metavar="N",

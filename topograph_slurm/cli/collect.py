@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from topograph_slurm.app.fabric import fetch_ufm
-from topograph_slurm.cli.options import ufm_options, warn
+from topograph_slurm.cli.options import AsciiIntRange, ufm_options, warn
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.collect import collect as run_collect
 from topograph_slurm.collect.plan import (
@@ -116,7 +116,7 @@ def _summary(outcome: CollectOutcome) -> str:
 )
 @click.option(
     "--fanout",
-    type=click.IntRange(min=1, max=4096),
+    type=AsciiIntRange(min=1, max=4096),
     default=32,
     show_default=True,
     metavar="N",

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from topograph_slurm.cli.options import warn
+from topograph_slurm.cli.options import ASCII_INT, warn
 from topograph_slurm.cli.placement import NODE_KEYS, node_options, split_flags
 
 _EXPERT_KEYS = ("loads", "replicas", "groups", "ep")
@@ -25,18 +25,20 @@ _EXPERT_KEYS = ("loads", "replicas", "groups", "ep")
 )
 @click.option(
     "--replicas",
-    type=int,
+    type=ASCII_INT,
     required=True,
     help="Physical expert slots in all (logical experts + redundant ones), a multiple of --ep.",
 )
 @click.option(
     "--groups",
-    type=int,
+    type=ASCII_INT,
     default=1,
     show_default=True,
     help="Expert groups (DeepSeek-V3's group-limited routing); must divide the experts.",
 )
-@click.option("--ep", type=int, help="Expert-parallel size: the first EP ranks (default: all).")
+@click.option(
+    "--ep", type=ASCII_INT, help="Expert-parallel size: the first EP ranks (default: all)."
+)
 @node_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.option(

@@ -12,7 +12,7 @@ import click
 
 from topograph_slurm.app import generate as use_case
 from topograph_slurm.app.state import prepare_state
-from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
+from topograph_slurm.cli.options import ASCII_INT, fabric_options, flag_settings, log, warn
 from topograph_slurm.config import (
     Settings,
     choices_metavar,
@@ -156,7 +156,7 @@ def _write(
 )
 @click.option(
     "--max-tiers",
-    type=int,
+    type=ASCII_INT,
     metavar="N",
     help="Keep at most this many switch levels (leaves count as one).",
 )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.options import config_settings, log, warn
+from topograph_slurm.cli.options import AsciiIntRange, config_settings, log, warn
 from topograph_slurm.errors import Exit
 
 
@@ -21,7 +21,7 @@ from topograph_slurm.errors import Exit
 )
 @click.option(
     "--threads-per-core",
-    type=click.IntRange(1, 8),
+    type=AsciiIntRange(1, 8),
     help="Hardware threads per core (default: read from the CPU affinity lists).",
 )
 @click.option("-o", "--output", metavar="PATH", help="Write gres.conf here (default: stdout).")

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from topograph_slurm.app import health as use_case
-from topograph_slurm.cli.options import fabric_options, flag_settings, log, warn
+from topograph_slurm.cli.options import ASCII_INT, fabric_options, flag_settings, log, warn
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment
 
@@ -33,7 +33,7 @@ from topograph_slurm.render.environment import environment
 @click.option(
     "--degraded-weight",
     "health_weight",
-    type=int,
+    type=ASCII_INT,
     metavar="N",
     help="Added to a degraded node's Weight, so Slurm allocates it last (default 1000).",
 )

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from topograph_slurm.config import RewriteRule, Settings, load_settings, override
+from topograph_slurm.model.numbers import decimal, natural
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,7 +57,7 @@ def ufm_options(url_help: str) -> Callable[[F], F]:
         ),
         click.option(
             "--ufm-max-response-mib",
-            type=int,
+            type=ASCII_INT,
             metavar="MIB",
             help="Largest UFM response body accepted, per endpoint (exit 4; default 512).",
         ),
@@ -168,11 +169,28 @@ def flag_settings(ctx: click.Context, rewrites: Sequence[str], **flags: Any) -> 
 
 
 class FiniteFloatRange(click.FloatRange):
-    """click's FloatRange, with ``nan`` refused too (it compares false with every bound, so
-    the range alone lets it through, and every threshold it reaches then judges nothing)."""
+    """click's FloatRange for plain ASCII decimals only: ``nan`` (it compares false with every
+    bound, so the range alone lets it through, and every threshold it reaches then judges
+    nothing), ``inf``, ``1_0`` and non-ASCII digits, which ``float`` reads, are refused."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and decimal(value) is None:
+            self.fail(f"{value!r} is not a plain decimal number", param, ctx)
         converted = super().convert(value, param, ctx)
         if math.isnan(converted):
             self.fail(f"{value!r} is not a number", param, ctx)
         return converted
+
+
+class AsciiIntRange(click.IntRange):
+    """click's IntRange (or plain int, without bounds) for ASCII digits only: ``int`` also
+    reads ``１６`` (full-width), ``٤`` and ``1_0``, which no one means as a size."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and natural(value.strip().removeprefix("-")) is None:
+            self.fail(f"{value!r} is not a whole number in ASCII digits", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+#: An integer option: ASCII digits, no bounds.
+ASCII_INT = AsciiIntRange()

@@ -10,7 +10,7 @@ import click
 
 from topograph_slurm.app import placement
 from topograph_slurm.app.placement import PlacedJob
-from topograph_slurm.cli.options import fabric_options, flag_settings, warn
+from topograph_slurm.cli.options import ASCII_INT, fabric_options, flag_settings, warn
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import Exit, UsageError
 from topograph_slurm.model.placement import MEGATRON_ORDER
@@ -39,7 +39,7 @@ NODE_OPTIONS = [
     ),
     click.option(
         "--gpus-per-node",
-        type=int,
+        type=ASCII_INT,
         metavar="N",
         help="GPUs (ranks) per node; default: measured in the snapshot, or the simulation's.",
     ),
@@ -54,14 +54,18 @@ _JOB_OPTIONS = [
     *NODE_OPTIONS,
     click.option(
         "--tp",
-        type=int,
+        type=ASCII_INT,
         help="Tensor-parallel size (default: the job's --tp-size record, else 1).",
     ),
-    click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel size."),
-    click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel size."),
+    click.option(
+        "--pp", type=ASCII_INT, default=1, show_default=True, help="Pipeline-parallel size."
+    ),
+    click.option(
+        "--cp", type=ASCII_INT, default=1, show_default=True, help="Context-parallel size."
+    ),
     click.option(
         "--ep",
-        type=int,
+        type=ASCII_INT,
         default=1,
         show_default=True,
         help="Expert-parallel size: EP groups come from Megatron-Core's expert grid "
@@ -69,7 +73,7 @@ _JOB_OPTIONS = [
     ),
     click.option(
         "--etp",
-        type=int,
+        type=ASCII_INT,
         help="Expert tensor-parallel size (Megatron-Core's --expert-tensor-parallel-size; "
         "default: --tp).",
     ),
