@@ -132,6 +132,8 @@ def read_fabric(
         inputs = load_inputs(settings, warn)
         policy = naming_policy(settings, notes, made)  # asks Slurm for its nodes once per run
         analysis = analyse(inputs.fabric, policy, settings.max_tiers)
+        if inputs.snapshot is not None:
+            analysis.findings += gpu_affinity(inputs.snapshot)
         if before_blocks is not None:
             before_blocks(analysis, policy.slurm_nodes)
         units = (
@@ -242,6 +244,14 @@ def naming_policy(
         policy.node_name_map = load_node_name_map(Path(settings.node_name_map))
     policy.slurm_nodes = slurm_auto.node_list(settings, [] if notes is None else notes, made)
     return policy
+
+
+def gpu_affinity(snapshot: Snapshot) -> list[Finding]:
+    """The snapshot's GPU↔NIC affinity findings, with the fabric's: every use case that
+    reads the fabric (generate's report, health, draw) sees them once."""
+    from topograph_slurm.analysis.nvlink.affinity import affinity_findings
+
+    return affinity_findings(snapshot.topologies)
 
 
 def wants_nvlink(settings: Settings, snapshot: Snapshot | None) -> bool:

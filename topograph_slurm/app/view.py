@@ -73,11 +73,7 @@ def from_fabric(fabric: AnalysedFabric, settings: Settings, facts: bool = True) 
     """The analysed fabric's places: node, NVLink domain (when the snapshot has them), leaf,
     spines; its path facts, GPUs per node and each node's ``topo -m``."""
     snapshot = fabric.inputs.snapshot
-    topologies = (
-        {name: node.topology for name, node in snapshot.nodes.items() if node.topology}
-        if snapshot
-        else {}
-    )
+    topologies = snapshot.topologies if snapshot else {}
     node_gpus = {name: topology.gpu_count for name, topology in topologies.items()}
     extra = fabric.extra_findings
     return FabricView(

@@ -245,6 +245,28 @@ class FindingKind(StrEnum):
         "the node's GPUs (NUMA cores or NVLink links from nvidia-smi topo -m) differ from "
         "the other nodes of its type: gres.conf gives it lines of its own",
     )
+    # GPU↔NIC affinity from topo -m (analysis/nvlink/affinity.py)
+    GPU_NIC_FAR_NUMA = (
+        "gpu-nic-far-numa",
+        PROBLEM,
+        DEGRADED,
+        "a GPU's nearest NIC (nvidia-smi topo -m) sits with the GPUs of another NUMA node than "
+        "the GPU's own NUMA affinity: its RDMA traffic crosses sockets",
+    )
+    GPU_NIC_SYS_ONLY = (
+        "gpu-nic-sys-only",
+        PROBLEM,
+        DEGRADED,
+        "a GPU has no NIC nearer than SYS (across the CPU interconnect) while other GPUs of "
+        "the node have one (a node where every GPU is SYS from every NIC, GB200, has none)",
+    )
+    GPU_NIC_RAILS_UNEVEN = (
+        "gpu-nic-rails-uneven",
+        PROBLEM,
+        DEGRADED,
+        "the node's GPUs do not each have one nearest NIC of their own (nvidia-smi topo -m), "
+        "while most nodes with its GPU count do: a NIC gone or shared",
+    )
     # Collection: a snapshot's nodes (sources/snapshot.py)
     COLLECT_FAILED = (
         "collect-failed",

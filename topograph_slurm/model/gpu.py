@@ -130,6 +130,21 @@ class GpuTopology:
         nodes = self.numa_affinity.get(gpu, ())
         return nodes[0] if nodes else None
 
+    def near_numas(self, nic: str, besides: int | None = None) -> set[int | None]:
+        """The NUMA nodes of the GPUs (but *besides*) that reach *nic* without ``SYS``.
+
+        ``topo -m`` gives NUMA affinity for GPUs only; a NIC's NUMA node is what its paths
+        tell: anything nearer than ``SYS`` stays inside one NUMA node (``NODE`` is "between
+        host bridges within a NUMA node"), so a NIC shares the NUMA node of every GPU it is
+        not ``SYS`` from. A NIC ``SYS`` from every GPU (a GB200 tray's, hung off Grace) gives
+        an empty set: the matrix does not say where it sits.
+        """
+        return {
+            self.numa_node(gpu)
+            for gpu in self.gpus
+            if gpu != besides and self.gpu_nic_links.get((gpu, nic)) not in (None, "SYS")
+        }
+
 
 class DomainKind(StrEnum):
     """What a node's GPUs say about NVLink beyond the node."""

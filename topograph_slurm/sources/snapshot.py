@@ -101,6 +101,11 @@ class Snapshot:
         return {name: node.gpus for name, node in self.nodes.items() if node.gpus is not None}
 
     @property
+    def topologies(self) -> dict[str, GpuTopology]:
+        """The ``nvidia-smi topo -m`` of every node that has a readable one, by node."""
+        return {name: node.topology for name, node in self.nodes.items() if node.topology}
+
+    @property
     def unread_nodes(self) -> list[str]:
         """Nodes in the manifest without readable fabric output."""
         return [name for name, node in self.nodes.items() if node.gpus is None]

@@ -46,11 +46,7 @@ def link_class(token: str) -> str:
 
 def _nic_numa(topology: GpuTopology, nic: str) -> int | None:
     """The NUMA node of the GPUs a NIC is not ``SYS`` from, when they agree."""
-    near = {
-        topology.numa_node(gpu)
-        for gpu in topology.gpus
-        if topology.gpu_nic_links.get((gpu, nic)) not in (None, "SYS")
-    }
+    near = topology.near_numas(nic)
     return near.pop() if len(near) == 1 else None
 
 
