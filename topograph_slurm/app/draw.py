@@ -57,6 +57,7 @@ def job_picture(
 def node_picture(node: str | None, topo_matrix: str | None, snapshot: str | None) -> Picture:
     """One node's GPUs, NVLink, NICs and NUMA affinity: from a saved ``nvidia-smi topo -m``
     (*topo_matrix*), or a snapshot's node."""
+    from topograph_slurm.analysis.nvlink.affinity import affinity_issues
     from topograph_slurm.render.draw.node import node_picture as picture_of
 
     if topo_matrix:
@@ -65,7 +66,8 @@ def node_picture(node: str | None, topo_matrix: str | None, snapshot: str | None
         from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
 
         name = "<stdin>" if topo_matrix == "-" else Path(topo_matrix).name
-        return picture_of(name, parse_topo_matrix(read_text(topo_matrix)))
+        topology = parse_topo_matrix(read_text(topo_matrix))
+        return picture_of(name, topology, affinity=affinity_issues({name: topology}))
     if not snapshot:
         raise UsageError("--node needs --snapshot DIR (or draw a saved matrix with --topo-matrix)")
     from topograph_slurm.sources.snapshot import load_snapshot
@@ -78,4 +80,5 @@ def node_picture(node: str | None, topo_matrix: str | None, snapshot: str | None
     found = taken.nodes[node]
     if found.topology is None:
         raise InputError(f"snapshot {snapshot} has no readable nvidia-smi topo -m for {node}")
-    return picture_of(node, found.topology, found.gpus or [])
+    mine = [i for i in affinity_issues(taken.topologies) if i.finding.subject == node]
+    return picture_of(node, found.topology, found.gpus or [], mine)

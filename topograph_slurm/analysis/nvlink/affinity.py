@@ -38,13 +38,22 @@ from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding
 
 
+#: The kinds this module makes (draw gives them one fault class).
+AFFINITY_KINDS = (
+    FindingKind.GPU_NIC_FAR_NUMA,
+    FindingKind.GPU_NIC_SYS_ONLY,
+    FindingKind.GPU_NIC_RAILS_UNEVEN,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class AffinityIssue:
-    """One affinity finding of one node (its subject), with the GPUs it is about (what draw
-    marks on the node view)."""
+    """One affinity finding of one node (its subject), with the GPUs and NICs it is about
+    (what draw marks on the node view)."""
 
     finding: Finding
     gpus: tuple[int, ...]
+    nics: tuple[str, ...] = ()
 
 
 def _gpus(gpus: list[int]) -> str:
@@ -66,7 +75,9 @@ def far_numa(node: str, topo: GpuTopology) -> list[AffinityIssue]:
                     f"GPU{gpu} (NUMA {numa}) reaches its nearest NIC {nic} over {link}, but "
                     f"{nic} sits with the GPUs of NUMA {where}: its traffic crosses sockets"
                 )
-                issues.append(AffinityIssue(Finding(FindingKind.GPU_NIC_FAR_NUMA, node, message), (gpu,)))
+                issues.append(AffinityIssue(
+                    Finding(FindingKind.GPU_NIC_FAR_NUMA, node, message), (gpu,), (nic,)
+                ))
                 break
     return issues
 
@@ -116,7 +127,9 @@ def uneven_rails(topologies: Mapping[str, GpuTopology]) -> list[AffinityIssue]:
                 f"({len(members) - len(uneven)} of {len(members)}) have one NIC per GPU"
             )
             finding = Finding(FindingKind.GPU_NIC_RAILS_UNEVEN, name, message)
-            issues.append(AffinityIssue(finding, tuple(odd[name])))
+            rails = topologies[name].rails
+            nics = tuple(dict.fromkeys(nic for gpu in odd[name] for nic in rails[gpu]))
+            issues.append(AffinityIssue(finding, tuple(odd[name]), nics))
     return issues
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from topograph_slurm.analysis.fabric.analyse import EXPECTED_REASONS
 from topograph_slurm.analysis.health.degraded import below_norm
+from topograph_slurm.analysis.nvlink.affinity import AFFINITY_KINDS
 from topograph_slurm.analysis.nvlink.clique import (
     HEALTHY_BANDWIDTH,
     HEALTHY_SUMMARY,
@@ -36,6 +37,7 @@ FAULT_MISSING_RAIL = "missing-rail"
 FAULT_DISAGREE = "rail-disagreement"
 FAULT_MISALIGNED = "rail-misaligned"
 FAULT_NVLINK = "nvlink"
+FAULT_AFFINITY = "affinity"
 FAULT_EXCLUDED = "excluded"
 FAULT_ISLANDS = "islands"
 FAULT_OTHER = "other"
@@ -45,6 +47,7 @@ FAULT_CLASSES: tuple[str, ...] = (
     FAULT_DISAGREE,
     FAULT_MISALIGNED,
     FAULT_NVLINK,
+    FAULT_AFFINITY,
     FAULT_EXCLUDED,
     FAULT_ISLANDS,
     FAULT_OTHER,
@@ -56,6 +59,7 @@ FAULT_MEANING: dict[str, str] = {
     FAULT_DISAGREE: "rails disagree (cabled to another unit's leaf)",
     FAULT_MISALIGNED: "rails misaligned (an HCA on another rail's leaf of its unit)",
     FAULT_NVLINK: "unhealthy NVLink fabric",
+    FAULT_AFFINITY: "GPU↔NIC affinity (nearest NIC across NUMA, or not one NIC per GPU)",
     FAULT_EXCLUDED: "excluded HCAs (not a Slurm node)",
     FAULT_ISLANDS: "top of an island (no cable joins the islands)",
     FAULT_OTHER: "other finding",
@@ -66,6 +70,7 @@ _KIND_CLASS: dict[str, str] = {
     FindingKind.RAIL_MISALIGNED: FAULT_MISALIGNED,
     FindingKind.ISLANDS: FAULT_ISLANDS,
     **dict.fromkeys(VERDICT_KINDS, FAULT_NVLINK),
+    **dict.fromkeys(AFFINITY_KINDS, FAULT_AFFINITY),
 }
 
 

@@ -12,8 +12,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from topograph_slurm.analysis.nvlink.affinity import AffinityIssue
 from topograph_slurm.model.gpu import NV_LINK, GpuFabric, GpuTopology
-from topograph_slurm.render.draw.faults import FAULT_MEANING, FAULT_NVLINK, gpu_faults
+from topograph_slurm.render.draw.faults import (
+    FAULT_AFFINITY,
+    FAULT_MEANING,
+    FAULT_NVLINK,
+    Fault,
+    gpu_faults,
+)
 from topograph_slurm.render.draw.picture import LegendItem, Line, Picture, Shape, legend
 
 GPU_W, GPU_H, NIC_W, NIC_H, GAP, PAD = 64, 40, 64, 26, 10, 10
@@ -36,6 +43,7 @@ _MEANING: list[tuple[str, str]] = [
     *LINKS,
     ("cross-numa", "GPU↔NIC rail crossing NUMA (SYS)"),
     (f"fault-{FAULT_NVLINK}", FAULT_MEANING[FAULT_NVLINK]),
+    (f"fault-{FAULT_AFFINITY}", FAULT_MEANING[FAULT_AFFINITY]),
 ]
 
 
@@ -50,12 +58,19 @@ def _nic_numa(topology: GpuTopology, nic: str) -> int | None:
     return near.pop() if len(near) == 1 else None
 
 
-def node_picture(name: str, topology: GpuTopology, gpus: Sequence[GpuFabric] = ()) -> Picture:
-    """The picture of node *name* from its ``topo -m`` (and its GPUs' NVLink fabric state)."""
+def node_picture(
+    name: str,
+    topology: GpuTopology,
+    gpus: Sequence[GpuFabric] = (),
+    affinity: Sequence[AffinityIssue] = (),
+) -> Picture:
+    """The picture of node *name* from its ``topo -m`` (and its GPUs' NVLink fabric state,
+    and the GPU↔NIC affinity findings of the node, on the GPUs and NICs they name)."""
     shapes: list[Shape] = []
     lines: list[Line] = []
     numas = sorted({topology.numa_node(g) for g in topology.gpus}, key=lambda n: (n is None, n))
     faults = gpu_faults(gpus)
+    far = _affinity_faults(affinity)
     at: dict[str, tuple[int, int]] = {}  # element -> its box's top-left
     x = LEFT
     gpu_y = TOP + NUMA_HEAD + BAR_H + GAP * 2
@@ -81,16 +96,17 @@ def node_picture(name: str, topology: GpuTopology, gpus: Sequence[GpuFabric] = (
         )
         for i, gpu in enumerate(members):
             at[f"GPU{gpu}"] = (x + GAP + i * (GPU_W + GAP), gpu_y)
-            shapes.append(_gpu(topology, gpu, at[f"GPU{gpu}"], faults.get(gpu, [])))
+            mine = [*faults.get(gpu, []), *far.get(f"GPU{gpu}", [])]
+            shapes.append(_gpu(topology, gpu, at[f"GPU{gpu}"], mine))
         for i, nic in enumerate(nics):
             at[nic] = (x + GAP + i * (NIC_W + GAP), nic_y)
-            shapes.append(_nic(topology, nic, at[nic]))
+            shapes.append(_nic(topology, nic, at[nic], far.get(nic, [])))
         x += width + GAP * 2
     numa_right = x - GAP * 2
     loose = [n for n in topology.nics if n not in at]
     for i, nic in enumerate(loose):  # NICs whose NUMA node the matrix does not tell
         at[nic] = (x + i * (NIC_W + GAP), nic_y)
-        shapes.append(_nic(topology, nic, at[nic]))
+        shapes.append(_nic(topology, nic, at[nic], far.get(nic, [])))
     right = x + len(loose) * (NIC_W + GAP)
     _nvlink(topology, at, shapes, lines, numa_right)
     _rails(topology, at, lines)
@@ -99,6 +115,21 @@ def node_picture(name: str, topology: GpuTopology, gpus: Sequence[GpuFabric] = (
     height = max(bottom, TOP + 16 * (len(items) + 2)) + PAD
     width = max(right, matrix_right, LEFT + 400) + PAD  # the viewBox holds all that is drawn
     return Picture("node", f"node {name}", width, height, shapes, lines, items)
+
+
+def _affinity_faults(issues: Sequence[AffinityIssue]) -> dict[str, list[Fault]]:
+    """Each affinity finding on the GPUs (``GPU3``) and NICs it names."""
+    found: dict[str, list[Fault]] = {}
+    for issue in issues:
+        fault = Fault(FAULT_AFFINITY, f"[{issue.finding.kind}] {issue.finding.message}")
+        for element in [*(f"GPU{gpu}" for gpu in issue.gpus), *issue.nics]:
+            found.setdefault(element, []).append(fault)
+    return found
+
+
+def _classes(base: str, faults: Sequence[Fault]) -> str:
+    """*base* and the fault classes of *faults*, each once."""
+    return " ".join([base, *dict.fromkeys(f"fault-{fault.cls}" for fault in faults)])
 
 
 def _legend(
@@ -113,23 +144,22 @@ def _legend(
     ]
 
 
-def _gpu(topology: GpuTopology, gpu: int, at: tuple[int, int], faults: Sequence[object]) -> Shape:
+def _gpu(topology: GpuTopology, gpu: int, at: tuple[int, int], faults: Sequence[Fault]) -> Shape:
     numa = topology.numa_node(gpu)
     rails = ", ".join(topology.closest_nics(gpu)) or "none"
     tip = [
         f"GPU {gpu}",
         f"NUMA {numa if numa is not None else '?'} · CPUs {topology.cpu_affinity.get(gpu) or '?'}",
         f"nearest NIC: {rails} ({topology.closest_link(gpu) or 'no NIC'})",
-        *(getattr(fault, "message", "") for fault in faults),
+        *(fault.message for fault in faults),
     ]
-    cls = "gpu" + (f" fault-{FAULT_NVLINK}" if faults else "")
-    return Shape(*at, GPU_W, GPU_H, cls, (f"GPU{gpu}",), "\n".join(tip), f"GPU{gpu}", "", 11)
+    return Shape(*at, GPU_W, GPU_H, _classes("gpu", faults), (f"GPU{gpu}",), "\n".join(tip), f"GPU{gpu}", "", 11)
 
 
-def _nic(topology: GpuTopology, nic: str, at: tuple[int, int]) -> Shape:
+def _nic(topology: GpuTopology, nic: str, at: tuple[int, int], faults: Sequence[Fault]) -> Shape:
     near = [f"GPU{g} {topology.gpu_nic_links[(g, nic)]}" for g in topology.gpus]
-    tip = "\n".join([f"NIC {nic}", *near])
-    return Shape(*at, NIC_W, NIC_H, "nic", (nic,), tip, nic, "", 9)
+    tip = "\n".join([f"NIC {nic}", *near, *(fault.message for fault in faults)])
+    return Shape(*at, NIC_W, NIC_H, _classes("nic", faults), (nic,), tip, nic, "", 9)
 
 
 def _nvlink(
