@@ -39,14 +39,15 @@ def snapshot(root: Path) -> Path:
     spec = sim.parse_sim_spec("nodes=4,rails=2,su=4")
     fabric = {"fabric/ibnetdiscover.txt": sim.generate_ibnetdiscover(spec)}
     entry = {"node": NODES[0], "command": "ibnetdiscover", "exit_code": 0}
-    return write_node_outputs(root, outputs, fabric, fabric=entry | {"file": [*fabric][0]})
+    return write_node_outputs(root, outputs, fabric, fabric=entry | {"file": next(iter(fabric))})
 
 
 def test_generate_reports_the_node_that_lost_a_nic(tmp_path: Path) -> None:
     snap, report = snapshot(tmp_path / "snap"), tmp_path / "report.json"
     argv = ["--config", os.devnull, "generate", "--snapshot", str(snap), "--format", "block"]
     result = CliRunner().invoke(
-        main, [*argv, "--slurm-version", "25.05", "--report", str(report), "--report-format", "json"]
+        main,
+        [*argv, "--slurm-version", "25.05", "--report", str(report), "--report-format", "json"],
     )
     assert result.exit_code == 0, result.output
     found = [
@@ -91,7 +92,9 @@ def test_draw_marks_a_saved_matrix_whose_gpu_is_far_from_its_nic(tmp_path: Path)
     """GPU3's NUMA Affinity says 1 while its PIX rail mlx5_ib3 sits with NUMA 0's GPUs."""
     matrix = tmp_path / "topo.txt"
     matrix.write_text(render_topo_matrix(numa_moved(real_topology(), 3, 1)))
-    result = CliRunner().invoke(main, ["--config", os.devnull, "draw", "--topo-matrix", str(matrix)])
+    result = CliRunner().invoke(
+        main, ["--config", os.devnull, "draw", "--topo-matrix", str(matrix)]
+    )
     assert result.exit_code == 0, result.output
     by_key, _, _ = drawn(result.stdout)
     marked = {key for key, classes in by_key.items() if "fault-affinity" in classes}

@@ -37,7 +37,6 @@ from topograph_slurm.model.gpu import GpuTopology
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding
 
-
 #: The kinds this module makes (draw gives them one fault class).
 AFFINITY_KINDS = (
     FindingKind.GPU_NIC_FAR_NUMA,
@@ -75,9 +74,11 @@ def far_numa(node: str, topo: GpuTopology) -> list[AffinityIssue]:
                     f"GPU{gpu} (NUMA {numa}) reaches its nearest NIC {nic} over {link}, but "
                     f"{nic} sits with the GPUs of NUMA {where}: its traffic crosses sockets"
                 )
-                issues.append(AffinityIssue(
-                    Finding(FindingKind.GPU_NIC_FAR_NUMA, node, message), (gpu,), (nic,)
-                ))
+                issues.append(
+                    AffinityIssue(
+                        Finding(FindingKind.GPU_NIC_FAR_NUMA, node, message), (gpu,), (nic,)
+                    )
+                )
                 break
     return issues
 

@@ -153,7 +153,17 @@ def _gpu(topology: GpuTopology, gpu: int, at: tuple[int, int], faults: Sequence[
         f"nearest NIC: {rails} ({topology.closest_link(gpu) or 'no NIC'})",
         *(fault.message for fault in faults),
     ]
-    return Shape(*at, GPU_W, GPU_H, _classes("gpu", faults), (f"GPU{gpu}",), "\n".join(tip), f"GPU{gpu}", "", 11)
+    return Shape(
+        *at,
+        GPU_W,
+        GPU_H,
+        _classes("gpu", faults),
+        (f"GPU{gpu}",),
+        "\n".join(tip),
+        f"GPU{gpu}",
+        "",
+        11,
+    )
 
 
 def _nic(topology: GpuTopology, nic: str, at: tuple[int, int], faults: Sequence[Fault]) -> Shape:
