@@ -98,11 +98,14 @@ def worst_link(level: str, nodes: Sequence[str], fmap: FabricMap, facts: PathFac
     return _rate_text(_slowest(links))
 
 
-#: Findings about a node's InfiniBand links: no trouble for a group inside one node, whose
-#: traffic never leaves it.
+#: Findings about a node's InfiniBand links and its GPUs' way to them: no trouble for a group
+#: inside one node, whose traffic never leaves it.
 NETWORK_KINDS = frozenset(
     {
         FindingKind.DEGRADED_LINK,
+        FindingKind.GPU_NIC_FAR_NUMA,
+        FindingKind.GPU_NIC_SYS_ONLY,
+        FindingKind.GPU_NIC_RAILS_UNEVEN,
         FindingKind.MISSING_RAIL,
         FindingKind.RAIL_DISAGREEMENT,
         FindingKind.RAIL_MISALIGNED,
