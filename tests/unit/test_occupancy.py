@@ -145,7 +145,7 @@ def test_a_segment_that_fits_frees_the_block(tmp_path: Path) -> None:
 def test_text_names_the_figures(tmp_path: Path) -> None:
     result = run(tmp_path)
     assert result.exit_code == Exit.OK, result.output
-    assert "stranded 20; largest TP group placeable now 12; 3 jobs pending" in result.stdout
+    assert "stranded 20; largest TP group placeable now 12; pending jobs 3" in result.stdout
     assert "job 100: 3 nodes on 3 units (fits in 1)" in result.stdout
     assert "Partition debug: GPUs: 16 (6 busy, 10 free, 0 down); stranded 0" in result.stdout
 
