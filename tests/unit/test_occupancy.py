@@ -83,7 +83,13 @@ def jobs() -> list[dict[str, Any]]:
     ]
 
 
-def run(tmp_path: Path, *args: str, node_list: object = None, job_list: object = None) -> Result:
+def run(
+    tmp_path: Path,
+    *args: str,
+    node_list: object = None,
+    job_list: object = None,
+    command: str = "occupancy",
+) -> Result:
     answers = {
         "show nodes --json": Answer(
             json.dumps({"nodes": nodes() if node_list is None else node_list})
@@ -96,7 +102,7 @@ def run(tmp_path: Path, *args: str, node_list: object = None, job_list: object =
     topology = tmp_path / "topology.conf"
     topology.write_text(TOPOLOGY)
     return CliRunner().invoke(
-        main, ["--config", str(config), "occupancy", "--topology", str(topology), *args]
+        main, ["--config", str(config), command, "--topology", str(topology), *args]
     )
 
 
@@ -186,3 +192,26 @@ def test_a_wrong_shape_is_one_input_error_and_nothing_written(
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "unexpected `scontrol show" in lines[0], result.output
     assert not path.exists()
+
+
+def test_draw_occupancy_colours_each_node_by_its_state(tmp_path: Path) -> None:
+    """b0: node01 busy (job 100), node02 mixed (job 101), node03-04 free (b0 is not
+    stranded); b1 and b2 stranded but for job 100's node05 and node09; node12 down."""
+    import re
+
+    result = run(tmp_path, "--occupancy", command="draw")
+    assert result.exit_code == Exit.OK, result.output
+    drawn = re.findall(r'class="node occ-(\w+)[^"]*"[^>]*data-key="(\w+)"', result.stdout)
+    found = {name: state for state, name in drawn}
+    assert found == {
+        "node01": "busy", "node02": "mixed", "node03": "free", "node04": "free",
+        "node05": "busy", "node06": "stranded", "node07": "stranded", "node08": "stranded",
+        "node09": "busy", "node10": "stranded", "node11": "stranded", "node12": "down",
+    }  # fmt: skip
+    assert "TP group or segment can use (5)" in result.stdout  # the legend, with its count
+
+
+def test_draw_occupancy_is_for_the_fabric_view_only(tmp_path: Path) -> None:
+    result = run(tmp_path, "--occupancy", "--nodes", "node01", command="draw")
+    assert result.exit_code == Exit.USAGE, result.output
+    assert "--occupancy colours the fabric view" in result.output

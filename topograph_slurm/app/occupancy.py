@@ -7,9 +7,9 @@ from pathlib import Path
 
 import jinja2
 
-from topograph_slurm.analysis.occupancy.units import report
+from topograph_slurm.analysis.occupancy.units import node_states, report
 from topograph_slurm.app.fabric import Warn
-from topograph_slurm.app.view import from_settings
+from topograph_slurm.app.view import FabricView, from_settings
 from topograph_slurm.config import Settings
 from topograph_slurm.model.occupancy import OccupancyReport
 from topograph_slurm.slurm.jobs import scontrol_jobs
@@ -24,6 +24,14 @@ def read_occupancy(settings: Settings, topology: str | None, warn: Warn) -> Occu
     view = from_settings(settings, topology, warn, running=True, facts=False)
     scontrol = Scontrol.from_settings(settings)
     return report(view.fmap, scontrol_node_gpus(scontrol), scontrol_jobs(scontrol))
+
+
+def view_node_states(settings: Settings, view: FabricView) -> dict[str, str]:
+    """Each node's occupancy state on *view*'s units (``draw --occupancy``), from Slurm now."""
+    scontrol = Scontrol.from_settings(settings)
+    nodes = scontrol_node_gpus(scontrol)
+    found = report(view.fmap, nodes, scontrol_jobs(scontrol)).fabric
+    return node_states(view.fmap, nodes, found)
 
 
 def write_metrics(env: jinja2.Environment, occupancy: OccupancyReport, path: str) -> None:

@@ -121,6 +121,27 @@ def fits(need: Need, nodes: Iterable[NodeGpus]) -> bool:
     return False
 
 
+#: A node's occupancy as ``draw --occupancy`` colours it.
+NODE_STATES = ("busy", "mixed", "free", "stranded", "down")
+
+
+def node_states(fmap: FabricMap, nodes: Iterable[NodeGpus], found: Occupancy) -> dict[str, str]:
+    """Each node's state in :data:`NODE_STATES`: down (takes no job), busy (no GPU free),
+    stranded (free GPUs in a stranded unit), free (every GPU free), else mixed."""
+    stranded = {unit.name for unit in found.units if unit.stranded}
+    states: dict[str, str] = {}
+    for node in nodes:
+        if node.down:
+            states[node.name] = "down"
+        elif node.free == 0:
+            states[node.name] = "busy"
+        elif unit_of(fmap, node.name, found.level) in stranded:
+            states[node.name] = "stranded"
+        else:
+            states[node.name] = "free" if node.free == node.gpus else "mixed"
+    return states
+
+
 def spread_jobs(fmap: FabricMap, level: str, running: Iterable[QueueJob]) -> list[SpreadJob]:
     """Running jobs holding more units than the fewest units of the topology's sizes (largest
     first) that could hold their placed nodes, most excess first."""
