@@ -7,7 +7,9 @@ hostlist, ``""`` while pending), ``job_resources.nodes.allocation[].{index,name}
 ``null``, while pending), ``gres_detail`` (one ``gpu:4(IDX:0-3)`` per node, also for an
 exclusive job that asked for no GPUs), ``tres_per_node`` (``gres/gpu:4`` for ``--gres=gpu:4``
 and ``--gpus-per-node=4``), ``admin_comment`` (``""`` when unset). An unknown job id gives
-``"jobs": []`` and exit 0 on both.
+``"jobs": []`` and exit 0 on both. ``scontrol show jobs --json`` lists every job the same way;
+a pending job has ``node_count`` as ``{"set": true, "infinite": false, "number": 4}`` on both,
+and ``segment_size`` (``--segment``) on 26.05 only (24.11 prints null).
 """
 
 from __future__ import annotations
