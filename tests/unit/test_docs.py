@@ -17,6 +17,7 @@ PAGES = [
     "explain-order.md",
     "pools.md",
     "keep-true.md",
+    "occupancy.md",
     "health.md",
     "bench.md",
     "draw.md",

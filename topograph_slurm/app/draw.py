@@ -17,14 +17,25 @@ from topograph_slurm.sources.gc_pause import no_cyclic_gc
 
 
 def fabric_pictures(
-    settings: Settings, topology: str | None, unit: str | None, warn: Warn
+    settings: Settings,
+    topology: str | None,
+    unit: str | None,
+    warn: Warn,
+    occupancy: bool = False,
 ) -> list[Picture]:
-    """The fabric view (its overview and unit details above 1,024 nodes or 16 leaves)."""
+    """The fabric view (its overview and unit details above 1,024 nodes or 16 leaves), its
+    nodes coloured by Slurm's occupancy now with *occupancy* (the topology slurmctld runs
+    when no other is named)."""
     from topograph_slurm.render.draw.fabric import fabric_pictures as pictures_of
 
     with no_cyclic_gc():
-        view = from_settings(settings, topology, warn, facts=False)
-        pictures = pictures_of(_scene(view), unit)
+        view = from_settings(settings, topology, warn, running=occupancy, facts=False)
+        drawn = _scene(view)
+        if occupancy:
+            from topograph_slurm.app.occupancy import view_node_states
+
+            drawn.occupancy = view_node_states(settings, view)
+        pictures = pictures_of(drawn, unit)
     if not pictures:
         raise InputError("nothing to draw: no host became a Slurm node (see generate --report)")
     return pictures

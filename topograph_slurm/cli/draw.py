@@ -11,6 +11,7 @@ import click
 from topograph_slurm.app import draw as use_case
 from topograph_slurm.cli.options import config_settings, warn
 from topograph_slurm.cli.placement import job_options, split_flags
+from topograph_slurm.errors import UsageError
 from topograph_slurm.render.draw.picture import (
     FORMATS,
     output_format,
@@ -39,6 +40,14 @@ from topograph_slurm.render.environment import environment
     metavar="NAME",
     help="Only the detail of the unit holding NAME (a unit, switch, leaf or node name).",
 )
+@click.option(
+    "--occupancy",
+    "show_occupancy",
+    is_flag=True,
+    help="Colour the fabric view's nodes by Slurm's occupancy now (scontrol show nodes/jobs "
+    "--json, as `occupancy`): every GPU busy, some free, all free, stranded, down; without "
+    "--topology or a fabric source, on the topology slurmctld runs.",
+)
 @click.option("-o", "--output", metavar="FILE", help="Write here (atomic) instead of stdout.")
 @click.option(
     "--templates",
@@ -63,6 +72,7 @@ def draw(
     output: str | None,
     templates: str | None,
     fmt: str | None,
+    show_occupancy: bool,
     **flags: Any,
 ) -> None:
     """Draw the fabric, a job's parallel groups on it, or one node's GPUs and NICs.
@@ -73,6 +83,10 @@ def draw(
     NVLink, excluded HCAs), cable counts on the tier edges. Above 1,024 nodes or 16 leaves
     it is an overview of units (the leaves under one switch) with their counts and fault
     badges; the HTML page holds every unit's detail a click away, --unit NAME draws one.
+
+    With --occupancy the fabric view's nodes are coloured by Slurm's occupancy now, as
+    `occupancy` finds it: every GPU busy, some free, all free, stranded (free GPUs in a unit
+    where no pending job's TP group or segment fits), down.
 
     The job view (JOBID, or --nodes with the layout flags of `explain`): the leaves the job
     uses, its nodes coloured by TP group (PP when TP fits in a node), every TP and PP group
@@ -96,6 +110,8 @@ def draw(
     """
     fmt = output_format(fmt, output)
     env = environment(_templates(ctx, templates))  # a bad directory fails before any work
+    if show_occupancy and (node or topo_matrix or job_id or flags["hostlist"] or flags["hostfile"]):
+        raise UsageError("--occupancy colours the fabric view: give no JOBID, --nodes, --node")
     if node or topo_matrix:
         pictures = [use_case.node_picture(node, topo_matrix, flags["snapshot"])]
     else:
@@ -103,7 +119,7 @@ def draw(
         if job_id or job["hostlist"] or job["hostfile"]:
             pictures = [use_case.job_picture(settings, topology, job_id, job, warn)]
         else:
-            pictures = use_case.fabric_pictures(settings, topology, unit, warn)
+            pictures = use_case.fabric_pictures(settings, topology, unit, warn, show_occupancy)
     if fmt == "svg":
         if len(pictures) > 1:
             warn(

@@ -32,6 +32,7 @@ _LAZY_COMMANDS = {
     "experts": ("topograph_slurm.cli.experts", "experts"),
     "gres": ("topograph_slurm.cli.gres", "gres"),
     "pools": ("topograph_slurm.cli.pools", "pools_command"),
+    "occupancy": ("topograph_slurm.cli.occupancy", "occupancy_command"),
 }
 
 

@@ -7,7 +7,9 @@ hostlist, ``""`` while pending), ``job_resources.nodes.allocation[].{index,name}
 ``null``, while pending), ``gres_detail`` (one ``gpu:4(IDX:0-3)`` per node, also for an
 exclusive job that asked for no GPUs), ``tres_per_node`` (``gres/gpu:4`` for ``--gres=gpu:4``
 and ``--gpus-per-node=4``), ``admin_comment`` (``""`` when unset). An unknown job id gives
-``"jobs": []`` and exit 0 on both.
+``"jobs": []`` and exit 0 on both. ``scontrol show jobs --json`` lists every job the same way;
+a pending job has ``node_count`` as ``{"set": true, "infinite": false, "number": 4}`` on both,
+and ``segment_size`` (``--segment``) on 26.05 only (24.11 prints null).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.job import SlurmJob, parse_tp_record
+from topograph_slurm.model.occupancy import QueueJob
 from topograph_slurm.slurm.scontrol import Scontrol, decode, whole
 
 #: A job id scontrol takes: ``123``, an array task ``123_4``, a het component ``123+1``.
@@ -56,6 +59,49 @@ def scontrol_job(scontrol: Scontrol, job_id: str) -> SlurmJob:
     return parse_scontrol_job(scontrol.run(["show", "job", "--json", job_id]), job_id)
 
 
+def parse_scontrol_jobs(text: str) -> list[QueueJob]:
+    """Every job ``scontrol show jobs --json`` lists, running and pending: nodes in rank
+    order, partitions, node count (``node_count``: a number, or 24.11's ``{"number": N}``),
+    GPUs per node and the ``--tp-size`` record (what occupancy needs)."""
+    command = "scontrol show jobs --json"
+    try:
+        return [_queue_job(job) for job in decode(text, command)["jobs"]]
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        raise InputError(f"unexpected `{command}` output: {err!r}") from None
+
+
+def scontrol_jobs(scontrol: Scontrol) -> list[QueueJob]:
+    """Run ``scontrol show jobs --json`` and read every job."""
+    return parse_scontrol_jobs(scontrol.run(["show", "jobs", "--json"]))
+
+
+def _queue_job(job: dict[str, Any]) -> QueueJob:
+    partitions = str(job.get("partition") or "")
+    segment = _number(job.get("segment_size"))
+    return QueueJob(
+        str(job["job_id"]),
+        _state(job.get("job_state")),
+        tuple(_job_nodes(job)),
+        tuple(part for part in partitions.split(",") if part),
+        max(1, _number(job.get("node_count")) or 1),
+        _gpus_per_node(job),
+        segment or None,
+        parse_tp_record(str(job.get("admin_comment") or "")),
+    )
+
+
+def _number(value: object) -> int:
+    """A whole number, or the ``number`` of 24.11's ``{"set": true, "number": N}``; 0 unset."""
+    if isinstance(value, dict):
+        return whole(value.get("number", 0)) if value.get("set", True) else 0
+    return 0 if value is None else whole(value)
+
+
+def gres_gpus(text: str) -> int:
+    """The GPUs a gres string counts (``gpu:4``, ``gpu:h100:4(S:0-1)``, ``gpu:2(IDX:0-1)``)."""
+    return sum(int(n) for n in _GRES_GPUS.findall(text))
+
+
 def _state(value: object) -> str:
     """``["RUNNING"]`` (24.11, 26.05; flags such as ``COMPLETING`` follow) or a plain string."""
     if isinstance(value, list):
@@ -79,7 +125,7 @@ def _gpus_per_node(job: dict[str, Any]) -> int | None:
     """GPUs each node holds: the allocated ``gres_detail`` when all nodes agree, else the
     request ``tres_per_node``; None without GPUs or when nodes hold different counts."""
     detail = job.get("gres_detail") or []
-    counts = {sum(int(n) for n in _GRES_GPUS.findall(str(entry))) for entry in detail}
+    counts = {gres_gpus(str(entry)) for entry in detail}
     if len(counts) == 1 and min(counts) > 0:
         return counts.pop()
     if len(counts) > 1:

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from topograph_slurm.errors import InputError
 from topograph_slurm.model import names
 from topograph_slurm.model.health import SlurmNode
+from topograph_slurm.model.occupancy import NodeGpus
+from topograph_slurm.slurm.jobs import gres_gpus
 from topograph_slurm.slurm.scontrol import Scontrol, decode, whole
 
 
@@ -56,6 +58,51 @@ def parse_node_states(text: str) -> list[SlurmNode]:
         ]
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(f"unexpected `{command}` output: {err!r}") from None
+
+
+#: Node state flags under which a node takes no new job: its free GPUs count as down.
+_NO_NEW_JOBS = frozenset(
+    {
+        "DOWN",
+        "DRAIN",
+        "DRAINED",
+        "DRAINING",
+        "FAIL",
+        "FAILING",
+        "FUTURE",
+        "INVAL",
+        "INVALID",
+        "MAINTENANCE",
+        "NOT_RESPONDING",
+        "POWERING_DOWN",
+        "REBOOT_ISSUED",
+    }
+)
+
+
+def parse_node_gpus(text: str) -> list[NodeGpus]:
+    """Each node's GPUs from ``scontrol show nodes --json``: ``gres`` (configured), the
+    allocated ``gres_used`` (all of them on an ALLOCATED node: no CPU is left to use the rest),
+    whether its state takes no new job, and ``partitions``."""
+    command = "scontrol show nodes --json"
+    try:
+        return [_node_gpus(node) for node in decode(text, command)["nodes"]]
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"unexpected `{command}` output: {err!r}") from None
+
+
+def _node_gpus(node: dict[str, object]) -> NodeGpus:
+    state = set(_names(node.get("state")))
+    gpus = gres_gpus(str(node.get("gres") or ""))
+    used = gpus if "ALLOCATED" in state else gres_gpus(str(node.get("gres_used") or ""))
+    return NodeGpus(
+        str(node["name"]), gpus, used, bool(state & _NO_NEW_JOBS), _names(node.get("partitions"))
+    )
+
+
+def scontrol_node_gpus(scontrol: Scontrol) -> list[NodeGpus]:
+    """Run ``scontrol show nodes --json``: every node's GPUs, state and partitions."""
+    return parse_node_gpus(scontrol.run(["show", "nodes", "--json"]))
 
 
 def _names(value: object) -> tuple[str, ...]:

@@ -49,6 +49,11 @@ _MEANING: list[tuple[str, str]] = [
     ("node", "node"),
     ("edge", "cables between tiers (count on the edge)"),
     ("job", "the job's nodes (coloured by group)"),
+    ("occ-busy", "node: every GPU busy"),
+    ("occ-mixed", "node: some GPUs free"),
+    ("occ-free", "node: every GPU free"),
+    ("occ-stranded", "node: free GPUs no pending job's TP group or segment can use"),
+    ("occ-down", "node: takes no job (down, drained)"),
     ("edge-tp", "TP group edge"),
     ("edge-pp", "PP group edge"),
     ("slow", "group edge leaving the fastest unit its group fits in"),
@@ -68,6 +73,7 @@ class FabricScene:
     switch_names: dict[str, str] = field(default_factory=dict)
     source: str = ""
     job: JobGroups | None = None
+    occupancy: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -372,6 +378,9 @@ def _node(
     tip = [node, f"leaf {leaf}"]
     if block is not None:
         tip.append(f"block #{block[0]} {block[1]}")
+    if node in scene.occupancy:
+        classes.insert(1, f"occ-{scene.occupancy[node]}")
+        tip.append(f"GPUs: {scene.occupancy[node]}")
     job = scene.job
     if job is not None and node in job.node_groups:
         groups = job.node_groups[node]

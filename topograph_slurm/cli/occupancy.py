@@ -1,0 +1,56 @@
+"""``topograph-slurm occupancy``: how full each NVLink domain, block or leaf is, which jobs
+are spread over more of them than they need, and which free GPUs no pending job can use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from topograph_slurm.app import occupancy
+from topograph_slurm.cli.options import fabric_options, warn
+from topograph_slurm.cli.placement import TOPOLOGY_OPTION, split_flags
+from topograph_slurm.errors import Exit
+from topograph_slurm.render.environment import environment
+
+
+@click.command("occupancy")
+@TOPOLOGY_OPTION
+@fabric_options
+@click.option(
+    "--metrics",
+    "metrics_file",
+    metavar="FILE",
+    help="Also write the figures as Prometheus text to FILE (atomic; for node_exporter's "
+    "textfile collector, as generate --metrics).",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@click.pass_context
+def occupancy_command(
+    ctx: click.Context, /, metrics_file: str | None, as_json: bool, **flags: Any
+) -> None:
+    """Show GPUs busy, free and down per unit at the TP home level (NVLink domain or block,
+    else leaf), overall and per partition, from `scontrol show nodes --json` and `scontrol
+    show jobs --json`.
+
+    Also: running jobs on more units than the fewest that could hold them; stranded GPUs
+    (free GPUs in units where no pending job's TP group or segment fits); the largest TP
+    group placeable now. The units come from --topology FILE, a fabric source, else the
+    topology slurmctld runs. Exit 0 whatever it finds (a
+    timer runs it), non-zero only on an error.
+
+    \b
+    Examples:
+      topograph-slurm occupancy
+      topograph-slurm occupancy --topology /etc/slurm/topology.conf --json
+      topograph-slurm occupancy --metrics /var/lib/node_exporter/topograph_occupancy.prom
+    """
+    settings, topology, _ = split_flags(ctx, flags, ())
+    found = occupancy.read_occupancy(settings, topology, warn)
+    env = environment(None)
+    if metrics_file:
+        occupancy.write_metrics(env, found, metrics_file)
+    from topograph_slurm.render.occupancy import render_occupancy
+
+    click.echo(render_occupancy(env, found, "json" if as_json else "text"), nl=False)
+    ctx.exit(Exit.OK)
