@@ -139,3 +139,49 @@ def test_unreadable_topo_matrix_is_exit_3(tmp_path: Path) -> None:
     result = _order("binding-srun", tmp_path / "absent.txt")
     assert result.exit_code == Exit.INPUT and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _snapshot_order(tmp_path: Path, nodes: str) -> Result:
+    """order --format binding-env from a snapshot: gpu0001-0002 are H200 nodes, gpu0003 a DGX
+    A100, gpu0004 has no topo -m."""
+    from tests.support.snapshots import write_node_outputs
+    from topograph_slurm.sources.sim import generate_ibnetdiscover, parse_sim_spec
+    from topograph_slurm.sources.snapshot import KEY_TOPO
+
+    captures = {"gpu0001": H200, "gpu0002": H200, "gpu0003": DGX_A100}
+    snap = write_node_outputs(
+        tmp_path / "snap",
+        {node: {KEY_TOPO: path.read_text()} for node, path in captures.items()},
+        {"fabric/ibnetdiscover.txt": generate_ibnetdiscover(parse_sim_spec(SIM))},
+        fabric={"exit_code": 0, "file": "fabric/ibnetdiscover.txt"},
+    )
+    args = ["--snapshot", str(snap), "--nodes", nodes, "--gpus-per-node", "8"]
+    return _run("order", *args, "--format", "binding-env")
+
+
+def test_snapshot_gives_each_node_its_own_capture(tmp_path: Path) -> None:
+    result = _snapshot_order(tmp_path, "gpu[0001-0002]")
+    assert result.exit_code == 0, result.output
+    assert "LOCAL_RANK=2 CUDA_VISIBLE_DEVICES=2 NCCL_IB_HCA==mlx5_4 " in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("nodes", "fragment"),
+    [
+        ("gpu[0001-0003]", "the nodes bind their ranks differently (gpu[0001-0002]; gpu0003)"),
+        ("gpu[0001,0004]", "no nvidia-smi topo -m for gpu0004: give --topo-matrix FILE"),
+    ],
+)
+def test_snapshot_nodes_that_cannot_share_a_binding_exit_3(
+    tmp_path: Path, nodes: str, fragment: str
+) -> None:
+    result = _snapshot_order(tmp_path, nodes)
+    assert result.exit_code == Exit.INPUT and result.stdout == "", result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+
+
+def test_topo_matrix_with_a_node_order_format_is_a_usage_error() -> None:
+    result = _order("plain", DGX_A100)
+    assert result.exit_code == Exit.USAGE and result.stdout == ""
+    assert "--topo-matrix is for the binding-* formats, not --format plain" in result.stderr

@@ -248,6 +248,8 @@ def order(
     """
     from topograph_slurm.render.placement import BINDING_FORMATS, render_order
 
+    if topo_matrix and fmt not in BINDING_FORMATS:
+        raise UsageError(f"--topo-matrix is for the binding-* formats, not --format {fmt}")
     job = prepare_job(ctx, job_id, flags)
     nodes, result = placement.better_order(job)
     bound = job_binding(job, topo_matrix) if fmt in BINDING_FORMATS else ()
