@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from topograph_slurm.config import RewriteRule, Settings, load_settings, override
-from topograph_slurm.model.numbers import decimal, natural
+from topograph_slurm.model.numbers import decimal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -187,7 +187,8 @@ class AsciiIntRange(click.IntRange):
     reads ``１６`` (full-width), ``٤`` and ``1_0``, which no one means as a size."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and natural(value.strip().removeprefix("-")) is None:
+        digits = value.strip().removeprefix("-") if isinstance(value, str) else "0"
+        if not (digits.isascii() and digits.isdigit()):
             self.fail(f"{value!r} is not a whole number in ASCII digits", param, ctx)
         return super().convert(value, param, ctx)
 

@@ -9,7 +9,7 @@ prolog, a launcher or CI can act on it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from topograph_slurm.analysis.health.degraded import is_below, rate_norm
@@ -125,9 +125,16 @@ def _troubles(
             for finding in facts.problems.get(node, [])
             if finding.kind not in NETWORK_KINDS
         ]
-    names = list(nodes)
-    names += sorted({unit for n in nodes if n in fmap.places for _, unit in fmap.places[n].units})
-    return [finding for name in names for finding in facts.problems.get(name, [])]
+    return path_problems(nodes, fmap, facts)
+
+
+def path_problems(nodes: Iterable[str], fmap: FabricMap, facts: PathFacts | None) -> list[Finding]:
+    """The problems on traffic leaving *nodes*: their own and their units' (leaf, block)."""
+    if facts is None:
+        return []
+    members = list(nodes)
+    units = sorted({unit for n in members if n in fmap.places for _, unit in fmap.places[n].units})
+    return [finding for name in members + units for finding in facts.problems.get(name, [])]
 
 
 def explain(

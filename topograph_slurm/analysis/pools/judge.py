@@ -6,9 +6,7 @@ the pair. Pure functions, no I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from topograph_slurm.analysis.placement.explain import PathFacts, worst_link
+from topograph_slurm.analysis.placement.explain import PathFacts, path_problems, worst_link
 from topograph_slurm.analysis.placement.span import home_level, nodes_per_group, span
 from topograph_slurm.model.placement import FabricMap
 from topograph_slurm.model.pools import (
@@ -21,16 +19,6 @@ from topograph_slurm.model.pools import (
     PoolSize,
     RunningPools,
 )
-from topograph_slurm.model.result import Finding
-
-
-def path_problems(nodes: Iterable[str], fmap: FabricMap, facts: PathFacts | None) -> list[Finding]:
-    """The problems on traffic leaving *nodes*: their own and their units' (leaf, block)."""
-    if facts is None:
-        return []
-    members = list(nodes)
-    units = sorted({unit for n in members if n in fmap.places for _, unit in fmap.places[n].units})
-    return [finding for name in members + units for finding in facts.problems.get(name, [])]
 
 
 def instance(

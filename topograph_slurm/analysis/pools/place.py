@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from topograph_slurm.analysis.placement.explain import NETWORK_KINDS, PathFacts
+from topograph_slurm.analysis.placement.explain import NETWORK_KINDS, PathFacts, path_problems
 from topograph_slurm.analysis.placement.span import home_level, nodes_per_group, unit_of
-from topograph_slurm.analysis.pools.judge import instance, judge, kv_path, path_problems
+from topograph_slurm.analysis.pools.judge import instance, judge, kv_path
 from topograph_slurm.model.placement import FabricMap
 from topograph_slurm.model.pools import DECODE, PREFILL, Deployment, PoolPlan
 
