@@ -52,10 +52,10 @@ def _capture_devices(source: GresSource) -> dict[str, tuple[GresDevice, ...]]:
     hosts = expand(str(source.nodes), "--nodes")
     topo_path = str(source.topo_matrix)
     try:
-        topo = parse_topo_matrix(_read(topo_path))
+        topo = parse_topo_matrix(read_capture(topo_path))
     except InputError as err:
         raise InputError(f"{topo_path}: {err}") from None
-    products = parse_product_names(_read(source.nvidia_smi_q)) if source.nvidia_smi_q else {}
+    products = parse_product_names(read_capture(source.nvidia_smi_q)) if source.nvidia_smi_q else {}
     return dict.fromkeys(hosts, _devices(topo_path, topo, products, source.threads_per_core))
 
 
@@ -101,7 +101,8 @@ def _devices(
         raise InputError(f"{where}: {err}") from None
 
 
-def _read(path: str) -> str:
+def read_capture(path: str) -> str:
+    """A hand-given capture's text; an InputError when it cannot be read."""
     from topograph_slurm.sources.files import read_regular
 
     try:

@@ -9,12 +9,14 @@ from typing import Any, TypeVar
 import click
 
 from topograph_slurm.app import placement
+from topograph_slurm.app.binding import job_binding
 from topograph_slurm.app.placement import PlacedJob
 from topograph_slurm.cli.options import ASCII_INT, fabric_options, flag_settings, warn
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import Exit, UsageError
 from topograph_slurm.model.placement import MEGATRON_ORDER
 from topograph_slurm.render.environment import environment
+from topograph_slurm.render.placement import ORDER_FORMATS
 from topograph_slurm.sources.hostfile import LINE_KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -200,16 +202,27 @@ def _explain_pools(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["plain", "slurm-hostfile", "torchrun", "mpi"]),
+    type=click.Choice(list(ORDER_FORMATS)),
     default="plain",
     show_default=True,
     help="plain (a node per line), slurm-hostfile (a line per task, for SLURM_HOSTFILE with "
     "srun --distribution=arbitrary inside an allocation), torchrun (host and --node-rank), mpi "
-    "(host slots=N).",
+    "(host slots=N); per local rank (one task per GPU) from nvidia-smi topo -m: binding-env "
+    "(its GPU, nearest NIC(s) as NCCL_IB_HCA/UCX_NET_DEVICES, CPU list), binding-wrapper (a sh "
+    "script exporting them for LOCAL_RANK or SLURM_LOCALID, then running its arguments), "
+    "binding-srun (srun's --cpu-bind=mask_cpu: and --gpu-bind=map_gpu:).",
+)
+@click.option(
+    "--topo-matrix",
+    metavar="FILE",
+    help="binding-*: one node's nvidia-smi topo -m capture, shared by every node (default: "
+    "each node's own from --snapshot).",
 )
 @click.argument("job_id", metavar="[JOBID]", required=False)
 @click.pass_context
-def order(ctx: click.Context, /, job_id: str | None, fmt: str, **flags: Any) -> None:
+def order(
+    ctx: click.Context, /, job_id: str | None, fmt: str, topo_matrix: str | None, **flags: Any
+) -> None:
     """A node order that keeps each TP group inside one node or NVLink domain, each pipeline
     inside one leaf or block where it fits, and DP outermost; nodes with health findings last.
 
@@ -220,18 +233,27 @@ def order(ctx: click.Context, /, job_id: str | None, fmt: str, **flags: Any) -> 
     one inside. Exit 1 when even the best order leaves TP groups crossing their fastest domain (it
     is printed anyway), with the reason on stderr.
 
+    The binding-* formats print, for GPUs-per-node local ranks, each rank's GPU, the NIC(s)
+    on its best topo -m path class and its GPU's CPU affinity; every node must bind alike and
+    have a topo -m (--topo-matrix or the snapshot's), else exit 3.
+
     \b
     Examples:
       topograph-slurm order --sim demo --nodes 'gpu[0001-0008]' --tp 16 --pp 2
       topograph-slurm order --topology topology.conf --nodes "$SLURM_JOB_NODELIST" \\
           --gpus-per-node 8 --tp 16 --format slurm-hostfile > hosts
       SLURM_HOSTFILE=hosts srun --distribution=arbitrary -n "$SLURM_NTASKS" ...
+      topograph-slurm order --topology topology.conf --nodes "$SLURM_JOB_NODELIST" \\
+          --gpus-per-node 8 --topo-matrix topo.txt --format binding-srun
     """
-    from topograph_slurm.render.placement import render_order
+    from topograph_slurm.render.placement import BINDING_FORMATS, render_order
 
+    if topo_matrix and fmt not in BINDING_FORMATS:
+        raise UsageError(f"--topo-matrix is for the binding-* formats, not --format {fmt}")
     job = prepare_job(ctx, job_id, flags)
     nodes, result = placement.better_order(job)
-    click.echo(render_order(environment(None), fmt, nodes, job.gpus), nl=False)
+    bound = job_binding(job, topo_matrix) if fmt in BINDING_FORMATS else ()
+    click.echo(render_order(environment(None), fmt, nodes, job.gpus, bound), nl=False)
     if not result.tp_inside:
         warn(f"this allocation cannot keep TP inside: {result.verdict}; printed the best order")
     ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)

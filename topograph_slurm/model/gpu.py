@@ -214,3 +214,31 @@ class GresPlan:
     groups: tuple[GresGroup, ...]
     findings: tuple[Finding, ...] = ()
     notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RankBinding:
+    """What one local rank (one task per GPU, in GPU order) should use on its node: its GPU
+    index, its nearest NIC(s) by ``topo -m``'s best link class (empty without NICs), the Linux
+    CPU ids of its GPU's CPU affinity (empty when topo -m shows none) and their bit mask."""
+
+    local_rank: int
+    gpu: int
+    nics: tuple[str, ...]
+    cpus: tuple[int, ...]
+
+    @property
+    def cpu_mask(self) -> int:
+        """The CPUs as one bit each (CPU c is bit c), what srun's ``mask_cpu:`` takes."""
+        return sum(1 << cpu for cpu in self.cpus)
+
+    @property
+    def cpu_ranges(self) -> tuple[tuple[int, int], ...]:
+        """The CPUs as runs of consecutive ids, for a Linux CPU list (``0-51,104-155``)."""
+        runs: list[tuple[int, int]] = []
+        for cpu in self.cpus:
+            if runs and runs[-1][1] == cpu - 1:
+                runs[-1] = (runs[-1][0], cpu)
+            else:
+                runs.append((cpu, cpu))
+        return tuple(runs)

@@ -9,6 +9,7 @@ from typing import Any
 import jinja2
 
 from topograph_slurm.analysis.placement.explain import Explanation
+from topograph_slurm.model.gpu import RankBinding
 from topograph_slurm.model.placement import EDP, EP, ETP, LEVEL_DOMAIN, LEVEL_NODE
 from topograph_slurm.render.environment import printable, render
 
@@ -18,7 +19,12 @@ ORDER_FORMATS = {
     "slurm-hostfile": "order.slurm-hostfile.j2",
     "torchrun": "order.torchrun.j2",
     "mpi": "order.mpi.j2",
+    "binding-env": "order.binding-env.j2",
+    "binding-wrapper": "order.binding-wrapper.j2",
+    "binding-srun": "order.binding-srun.j2",
 }
+#: The formats that print each local rank's GPU, NIC(s) and CPUs instead of the node order.
+BINDING_FORMATS = frozenset(name for name in ORDER_FORMATS if name.startswith("binding-"))
 _LEVEL_WORDS = {LEVEL_NODE: "one node", LEVEL_DOMAIN: "one NVLink domain/block"}
 
 
@@ -79,5 +85,13 @@ def render_explanation(
     )
 
 
-def render_order(env: jinja2.Environment, fmt: str, nodes: list[str], gpus_per_node: int) -> str:
-    return render(env, ORDER_FORMATS[fmt], nodes=nodes, gpus_per_node=gpus_per_node)
+def render_order(
+    env: jinja2.Environment,
+    fmt: str,
+    nodes: list[str],
+    gpus_per_node: int,
+    binding: tuple[RankBinding, ...] = (),
+) -> str:
+    """The node order, or (a binding format) each local rank's *binding* on *nodes*."""
+    context = {"nodes": nodes, "gpus_per_node": gpus_per_node, "binding": binding}
+    return render(env, ORDER_FORMATS[fmt], **context)

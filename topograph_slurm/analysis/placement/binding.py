@@ -1,0 +1,58 @@
+"""Per-local-rank binding on one node: which GPU, NIC(s) and CPUs each of a node's tasks should
+use when a job runs one task per GPU (local rank r on the node's r-th GPU, as ``srun`` with
+``--gpus-per-task=1`` and torchrun's ``LOCAL_RANK`` lay them).
+
+The NICs are the GPU's rail as ``nvidia-smi topo -m`` shows it: every NIC on the GPU's best
+PCIe path class (``PIX`` before ``PXB`` before ``PHB`` …); where all NICs tie (a GB200 tray,
+``SYS`` everywhere) that is all of them, the matrix telling nothing better. The CPUs are the
+GPU's ``CPU Affinity`` as Linux CPU ids, hyperthreads included: srun's ``--cpu-bind`` and
+``taskset`` take Linux ids, unlike gres.conf's ``Cores=`` (:mod:`..nvlink.gres`).
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from topograph_slurm.analysis.nvlink.gres import cpu_ranges
+from topograph_slurm.errors import InputError
+from topograph_slurm.model.gpu import GpuTopology, RankBinding
+from topograph_slurm.model.names import fold, natural_key
+
+
+def node_binding(topo: GpuTopology, ranks: int | None = None) -> tuple[RankBinding, ...]:
+    """The binding of the first *ranks* local ranks (default: one per GPU). More ranks than
+    GPUs is an InputError: a rank without a GPU of its own has nothing to bind to."""
+    count = topo.gpu_count if ranks is None else ranks
+    if not topo.gpus:
+        raise InputError("nvidia-smi topo -m lists no GPUs")
+    if count > topo.gpu_count:
+        raise InputError(f"{count} ranks per node but topo -m lists {topo.gpu_count} GPUs")
+    return tuple(_rank(topo, rank, gpu) for rank, gpu in enumerate(topo.gpus[:count]))
+
+
+def _rank(topo: GpuTopology, rank: int, gpu: int) -> RankBinding:
+    text = topo.cpu_affinity.get(gpu)
+    ranges = cpu_ranges(text) if text else []
+    cpus = tuple(sorted({c for first, last in ranges for c in range(first, last + 1)}))
+    return RankBinding(rank, gpu, topo.closest_nics(gpu), cpus)
+
+
+def job_binding(
+    nodes: Mapping[str, GpuTopology], ranks: int | None = None
+) -> tuple[RankBinding, ...]:
+    """The one binding every node of a job shares: srun's ``--cpu-bind`` and the wrapper apply
+    the same list on every node, so nodes that would bind differently are an InputError naming
+    them (they need separate steps)."""
+    by_binding: dict[tuple[RankBinding, ...], list[str]] = {}
+    for name in sorted(nodes, key=natural_key):
+        try:
+            binding = node_binding(nodes[name], ranks)
+        except InputError as err:
+            raise InputError(f"{name}: {err}") from None
+        by_binding.setdefault(binding, []).append(name)
+    if len(by_binding) > 1:
+        groups = "; ".join(fold(names) for names in by_binding.values())
+        raise InputError(f"the nodes bind their ranks differently ({groups}): one step each")
+    return next(iter(by_binding))
