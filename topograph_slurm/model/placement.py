@@ -20,6 +20,7 @@ node itself up to its island: its NVLink domain or block, its leaf switch, each 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 
 from topograph_slurm.errors import UsageError
 
@@ -49,13 +50,13 @@ class RankGrid:
 
     def stride(self, token: str) -> int:
         """How many ranks apart two neighbours along *token* are."""
-        return _product(self.sizes[: self.tokens.index(token)])
+        return prod(self.sizes[: self.tokens.index(token)])
 
     def groups(self, token: str) -> list[list[int]]:
         """The groups along *token*: ranks that agree on every other token, each group and the
         list of groups in rank order (as Megatron-Core's masked orthogonal groups)."""
         stride, size = self.stride(token), self.sizes[self.tokens.index(token)]
-        world = _product(self.sizes)
+        world = prod(self.sizes)
         return [
             [base + step * stride for step in range(size)]
             for base in range(world)
@@ -179,16 +180,9 @@ class ParallelLayout:
         return dense + expert
 
 
-def _product(sizes: tuple[int, ...] | list[int]) -> int:
-    result = 1
-    for size in sizes:
-        result *= size
-    return result
-
-
 def _rest(world: int, grid: str, sizes: dict[str, int]) -> int:
     """What *sizes* leave of *world* (its DP), or a usage error when they do not divide it."""
-    model = _product(list(sizes.values()))
+    model = prod(sizes.values())
     if world % model:
         named = " x ".join(f"{kind}={size}" for kind, size in sizes.items())
         raise UsageError(
