@@ -54,6 +54,15 @@ from docker.models.networks import Network
 from docker.types import Ulimit
 
 HERE = Path(__file__).resolve().parent
+#: The checkout whose package ``ClusterSpec.tool`` copies into every container.
+REPO = HERE.parent
+TOOL_DIR = "/opt/topograph-slurm"
+TOOL_COMMAND = "/usr/local/bin/topograph-slurm"
+#: The wrapper that runs the copied package with the image's Python and Debian's libraries.
+TOOL_WRAPPER = f"""#!/bin/sh
+# topograph-slurm from the checkout the harness copied to {TOOL_DIR} (ClusterSpec.tool)
+PYTHONPATH={TOOL_DIR} exec python3 -m topograph_slurm "$@"
+"""
 LABEL = "org.topograph-slurm.test-cluster"
 LABEL_OWNER = "org.topograph-slurm.owner"
 LABEL_CREATED = "org.topograph-slurm.created"
@@ -142,6 +151,13 @@ class ClusterSpec:
     #: Run slurmctld as a daemon (entrypoint.sh SLURMCTLD_DAEMON=1): a failed reconfigure then
     #: keeps the old config running, as under systemd, instead of killing slurmctld.
     slurmctld_daemon: bool = False
+    #: Copy this checkout's package and templates into every container, with
+    #: ``/usr/local/bin/topograph-slurm`` running it: Slurm's own hooks (PrologSlurmctld,
+    #: Prolog, TaskProlog, Epilog) can then run the tool as a site installs it.
+    tool: bool = False
+    #: Directories mounted from one Docker volume each into every container: a file system
+    #: the controller and all nodes share, as NFS does on a cluster (mode 1777, like /tmp).
+    shared_dirs: Sequence[str] = ()
 
     @classmethod
     def simple(
@@ -693,6 +709,23 @@ def _tar(files: Mapping[str, str | bytes], mode: int = 0o644) -> bytes:
     return buf.getvalue()
 
 
+def _tool_tar() -> bytes:
+    """The checkout's package and templates under TOOL_DIR, and the wrapper (ClusterSpec.tool)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for top in ("topograph_slurm", "templates"):
+            tar.add(
+                REPO / top,
+                arcname=posixpath.join(TOOL_DIR.lstrip("/"), top),
+                filter=lambda info: None if "__pycache__" in info.name else info,
+            )
+        data = TOOL_WRAPPER.encode()
+        info = tarfile.TarInfo(TOOL_COMMAND.lstrip("/"))
+        info.size, info.mode, info.mtime = len(data), 0o755, int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
 def _read_bytes(container: Container, path: str) -> bytes | None:
     """A file from a container, running or stopped; None if it does not exist."""
     try:
@@ -774,6 +807,8 @@ class Cluster:
         self.nodes: dict[str, Container] = {}
         self._workers = start_workers
         self._torn_down = False
+        self._volumes: dict[str, str] = {}  # shared dir -> volume name
+        self._tool = _tool_tar() if spec.tool else b""
 
     # -- context manager ----------------------------------------------------------------------
 
@@ -802,9 +837,12 @@ class Cluster:
                 self.prefix, driver="bridge", internal=True, labels=self._labels()
             )
             files = self.spec.render()
+            self._make_shared_volumes()
             env = {"SLURMCTLD_DAEMON": "1"} if self.spec.slurmctld_daemon else None
             self.controller = self._create(CONTROLLER, ["controller"], files, env)
             self._start_container(self.controller)
+            for path in self._volumes:  # world-writable with the sticky bit, like /tmp
+                self.controller.exec_run(["chmod", "1777", path])
             if not self.controller_only:
                 self._start_nodes(files)
             self.wait_controller()
@@ -837,6 +875,13 @@ class Cluster:
     def _labels(self) -> dict[str, str]:
         return {LABEL: self.run_id, LABEL_OWNER: _owner(), LABEL_CREATED: str(int(time.time()))}
 
+    def _make_shared_volumes(self) -> None:
+        for index, path in enumerate(self.spec.shared_dirs):
+            volume = self.client.volumes.create(
+                f"{self.prefix}-shared{index}", labels=self._labels()
+            )
+            self._volumes[path] = volume.name
+
     def _create(
         self,
         host: str,
@@ -858,9 +903,12 @@ class Cluster:
             networking_config={net: self.client.api.create_endpoint_config(aliases=[host])},
             ulimits=[Ulimit(name="nofile", soft=NOFILE, hard=NOFILE)],
             extra_hosts=extra_hosts,
+            volumes={name: {"bind": path, "mode": "rw"} for path, name in self._volumes.items()},
             detach=True,
         )
         container.put_archive(CONF_DIR, _tar(files))
+        if self._tool:
+            container.put_archive("/", self._tool)
         return container
 
     def _extra_hosts(self, host: str) -> dict[str, str]:
@@ -909,6 +957,8 @@ class Cluster:
             self._remove_all([c["Id"] for c in api.containers(all=True, filters=flt)])
             for net in api.networks(filters=flt):
                 _quietly(api.remove_network, net["Id"])
+            for vol in api.volumes(filters=flt).get("Volumes") or []:
+                _quietly(api.remove_volume, vol["Name"], force=True)
         except Exception:  # daemon gone (the SDK raises requests' errors too): must not hide
             pass  # the error that brought us here; the next sweep_leftovers() cleans up
         finally:

@@ -16,6 +16,12 @@ import click
 from topograph_slurm import __version__
 from topograph_slurm.errors import Exit, TopographError
 
+# click 8.2 raises this for a bare command with no_args_is_help; 8.1 (Debian trixie's, which
+# the node-side hooks may run under) prints the help and exits 0 itself, so nothing to catch.
+_NO_ARGS_IS_HELP: tuple[type[Exception], ...] = tuple(
+    error for error in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if error
+)
+
 # `collect` (UFM's HTTP stack, nvidia-smi parsing), the filters and the output module are
 # imported when a command needs them, so `generate` run from cron starts quickly.
 _LAZY_COMMANDS = {
@@ -69,7 +75,7 @@ class Cli(click.Group):
             return super().main(args, prog_name, standalone_mode=False, **extra)
         try:
             code = super().main(args, prog_name, standalone_mode=False, **extra)
-        except click.exceptions.NoArgsIsHelpError as err:  # bare `topograph-slurm`: the help
+        except _NO_ARGS_IS_HELP as err:  # bare `topograph-slurm`: the help
             err.show()
             sys.exit(int(Exit.USAGE))
         except click.UsageError as err:
