@@ -773,6 +773,9 @@ def test_fuzz_node_name_maps(lines: list[tuple[str, str]], tail: bytes) -> None:
         (["bench", "--plan", "--sim", "demo", "--max-pairs", "1_0"], "--max-pairs"),
         (["bench", "--plan", "--sim", "demo", "--slow-fraction", "０.５"], "--slow-fraction"),
         (["bench", "--plan", "--sim", "demo", "--slow-fraction", "0_5"], "--slow-fraction"),
+        (["generate", "--sim", "demo", "-o", "t", "--shrink-limit", "０.５"], "--shrink-limit"),
+        (["generate", "--sim", "demo", "-o", "t.conf", "--ufm-timeout", "3_0"], "--ufm-timeout"),
+        (["generate", "--sim", "demo", "-o", "t.conf", "--ufm-deadline", "inf"], "--ufm-deadline"),
     ],
 )
 def test_option_numbers_are_ascii_digits_only(args: list[str], option: str) -> None:

@@ -12,7 +12,14 @@ import click
 
 from topograph_slurm.app import generate as use_case
 from topograph_slurm.app.state import prepare_state
-from topograph_slurm.cli.options import ASCII_INT, fabric_options, flag_settings, log, warn
+from topograph_slurm.cli.options import (
+    ASCII_INT,
+    FINITE_FLOAT,
+    fabric_options,
+    flag_settings,
+    log,
+    warn,
+)
 from topograph_slurm.config import (
     Settings,
     choices_metavar,
@@ -138,7 +145,7 @@ def _write(
 )
 @click.option(
     "--shrink-limit",
-    type=float,
+    type=FINITE_FLOAT,
     metavar="FRACTION",
     help="Largest allowed node-count drop, 0 to 1 (default 0.10).",
 )

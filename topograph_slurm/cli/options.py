@@ -44,13 +44,13 @@ def ufm_options(url_help: str) -> Callable[[F], F]:
         ),
         click.option(
             "--ufm-timeout",
-            type=float,
+            type=FINITE_FLOAT,
             metavar="S",
             help="UFM timeout per socket operation: connect, handshake, each read (default 30).",
         ),
         click.option(
             "--ufm-deadline",
-            type=float,
+            type=FINITE_FLOAT,
             metavar="S",
             help="Seconds for the whole UFM fetch, all endpoints and retries included; a server "
             "that trickles is cut off here (exit 4; default 300).",
@@ -195,3 +195,5 @@ class AsciiIntRange(click.IntRange):
 
 #: An integer option: ASCII digits, no bounds.
 ASCII_INT = AsciiIntRange()
+#: A decimal option: ASCII digits, finite, no bounds (the setting's own rule bounds it).
+FINITE_FLOAT = FiniteFloatRange()
