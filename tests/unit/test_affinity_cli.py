@@ -108,3 +108,24 @@ def test_the_fabric_view_marks_the_node_that_lost_a_nic(tmp_path: Path) -> None:
     by_key, _, legend = drawn(result.stdout)
     assert "fault-affinity" in by_key[SICK] and "fault-affinity" in legend
     assert not any("fault-affinity" in by_key[node] for node in NODES if node != SICK)
+
+
+def test_health_degrades_the_node_whose_gpu_layout_differs_from_its_type(tmp_path: Path) -> None:
+    """gres-layout-differs (one node's GPU6-GPU7 down to NV12) reaches health, as the
+    affinity findings do: degraded, nothing drained."""
+    slurm = fake_scontrol(tmp_path)
+    (slurm / "nodes.json").write_text(json.dumps({"nodes": [slurm_node(n) for n in NODES]}))
+    snap = snapshot(tmp_path / "snap")
+    odd = NODES[1]
+    (matrix,) = (snap / "nodes" / odd).glob("*topo*")
+    rows = [line.split("\t") for line in matrix.read_text().splitlines()]
+    rows[7][8] = rows[8][7] = "NV12"  # row GPU6 column GPU7, row GPU7 column GPU6
+    matrix.write_text("\n".join("\t".join(row) for row in rows) + "\n")
+    env = {"PATH": f"{slurm}{os.pathsep}{os.environ['PATH']}"}
+    argv = ["--config", os.devnull, "health", "--snapshot", str(snap), "--slurm-version", "25.05"]
+    result = CliRunner().invoke(main, [*argv, "--json"], env=env)
+    assert result.exit_code == Exit.DIFFERS, result.output
+    rows_out = {row["node"]: row for row in json.loads(result.stdout)["nodes"]}
+    assert rows_out[odd]["verdict"] == "degraded"
+    assert [f["kind"] for f in rows_out[odd]["findings"]] == ["gres-layout-differs"]
+    assert {rows_out[n]["verdict"] for n in NODES if n not in (odd, SICK)} == {"healthy"}

@@ -247,11 +247,13 @@ def naming_policy(
 
 
 def gpu_affinity(snapshot: Snapshot) -> list[Finding]:
-    """The snapshot's GPU↔NIC affinity findings, with the fabric's: every use case that
-    reads the fabric (generate's report, health, draw) sees them once."""
+    """The snapshot's GPU↔NIC affinity findings and the nodes whose GPU layout differs from
+    their type's (gres.conf would give them lines of their own), with the fabric's: every use
+    case that reads the fabric (generate's report, health, draw) sees them once."""
     from topograph_slurm.analysis.nvlink.affinity import affinity_findings
+    from topograph_slurm.app.gres import layout_findings
 
-    return affinity_findings(snapshot.topologies)
+    return affinity_findings(snapshot.topologies) + layout_findings(snapshot)
 
 
 def wants_nvlink(settings: Settings, snapshot: Snapshot | None) -> bool:

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuTopology, GresDevice, GresPlan
 from topograph_slurm.model.result import Finding
 from topograph_slurm.sources.snapshot import KEY_Q, KEY_TOPO
+
+if TYPE_CHECKING:
+    from topograph_slurm.sources.snapshot import NodeSnapshot, Snapshot
 
 #: The most a hand-given capture may hold: a topo -m is a few KiB, a -q a few hundred.
 _CAPTURE_LIMIT = 16 << 20
@@ -63,7 +68,6 @@ def _snapshot_devices(
     source: GresSource,
 ) -> tuple[dict[str, tuple[GresDevice, ...]], list[Finding]]:
     """Every node with a topo -m; the snapshot's findings for the nodes not read."""
-    from topograph_slurm.sources.nvidia_smi import parse_product_names
     from topograph_slurm.sources.snapshot import load_snapshot
 
     snapshot = load_snapshot(str(source.snapshot))
@@ -71,12 +75,33 @@ def _snapshot_devices(
     for name, node in snapshot.nodes.items():
         if node.topology is None:
             continue
-        products = parse_product_names(node.raw.get(KEY_Q, ""))
         where = f"{source.snapshot}: {name}"
-        nodes[name] = _devices(where, node.topology, products, source.threads_per_core)
+        nodes[name] = _devices(where, node.topology, _products(node), source.threads_per_core)
     if not nodes:
         raise InputError(f"{source.snapshot}: no node has a readable nvidia-smi topo -m")
     return nodes, _unread(snapshot.findings, [n for n in snapshot.nodes if n not in nodes])
+
+
+def layout_findings(snapshot: Snapshot) -> list[Finding]:
+    """The nodes whose GPU layout differs from their type's, for every use case that reads a
+    snapshot's fabric (generate's report, health: degraded, draw), as ``gres`` names them. A
+    node whose topo -m gives no layout (no GPUs, an affinity gres cannot read) is left out
+    here: ``gres`` itself says why."""
+    from topograph_slurm.analysis.nvlink import gres
+
+    nodes = {}
+    for name, node in snapshot.nodes.items():
+        if node.topology is not None:
+            with contextlib.suppress(InputError):
+                nodes[name] = gres.node_devices(node.topology, _products(node))
+    return list(gres.plan(nodes).findings)
+
+
+def _products(node: NodeSnapshot) -> dict[int, str]:
+    """Each GPU's product name from the node's nvidia-smi -q (for Type=), if collected."""
+    from topograph_slurm.sources.nvidia_smi import parse_product_names
+
+    return parse_product_names(node.raw.get(KEY_Q, ""))
 
 
 def _unread(findings: list[Finding], missing: list[str]) -> list[Finding]:
