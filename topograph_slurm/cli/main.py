@@ -18,7 +18,7 @@ from topograph_slurm.errors import Exit, TopographError
 
 # click 8.2 raises this for a bare command with no_args_is_help; 8.1 (Debian trixie's, which
 # the node-side hooks may run under) prints the help and exits 0 itself, so nothing to catch.
-_NO_ARGS_IS_HELP: tuple[type[Exception], ...] = tuple(
+_NO_ARGS_IS_HELP: tuple[type[click.UsageError], ...] = tuple(
     error for error in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if error
 )
 
