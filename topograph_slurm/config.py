@@ -287,6 +287,10 @@ class Settings:
     #: Where the job records are written (``job-<ID>.json``, ``job-<ID>.d/``); a file system
     #: the controller and every node share. Empty: ``<state_dir>/records`` (see record_dir()).
     record_dir: str | None = field(default=None, metadata=PATH)
+    #: health --job-records: how far back the node-end parts it reads were written.
+    job_records_since: str = field(
+        default="24h", metadata=_rule(check=_duration, number_as_text=True)
+    )
     #: The InfiniBand sysfs tree the node parts of the record read (``--sysfs``).
     infiniband_sysfs: str = field(
         default="/sys/class/infiniband", metadata=_rule(check=_path, flag="--sysfs")

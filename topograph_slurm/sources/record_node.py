@@ -14,7 +14,7 @@ from typing import Any
 
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.counters import NodeCounters, NvlinkReading, PortReading
-from topograph_slurm.model.result import Finding
+from topograph_slurm.model.result import Finding, decode_finding
 
 RECORD_FORMAT = "topograph-slurm/record"
 RECORD_VERSION = 1
@@ -74,16 +74,7 @@ def reading(data: Mapping[str, Any], where: str) -> NodeCounters:
 def findings(data: Mapping[str, Any], where: str) -> list[Finding]:
     """A part's findings; InputError naming *where* when malformed."""
     try:
-        return [
-            Finding(
-                str(f["kind"]),
-                str(f["subject"]),
-                str(f["message"]),
-                str(f["level"]),
-                tuple(str(n) for n in f["nodes"]),
-            )
-            for f in data["findings"]
-        ]
+        return [decode_finding(entry) for entry in data["findings"]]
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise InputError(f"{where}: malformed findings ({type(err).__name__}: {err})") from None
 

@@ -31,7 +31,6 @@ OK, FAR_NUMA, SPANS_NUMA, UNBOUND, NO_GPU, UNKNOWN = (
     "unknown",
 )
 STATUSES = (OK, FAR_NUMA, SPANS_NUMA, UNBOUND, NO_GPU, UNKNOWN)
-_KINDS = {FAR_NUMA: FindingKind.BINDING_FAR_NUMA, SPANS_NUMA: FindingKind.BINDING_SPANS_NUMA}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +71,11 @@ def _judge(
         return TaskBinding(OK, detail)
     if allowed >= node_cpus:
         return TaskBinding(UNBOUND, f"{detail}: the task may run on every CPU of the node")
-    status = SPANS_NUMA if allowed & near else FAR_NUMA
-    return TaskBinding(status, detail, Finding(_KINDS[status], task, detail))
+    if allowed & near:
+        return TaskBinding(
+            SPANS_NUMA, detail, Finding(FindingKind.BINDING_SPANS_NUMA, task, detail)
+        )
+    return TaskBinding(FAR_NUMA, detail, Finding(FindingKind.BINDING_FAR_NUMA, task, detail))
 
 
 def _near(topo: GpuTopology, gpus: list[int]) -> frozenset[int] | None:
