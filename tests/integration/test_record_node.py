@@ -68,7 +68,7 @@ def cluster(make_module_cluster: Callable[..., Cluster]) -> Cluster:
         tool=True,
         shared_dirs=("/shared",),
         slurm_conf_extra=(
-            "Prolog=/etc/slurm/prolog.sh\nEpilog=/etc/slurm/epilog.sh\n"
+            "PrologFlags=Alloc\nProlog=/etc/slurm/prolog.sh\nEpilog=/etc/slurm/epilog.sh\n"
             "TaskProlog=/etc/slurm/taskprolog.sh\n"
         ),
     )
