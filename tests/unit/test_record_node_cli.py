@@ -181,3 +181,68 @@ def test_health_takes_the_end_parts_as_degraded_never_drained(tmp_path: Path, tr
     os.utime(tmp_path / "rec/job-42.d/node0003.end.json", (old, old))
     assert node3(*records, "--job-records-since", "1h")["verdict"] == "healthy"
     assert node3(*records)["verdict"] == "degraded"  # within the default 24h
+
+
+NVML_ERROR = "Failed to initialize NVML: Driver/library version mismatch"
+
+
+def fake_nvidia_smi(bin_dir: Path, replay: int, code: int = 0) -> None:
+    """An `nvidia-smi` that prints `nvlink -e` in the documented layout (no real capture
+    exists; see tests/fixtures/real/SOURCES.md) with GPU0 link 2's Replay Errors at *replay*."""
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        '[ "$1 $2" = "nvlink -e" ] || exit 9\n'
+        f"[ {code} = 0 ] || {{ echo '{NVML_ERROR}' >&2; exit {code}; }}\n"
+        "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000000)'\n"
+        f"printf '\\t Link 2: Replay Errors: {replay}\\n\\t Link 2: CRC Errors: 0\\n'\n"
+    )
+    script.chmod(0o755)
+
+
+def nvlink_hook(tmp_path: Path, command: str) -> Result:
+    flags = [
+        "--record-dir",
+        str(tmp_path / "rec"),
+        "--node",
+        "gpu01",
+        "--sysfs",
+        str(tmp_path / "sys"),
+    ]
+    env = {"SLURM_JOB_ID": "7", "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.defpath}"}
+    return CliRunner().invoke(
+        main, ["--config", os.devnull, "record-node", command, *flags], env=env
+    )
+
+
+def test_nvlink_errors_that_rose_during_the_job(tmp_path: Path, tree: Path) -> None:
+    fake_nvidia_smi(tmp_path / "bin", replay=1)
+    assert nvlink_hook(tmp_path, "start").exit_code == 0
+    fake_nvidia_smi(tmp_path / "bin", replay=4)
+    assert nvlink_hook(tmp_path, "end").exit_code == 0
+    found = part(tmp_path, "gpu01.end.json", job="7")["findings"]
+    assert [(f["kind"], f["message"]) for f in found] == [  # type: ignore[attr-defined]
+        ("nvlink-errors-during-job", "GPU0/link2: Replay Errors +3 during the job")
+    ]
+
+
+def test_a_failing_nvidia_smi_is_a_finding_not_a_failure(tmp_path: Path, tree: Path) -> None:
+    fake_nvidia_smi(tmp_path / "bin", replay=0, code=255)
+    result = nvlink_hook(tmp_path, "start")
+    assert (result.exit_code, result.output) == (0, "")
+    (finding,) = part(tmp_path, "gpu01.start.json", job="7")["findings"]  # type: ignore[misc]
+    assert finding["kind"] == "record-incomplete"
+    assert finding["message"] == (
+        "no NVLink counters: nvidia-smi nvlink -e: exit 255: "
+        "Failed to initialize NVML: Driver/library version mismatch"
+    )
+
+
+def test_the_record_dir_defaults_under_the_state_dir(tmp_path: Path) -> None:
+    from topograph_slurm.config import Settings, record_dir
+
+    assert record_dir(Settings(state_dir=str(tmp_path))) == tmp_path / "records"
+    assert record_dir(Settings(state_dir=str(tmp_path), record_dir="/shared/r")) == Path(
+        "/shared/r"
+    )

@@ -69,7 +69,9 @@ def node_start(ctx: click.Context, /, job: str | None, node: str | None, **flags
     NVLink error counters where nvidia-smi exists) as <node>.start.json.
 
     \b
-    slurm.conf:  Prolog=/etc/slurm/prolog.sh   (runs: topograph-slurm record-node start)
+    slurm.conf:  PrologFlags=Alloc   (the Prolog on every node at job start, not at its
+                                      first step there)
+                 Prolog=/etc/slurm/prolog.sh   (runs: topograph-slurm record-node start)
     """
     from topograph_slurm.app.record_node import node_start
 
