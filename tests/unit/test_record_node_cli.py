@@ -246,3 +246,14 @@ def test_the_record_dir_defaults_under_the_state_dir(tmp_path: Path) -> None:
     assert record_dir(Settings(state_dir=str(tmp_path), record_dir="/shared/r")) == Path(
         "/shared/r"
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing a directory to another uid needs root")
+def test_the_prolog_hands_the_part_directory_to_the_jobs_user(tmp_path: Path, tree: Path) -> None:
+    flags = ["--record-dir", str(tmp_path / "rec"), "--node", "gpu01", "--sysfs", str(tree)]
+    env = {"SLURM_JOB_ID": "42", "SLURM_JOB_UID": "2000", "PATH": os.defpath}
+    args = ["--config", os.devnull, "record-node", "start", *flags]
+    assert CliRunner().invoke(main, args, env=env).exit_code == 0
+    parts = tmp_path / "rec" / "job-42.d"
+    assert (parts.stat().st_uid, parts.stat().st_mode & 0o777) == (2000, 0o755)
+    assert (parts / "gpu01.start.json").stat().st_uid == 0  # the part itself stays root's
