@@ -257,3 +257,11 @@ def test_the_prolog_hands_the_part_directory_to_the_jobs_user(tmp_path: Path, tr
     parts = tmp_path / "rec" / "job-42.d"
     assert (parts.stat().st_uid, parts.stat().st_mode & 0o777) == (2000, 0o755)
     assert (parts / "gpu01.start.json").stat().st_uid == 0  # the part itself stays root's
+
+
+@pytest.mark.parametrize("node", ["../etc", "gpu 01", "-x"])
+def test_a_node_name_slurm_would_not_take_is_exit_2(tmp_path: Path, tree: Path, node: str) -> None:
+    result = hook(tmp_path, "end", node=node)
+    assert result.exit_code == Exit.USAGE, result.output
+    assert "invalid node name" in result.output
+    assert not (tmp_path / "rec").exists()

@@ -48,7 +48,7 @@ def hook(settings: Settings, job: str | None, node: str | None, env: Mapping[str
     if natural(job_id) is None or job_id != job_id.strip():
         raise UsageError(f"job id {job_id!r} is not a Slurm job id (ASCII digits): give --job ID")
     name = node or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
-    names.check([name], "node")
+    names.check([name], "node", "--node", error=UsageError)
     return Hook(job_id, name, record_dir(settings) / f"job-{job_id}.d")
 
 
