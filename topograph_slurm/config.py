@@ -284,10 +284,31 @@ class Settings:
     #: Where generate keeps its state (the fabric summary, the lock) for each -o target; empty:
     #: /var/lib/topograph-slurm as root, else $XDG_STATE_HOME/topograph-slurm (see state_dir()).
     state_dir: str | None = field(default=None, metadata=PATH)
+    #: Where the job records are written (``job-<ID>.json``, ``job-<ID>.d/``); a file system
+    #: the controller and every node share. Empty: ``<state_dir>/records`` (see record_dir()).
+    record_dir: str | None = field(default=None, metadata=PATH)
+    #: health --job-records: how far back the node-end parts it reads were written.
+    job_records_since: str = field(
+        default="24h", metadata=_rule(check=_duration, number_as_text=True)
+    )
+    #: The InfiniBand sysfs tree the node parts of the record read (``--sysfs``).
+    infiniband_sysfs: str = field(
+        default="/sys/class/infiniband", metadata=_rule(check=_path, flag="--sysfs")
+    )
+    #: This node's ``nvidia-smi topo -m`` capture, for the TaskProlog's binding check.
+    record_topo_matrix: str | None = field(
+        default=None, metadata=_rule(check=_path, flag="--topo-matrix")
+    )
 
 
 #: root's state directory (the FHS place for a daemon's state; systemd's StateDirectory=).
 ROOT_STATE_DIR = Path("/var/lib/topograph-slurm")
+
+
+def record_dir(settings: Settings) -> Path:
+    """Where the job records live: ``record_dir`` when set, else ``records`` under the state
+    directory (a site sets it to a file system the controller and the nodes share)."""
+    return Path(settings.record_dir) if settings.record_dir else state_dir(settings) / "records"
 
 
 def state_dir(settings: Settings) -> Path:

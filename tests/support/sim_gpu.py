@@ -285,3 +285,18 @@ def fake_nvidia_smi_script(
     out.append(f'*) echo {unsupported} "$*" >&2; exit 2;;')
     out.append("esac")
     return "\n".join(out) + "\n"
+
+
+def near_cpus_topology(affinities: Sequence[str]) -> GpuTopology:
+    """A PCIe-only node whose GPU *i* is near the CPU list ``affinities[i]`` (its own NUMA
+    node *i*), GPUs apart over SYS, no NICs: the binding check's node where no real capture
+    has the few CPUs a test machine has."""
+    gpus = tuple(range(len(affinities)))
+    return GpuTopology(
+        gpus=gpus,
+        nics=(),
+        gpu_links={(a, b): "SYS" for a in gpus for b in gpus if a < b},
+        gpu_nic_links={},
+        cpu_affinity=dict(enumerate(affinities)),
+        numa_affinity={g: (g,) for g in gpus},
+    )

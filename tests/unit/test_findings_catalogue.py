@@ -21,7 +21,8 @@ TEXTS = {member.value for member in FindingKind}
 
 #: Where a kind is passed on rather than named: the function and why it may.
 PASSED_ON = {
-    ("sources/snapshot.py", "load_bench"): "a bench record's findings, of any release",
+    ("model/result.py", "decode_finding"): "a record's findings (bench.json, a job record's "
+    "parts), of any release",
     ("sources/snapshot.py", "_failure_findings"): "kinds from _failure (typed FindingKind)",
 }
 #: Literals that spell a kind's text without being a kind (file, text).

@@ -20,7 +20,9 @@ def job_binding(job: PlacedJob, topo_matrix: str | None) -> tuple[RankBinding, .
 
 def _topologies(job: PlacedJob, topo_matrix: str | None) -> dict[str, GpuTopology]:
     if topo_matrix is not None:
-        return dict.fromkeys(job.order, _capture(topo_matrix))
+        from topograph_slurm.app.gres import read_topo_matrix
+
+        return dict.fromkeys(job.order, read_topo_matrix(topo_matrix))
     missing = [node for node in job.order if node not in job.view.topologies]
     if missing:
         raise InputError(
@@ -28,13 +30,3 @@ def _topologies(job: PlacedJob, topo_matrix: str | None) -> dict[str, GpuTopolog
             "(one node's capture) or a --snapshot that has it"
         )
     return {node: job.view.topologies[node] for node in job.order}
-
-
-def _capture(path: str) -> GpuTopology:
-    from topograph_slurm.app.gres import read_capture
-    from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
-
-    try:
-        return parse_topo_matrix(read_capture(path))
-    except InputError as err:
-        raise InputError(f"{path}: {err}") from None

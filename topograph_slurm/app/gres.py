@@ -134,3 +134,13 @@ def read_capture(path: str) -> str:
         return read_regular(Path(path), _CAPTURE_LIMIT).decode("utf-8", errors="replace")
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}") from None
+
+
+def read_topo_matrix(path: str) -> GpuTopology:
+    """One node's ``topo -m`` capture, parsed; an InputError naming *path*."""
+    from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
+
+    try:
+        return parse_topo_matrix(read_capture(path))
+    except InputError as err:
+        raise InputError(f"{path}: {err}") from None

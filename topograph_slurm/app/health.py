@@ -11,14 +11,21 @@ from topograph_slurm.app.fabric import Warn, read_fabric
 from topograph_slurm.config import ALL, AUTO, Settings
 from topograph_slurm.model import names
 from topograph_slurm.model.health import HealthPlan, SlurmNode
+from topograph_slurm.model.result import Finding
 from topograph_slurm.slurm.scontrol import NotInstalled, Scontrol
 
 
 def health_plan(
-    settings: Settings, warn: Warn, bench: str | None = None, *, dry_run: bool = True
+    settings: Settings,
+    warn: Warn,
+    bench: str | None = None,
+    *,
+    dry_run: bool = True,
+    job_records: bool = False,
 ) -> HealthPlan:
     """Judge every node of the fabric (with the findings of a ``bench`` record: *bench*, else
-    the snapshot's own), and compare with what Slurm holds now (``scontrol show nodes
+    the snapshot's own; with *job_records*, those of the job records' node-end parts written
+    within ``job_records_since``), and compare with what Slurm holds now (``scontrol show nodes
     --json``; see :func:`current_nodes` for a dry run where it cannot be asked)."""
     from topograph_slurm.sources.snapshot import load_bench
 
@@ -31,12 +38,27 @@ def health_plan(
     record = load_bench(bench) if bench else snapshot and snapshot.bench
     if record:  # `bench --record`: slow nodes, slow links, drifted levels
         findings += record.findings
+    if job_records:
+        findings += _job_record_findings(settings, warn)
     verdicts, unused = judge(findings, judged)
     policy = HealthPolicy(
         settings.health_feature_prefix, settings.health_weight, settings.health_drain
     )
     labels = node_labels(fabric.analysis, fabric.blocks)
     return plan(verdicts, labels, current_nodes(settings, dry_run), policy, unused)
+
+
+def _job_record_findings(settings: Settings, warn: Warn) -> list[Finding]:
+    """The node-end parts' findings (links that degraded under load); an unreadable part is
+    a warning, not the end of the run."""
+    from topograph_slurm.analysis.state.keep_missing import parse_duration
+    from topograph_slurm.app.record_node import job_records
+
+    window = parse_duration(settings.job_records_since).total_seconds()
+    found, problems = job_records(settings, window)
+    for problem in problems:
+        warn(f"job record skipped: {problem}")
+    return found
 
 
 def current_nodes(settings: Settings, dry_run: bool) -> list[SlurmNode]:

@@ -50,6 +50,20 @@ from topograph_slurm.render.environment import environment
     help="A `bench --record` record (bench.json or its snapshot directory) whose slow-node, "
     "slow-link and bench-drift findings count too (default: the --snapshot's own record).",
 )
+@click.option(
+    "--job-records",
+    is_flag=True,
+    help="Also judge the links the job records' Epilog parts (record-node end) found "
+    "degraded or taking errors during a job: degraded, never drained.",
+)
+@click.option(
+    "--job-records-since",
+    metavar="DURATION",
+    help="With --job-records: parts written within this long (default 24h; 36h, 7d, 90m).",
+)
+@click.option(
+    "--record-dir", metavar="DIR", help="Where the job records are (default <state dir>/records)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @click.option(
     "--apply",
@@ -65,6 +79,7 @@ def health(
     /,
     as_json: bool,
     apply: bool,
+    job_records: bool,
     bench: str | None,
     rewrites: Sequence[str],
     **flags: Any,
@@ -93,7 +108,7 @@ def health(
 
     settings = flag_settings(ctx, rewrites, **flags)
     env = environment(Path(settings.templates) if settings.templates else None)
-    found = use_case.health_plan(settings, warn, bench, dry_run=not apply)
+    found = use_case.health_plan(settings, warn, bench, dry_run=not apply, job_records=job_records)
     commands = render_commands(env, found)
     click.echo(render_plan(env, found, commands, "json" if as_json else "text"), nl=False)
     if not apply:

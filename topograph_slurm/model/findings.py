@@ -48,6 +48,8 @@ NO_DOMAIN = Ignored("a healthy configuration (no multi-node NVLink domain)")
 OWN_CAUSE = Ignored("its cause is a finding of its own")
 OFF_FABRIC = Ignored("the node is off the fabric: it is judged when it is back")
 RUN = Ignored("a fact about this run, not a node's health")
+JOB_RECORD = Ignored("a fact about a job's record, not a node's health")
+TASK = Ignored("a fact about one job's task binding, not the node's health")
 
 
 class FindingKind(StrEnum):
@@ -354,6 +356,56 @@ class FindingKind(StrEnum):
         RUN,
         "the kept fabric summary of the output could not be read: the output file is "
         "used instead, and this run's summary replaces it",
+    )
+    # The node side of the job record (analysis/record/counters.py, analysis/placement/
+    # task_binding.py): counters before and after a job, and each task's binding
+    LINK_ERRORS_DURING_JOB = (
+        "link-errors-during-job",
+        PROBLEM,
+        DEGRADED,
+        "an HCA port's error counters rose between the job's start and end (names each "
+        "counter and by how much): a link that took errors under load",
+    )
+    LINK_DEGRADED_DURING_JOB = (
+        "link-degraded-during-job",
+        PROBLEM,
+        DEGRADED,
+        "an HCA port's width or speed dropped, its state left ACTIVE/LinkUp, or the port was "
+        "gone at the job's end: a link that degraded under load",
+    )
+    NVLINK_ERRORS_DURING_JOB = (
+        "nvlink-errors-during-job",
+        PROBLEM,
+        DEGRADED,
+        "a GPU's NVLink error counters (nvidia-smi nvlink -e) rose during the job",
+    )
+    LINK_COUNTERS_RESET = (
+        "link-counters-reset",
+        INFO,
+        JOB_RECORD,
+        "a counter was lower at the job's end than at its start (reset, HCA or driver "
+        "restarted): what it counted during the job is unknown, so no rise is claimed",
+    )
+    RECORD_INCOMPLETE = (
+        "record-incomplete",
+        INFO,
+        JOB_RECORD,
+        "a node's part of the job record could not read everything (no sysfs tree, an "
+        "unreadable counter, no start record, nvidia-smi failed): says what is missing",
+    )
+    BINDING_FAR_NUMA = (
+        "binding-far-numa",
+        PROBLEM,
+        TASK,
+        "none of a task's allowed CPUs is near its GPUs (their topo -m CPU Affinity): every "
+        "host-device copy crosses the socket interconnect",
+    )
+    BINDING_SPANS_NUMA = (
+        "binding-spans-numa",
+        PROBLEM,
+        TASK,
+        "some of a task's allowed CPUs are outside its GPUs' CPU affinity: threads placed "
+        "there cross the socket interconnect",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -235,10 +236,15 @@ class RankBinding:
     @property
     def cpu_ranges(self) -> tuple[tuple[int, int], ...]:
         """The CPUs as runs of consecutive ids, for a Linux CPU list (``0-51,104-155``)."""
-        runs: list[tuple[int, int]] = []
-        for cpu in self.cpus:
-            if runs and runs[-1][1] == cpu - 1:
-                runs[-1] = (runs[-1][0], cpu)
-            else:
-                runs.append((cpu, cpu))
-        return tuple(runs)
+        return cpu_runs(self.cpus)
+
+
+def cpu_runs(cpus: Iterable[int]) -> tuple[tuple[int, int], ...]:
+    """Sorted CPU ids as runs of consecutive ids: ``0, 1, 2, 5`` → ``(0, 2), (5, 5)``."""
+    runs: list[tuple[int, int]] = []
+    for cpu in sorted(cpus):
+        if runs and runs[-1][1] == cpu - 1:
+            runs[-1] = (runs[-1][0], cpu)
+        else:
+            runs.append((cpu, cpu))
+    return tuple(runs)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.names import natural_key
@@ -58,6 +60,18 @@ class Finding:
     def is_problem(self) -> bool:
         """False for information (a single-node NVSwitch system, a base size explained)."""
         return self.level != LEVEL_INFO
+
+
+def decode_finding(entry: Mapping[str, Any]) -> Finding:
+    """A finding as a record (``bench.json``, a job record's part) holds it, of any release:
+    its kind passed on as written. KeyError/TypeError/AttributeError when it is malformed."""
+    return Finding(
+        str(entry["kind"]),
+        str(entry["subject"]),
+        str(entry["message"]),
+        str(entry["level"]),
+        tuple(str(node) for node in entry["nodes"]),
+    )
 
 
 @dataclass(slots=True)

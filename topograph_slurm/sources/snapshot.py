@@ -41,7 +41,7 @@ from topograph_slurm.model import names
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuFabric, GpuTopology
 from topograph_slurm.model.names import natural_key
-from topograph_slurm.model.result import Finding
+from topograph_slurm.model.result import Finding, decode_finding
 from topograph_slurm.sources.nvidia_smi import parse_fabric_output, parse_topo_matrix
 
 SNAPSHOT_FORMAT = "topograph-slurm-snapshot"
@@ -158,16 +158,7 @@ def load_bench(path: Path | str) -> BenchRecord:
     if data.get("version") != BENCH_VERSION:
         raise InputError(f"{file}: unsupported bench record version {data.get('version')}")
     try:
-        findings = [
-            Finding(
-                str(f["kind"]),
-                str(f["subject"]),
-                str(f["message"]),
-                str(f["level"]),
-                tuple(str(n) for n in f["nodes"]),
-            )
-            for f in data["findings"]
-        ]
+        findings = [decode_finding(f) for f in data["findings"]]
         medians = {
             str(lvl["level"]): float(lvl["median"])
             for lvl in data["levels"]

@@ -1,0 +1,106 @@
+"""The node parts of the job record: ``job-<ID>.d/<node>.start.json`` and ``<node>.end.json``
+(a node's link counters at job start and end, the end part naming what changed) and
+``job-<ID>.d/task-<step>.<proc>.json`` (one task's binding check). This module owns their
+JSON: every part is an object with ``format`` ``topograph-slurm/record``, ``version`` 1,
+``part``, ``job_id`` and ``findings`` (model.result.Finding's fields), as the job record's
+own part is."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from topograph_slurm.errors import InputError
+from topograph_slurm.model.counters import NodeCounters, NvlinkReading, PortReading
+from topograph_slurm.model.result import Finding, decode_finding
+
+RECORD_FORMAT = "topograph-slurm/record"
+RECORD_VERSION = 1
+NODE_START, NODE_END, TASK = "node-start", "node-end", "task"
+
+
+def node_part(
+    part: str, job_id: str, node: str, reading: NodeCounters, findings: Sequence[Finding]
+) -> str:
+    """A node part's text: the reading (ports, NVLinks) and *findings*."""
+    body = {
+        "node": node,
+        "ports": [asdict(port) for port in reading.ports],
+        "nvlinks": [asdict(link) for link in reading.nvlinks],
+    }
+    return _encode(part, job_id, findings, body)
+
+
+def task_part(
+    job_id: str, node: str, task: str, status: str, detail: str, findings: Sequence[Finding]
+) -> str:
+    """A task part's text: the binding status and why."""
+    return _encode(
+        TASK, job_id, findings, {"node": node, "task": task, "binding": status, "detail": detail}
+    )
+
+
+def read_part(text: str, where: str, part: str | None = None) -> dict[str, Any]:
+    """A part's object, checked: format, version and (when given) *part*; InputError naming
+    *where* otherwise."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise InputError(f"{where}: not JSON ({err})") from None
+    if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
+        raise InputError(f"{where}: not a {RECORD_FORMAT} part")
+    if data.get("version") != RECORD_VERSION:
+        raise InputError(f"{where}: unsupported record version {data.get('version')!r}")
+    if part is not None and data.get("part") != part:
+        raise InputError(f"{where}: a {data.get('part')!r} part, not {part!r}")
+    return data
+
+
+def reading(data: Mapping[str, Any], where: str) -> NodeCounters:
+    """The counters a node part holds; InputError naming *where* when they are malformed."""
+    try:
+        ports = tuple(_port(entry) for entry in data["ports"])
+        nvlinks = tuple(
+            NvlinkReading(int(e["gpu"]), int(e["link"]), _numbers(e["counters"]))
+            for e in data["nvlinks"]
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise InputError(f"{where}: malformed counters ({type(err).__name__}: {err})") from None
+    return NodeCounters(ports, nvlinks)
+
+
+def findings(data: Mapping[str, Any], where: str) -> list[Finding]:
+    """A part's findings; InputError naming *where* when malformed."""
+    try:
+        return [decode_finding(entry) for entry in data["findings"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise InputError(f"{where}: malformed findings ({type(err).__name__}: {err})") from None
+
+
+def _port(entry: Mapping[str, Any]) -> PortReading:
+    texts = {
+        key: str(entry[key])
+        for key in ("device", "port", "width", "speed", "state", "phys_state", "link_layer")
+    }
+    return PortReading(counters=_numbers(entry["counters"]), **texts)
+
+
+def _numbers(counters: Mapping[str, Any]) -> dict[str, int]:
+    """Counter values back as ints: only ints (JSON numbers) are accepted, never text."""
+    if not all(type(value) is int and value >= 0 for value in counters.values()):
+        raise ValueError("a counter value is not a non-negative integer")
+    return {str(name): value for name, value in counters.items()}
+
+
+def _encode(part: str, job_id: str, found: Sequence[Finding], body: Mapping[str, Any]) -> str:
+    data = {
+        "format": RECORD_FORMAT,
+        "version": RECORD_VERSION,
+        "part": part,
+        "job_id": job_id,
+        **body,
+        "findings": [asdict(finding) for finding in found],
+    }
+    return json.dumps(data, indent=1, ensure_ascii=True) + "\n"
