@@ -109,7 +109,7 @@ def test_an_unwritable_record_dir_is_one_line_and_exit_0(tmp_path: Path, tree: P
 
 
 def binding(
-    tmp_path: Path, near: list[str], cpus: set[int], visible: str
+    tmp_path: Path, near: list[str], cpus: set[int], visible: str, step_gpus: str = ""
 ) -> subprocess.CompletedProcess[str]:
     """`record-node binding` in a process of its own bound to *cpus*, as task/affinity leaves
     a task, with this node's topo -m putting GPU i near the CPU list near[i]."""
@@ -127,6 +127,7 @@ def binding(
         "SLURM_PROCID": "1",
         "CUDA_VISIBLE_DEVICES": visible,
     }
+    env |= {"SLURM_STEP_GPUS": step_gpus} if step_gpus else {}
     env |= {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
@@ -152,6 +153,15 @@ def test_a_task_on_the_far_cpu_exports_far_numa_and_a_finding(tmp_path: Path) ->
     assert (done.returncode, done.stdout) == (0, "export TOPOGRAPH_BINDING=far-numa\n")
     (finding,) = part(tmp_path, "task-0.1.json")["findings"]  # type: ignore[misc]
     assert (finding["kind"], finding["subject"]) == ("binding-far-numa", "gpu01/task-0.1")
+
+
+@needs_two_cpus
+def test_the_physical_gpu_index_counts_where_devices_are_constrained(tmp_path: Path) -> None:
+    """ConstrainDevices: the task of GPU 1 sees it as CUDA_VISIBLE_DEVICES=0, while Slurm's
+    SLURM_STEP_GPUS keeps the node's index 1; GPU 1 is near the task's CPU, GPU 0 is not."""
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    done = binding(tmp_path, [str(second), str(first)], {first}, "0", step_gpus="1")
+    assert (done.returncode, done.stdout) == (0, "export TOPOGRAPH_BINDING=ok\n")
 
 
 def test_binding_that_cannot_write_still_exports_and_exits_0(tmp_path: Path) -> None:

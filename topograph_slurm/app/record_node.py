@@ -122,10 +122,18 @@ def task_binding(
     topo, why = _topology(settings)
     allowed = os.sched_getaffinity(0)
     node_cpus = range(os.cpu_count() or len(allowed))
-    found = check(allowed, node_cpus, env.get("CUDA_VISIBLE_DEVICES"), topo, f"{where.node}/{task}")
+    found = check(allowed, node_cpus, task_gpus(env), topo, f"{where.node}/{task}")
     if why:
         found = replace(found, detail=f"{found.detail} ({why})")
     return found, where.part(f"{task}.json")
+
+
+def task_gpus(env: Mapping[str, str]) -> str | None:
+    """The task's GPUs as the node numbers them (topo -m's indices): ``SLURM_STEP_GPUS``, which
+    Slurm sets per task to the physical indices (seen on 24.11 and 26.05 in the TaskProlog),
+    else ``CUDA_VISIBLE_DEVICES``. With ``ConstrainDevices=yes`` the latter counts the task's
+    own devices from 0, so GPU 1 alone reads as 0 there."""
+    return env.get("SLURM_STEP_GPUS") or env.get("CUDA_VISIBLE_DEVICES")
 
 
 def write_task(where: Hook, found: TaskBinding, path: Path) -> None:

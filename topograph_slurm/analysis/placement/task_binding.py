@@ -54,7 +54,7 @@ def check(
         return TaskBinding(NO_GPU, "no GPU visible to the task")
     gpus = [natural(part) for part in visible.split(",")]
     if None in gpus:
-        return TaskBinding(UNKNOWN, f"CUDA_VISIBLE_DEVICES={visible!r} is not GPU indices")
+        return TaskBinding(UNKNOWN, f"GPUs {visible!r} are not indices (UUIDs, MIG ids)")
     if topo is None:
         return TaskBinding(UNKNOWN, "no nvidia-smi topo -m for this node")
     near = _near(topo, [g for g in gpus if g is not None])
