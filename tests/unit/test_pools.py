@@ -613,3 +613,19 @@ def test_a_ratio_whose_one_multiple_does_not_fit_names_the_closest() -> None:
     assert result.exit_code == Exit.USAGE, result.output
     assert "--prefill 3x16 --decode 1x16 needs 8 nodes of 8 GPUs, the job has 3" in result.stderr
     assert "not even one instance of each role fits" in result.stderr
+
+
+def test_templates_dir_overrides_the_text_and_the_hetjob(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "pools.txt.j2").write_text("site text: {{ instances | length }} instances\n")
+    (mine / "pools.sbatch.j2").write_text("site hetjob\n")
+    args = ["--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x8"]
+    out = tmp_path / "out"
+    result = run("pools", *args, "--templates", str(mine), "--out", str(out))
+    assert result.exit_code == Exit.OK, result.output
+    assert result.stdout == "site text: 3 instances\n"
+    assert (out / "hetjob.sh").read_text() == "site hetjob\n"
+    missing = run("pools", *args, "--templates", str(tmp_path / "no"), "--out", str(tmp_path / "o"))
+    assert missing.exit_code == Exit.CONFIG and "templates directory" in missing.stderr
+    assert not (tmp_path / "o").exists()

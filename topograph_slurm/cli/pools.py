@@ -3,6 +3,7 @@ disaggregated serving, matched to the fabric."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -65,6 +66,12 @@ from topograph_slurm.render.environment import environment
     metavar="PREFIX",
     help="Prefix of the pool features, as health's (default topo_).",
 )
+@click.option(
+    "--templates",
+    metavar="DIR",
+    help="Directory whose templates override the built-in ones (pools.*.j2, order.*.j2; "
+    "config: templates).",
+)
 @node_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.pass_context
@@ -102,9 +109,9 @@ def pools_command(
     from topograph_slurm.render.pools import render_pools
 
     settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
+    env = environment(Path(settings.templates) if settings.templates else None)  # before work
     placed = pools.prepare(settings, topology, job_id, job, bench, warn, partition)
     plan = pools.plan_pools(placed, pools.PoolRequest(prefill, decode, ratio))
-    env = environment(None)
     if out:
         pools.write_out(env, plan, out)
     click.echo(render_pools(env, plan, "json" if as_json else "text"), nl=False)
