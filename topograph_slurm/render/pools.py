@@ -52,6 +52,7 @@ def _instance(instance: Instance) -> dict[str, Any]:
         "role": instance.role,
         "tp": instance.tp,
         "nodes": instance.nodes,
+        "gpus": instance.gpus,
         "tp_level": instance.tp_level,
         "tp_home": instance.tp_home,
         "pairs": instance.pairs,
@@ -94,25 +95,34 @@ def render_pools(env: jinja2.Environment, plan: PoolPlan, fmt: str) -> str:
     return render(env.overlay(finalize=printable), "pools.txt.j2", paths=paths, **data)
 
 
-def _per_node(instance: Instance) -> int:
-    """Tasks (GPUs) an instance runs per node: its TP over its nodes."""
-    return -(-instance.tp // max(1, len(instance.nodes)))
-
-
 def pools_files(env: jinja2.Environment, plan: PoolPlan) -> dict[str, str]:
     """``--out DIR``'s files: per instance a task-per-line hostfile (SLURM_HOSTFILE) and a
     node-per-line one, the heterogeneous-job ``sbatch`` line, and the plan as JSON."""
     files = {
         f"{instance.name}.{suffix}": render(
-            env, ORDER_FORMATS[fmt], nodes=instance.nodes, gpus_per_node=_per_node(instance)
+            env, ORDER_FORMATS[fmt], nodes=instance.nodes, gpus_per_node=len(instance.gpus)
         )
         for instance in plan.instances
         for suffix, fmt in HOSTFILES.items()
     }
-    instances = [
-        {"name": i.name, "role": i.role, "tp": i.tp, "nodes": i.nodes, "per_node": _per_node(i)}
-        for i in plan.instances
-    ]
-    files[HETJOB_FILE] = render(env, "pools.sbatch.j2", instances=instances)
+    files[HETJOB_FILE] = render(
+        env, "pools.sbatch.j2", components=_components(plan), gpus_per_node=plan.gpus_per_node
+    )
     files[PLAN_FILE] = render_pools(env, plan, "json")
     return files
+
+
+def _components(plan: PoolPlan) -> list[dict[str, Any]]:
+    """The heterogeneous job's components: one per set of nodes, holding all their GPUs (the
+    nodes are the role's own) and a task per GPU of the instances on them. Instances sharing a
+    node share its component: Slurm, not pools, would choose a smaller component's GPUs, so an
+    instance smaller than a node picks its own by CUDA_VISIBLE_DEVICES."""
+    components: dict[tuple[str, ...], dict[str, Any]] = {}
+    for i in plan.instances:
+        one = components.setdefault(tuple(i.nodes), {"nodes": i.nodes, "tasks": 0, "members": []})
+        one["tasks"] += len(i.gpus)
+        part = len(i.gpus) < plan.gpus_per_node
+        one["members"].append(
+            {"name": i.name, "role": i.role, "tp": i.tp, "part": part, "gpus": i.gpus}
+        )
+    return list(components.values())
