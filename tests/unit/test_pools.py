@@ -736,3 +736,84 @@ def test_explain_pools_reads_back_the_gpus_of_instances_sharing_a_node(tmp_path:
     read = {i["name"]: i["gpus"] for i in json.loads(result.stdout)["instances"]}
     assert read == {i["name"]: i["gpus"] for i in written["instances"]}
     assert read["decode-1"] == [2, 3]
+
+
+DGX = Path(__file__).parents[1] / "fixtures" / "real" / "nvidia-smi-topo"
+DGX_A100 = DGX / "dgx-a100-8gpu-12nic-mlx5-columns.txt"
+SHARED = ["--sim", SIM, "--nodes", ALL, "--prefill", "2x4", "--decode", "1x8"]
+
+
+def binding(fmt: str, *more: str) -> Result:
+    return run("pools", *SHARED, "--format", fmt, "--topo-matrix", str(DGX_A100), *more)
+
+
+def test_binding_env_binds_each_instances_ranks_to_its_own_gpus_nics_and_cpus() -> None:
+    from topograph_slurm.analysis.placement.binding import node_binding
+    from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
+
+    node = node_binding(parse_topo_matrix(DGX_A100.read_text()))
+    result = binding("binding-env")
+    assert result.exit_code == Exit.OK, result.output
+    blocks = result.stdout.split("# prefill-1 (prefill, TP 4) on ")[1].split("# decode-0")[0]
+    lines = [line for line in blocks.splitlines() if line.startswith("LOCAL_RANK=")]
+    assert len(lines) == 4
+    for rank, line in enumerate(lines):
+        want = node[4 + rank]  # prefill-1 holds GPUs 4-7 of the node it shares with prefill-0
+        assert line.startswith(f"LOCAL_RANK={rank} CUDA_VISIBLE_DEVICES={want.gpu} ")
+        assert f"NCCL_IB_HCA=={','.join(want.nics)} " in line
+
+
+def test_binding_srun_maps_each_instances_tasks_onto_its_gpus() -> None:
+    result = binding("binding-srun")
+    assert result.exit_code == Exit.OK, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith(", GPUs 0,1,2,3") and lines[2].endswith(", GPUs 4,5,6,7")
+    assert lines[1].endswith("--gpu-bind=map_gpu:0,1,2,3")
+    assert lines[3].startswith("--ntasks-per-node=4 --cpu-bind=mask_cpu:0x")
+    assert lines[3].endswith("--gpu-bind=map_gpu:4,5,6,7")
+    assert lines[5].endswith("--gpu-bind=map_gpu:0,1,2,3,4,5,6,7")
+
+
+def test_binding_wrapper_exports_by_instance_and_local_rank(tmp_path: Path) -> None:
+    result = binding("binding-wrapper")
+    assert result.exit_code == Exit.OK, result.output
+    script = tmp_path / "bind.sh"
+    script.write_text(result.stdout)
+
+    def bound(instance: str, rank: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ["PATH"], "SLURM_LOCALID": rank}
+        argv = ["sh", str(script), instance, "sh", "-c", 'echo "$CUDA_VISIBLE_DEVICES"']
+        return subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+
+    assert bound("prefill-1", "2").stdout == "6\n"
+    assert bound("prefill-0", "2").stdout == "2\n"
+    assert bound("decode-0", "7").stdout == "7\n"
+    wrong = bound("prefill-1", "4")  # prefill-1 has four ranks
+    assert wrong.returncode == 2 and "no binding for instance 'prefill-1' local rank '4'" in (
+        wrong.stderr
+    )
+
+
+def test_binding_without_topo_m_is_one_input_error_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run("pools", *SHARED, "--format", "binding-env", "--out", str(out))
+    assert result.exit_code == Exit.INPUT, result.output
+    assert result.stderr.strip().splitlines() == [
+        "topograph-slurm: error: prefill-0: no nvidia-smi topo -m for gpu0004: give "
+        "--topo-matrix FILE (one node's capture) or a --snapshot that has it"
+    ]
+    assert result.stdout == "" and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--format", "binding-env", "--json"], "--json or --format binding-env, not both"),
+        (["--topo-matrix", str(DGX_A100)], "--topo-matrix is for the binding-* formats"),
+    ],
+)
+def test_binding_flag_misuse_is_one_usage_error(args: list[str], fragment: str) -> None:
+    result = run("pools", *SHARED, *args)
+    assert result.exit_code == Exit.USAGE, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0]

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import jinja2
 
+from topograph_slurm.model.gpu import RankBinding
 from topograph_slurm.model.pools import ROLES, Instance, PoolPlan
 from topograph_slurm.render.environment import printable, render
-from topograph_slurm.render.placement import ORDER_FORMATS
+from topograph_slurm.render.placement import ORDER_FORMATS, render_order
 
 #: ``--out DIR``: each instance's hostfiles (the ``order`` format of each), by file suffix.
 HOSTFILES = {"hostfile": "slurm-hostfile", "nodes": "plain"}
@@ -93,6 +95,35 @@ def render_pools(env: jinja2.Environment, plan: PoolPlan, fmt: str) -> str:
         paths.setdefault(path["prefill"], []).append(path | {"other": path["decode"]})
         paths.setdefault(path["decode"], []).append(path | {"other": path["prefill"]})
     return render(env.overlay(finalize=printable), "pools.txt.j2", paths=paths, **data)
+
+
+#: ``pools --format``'s binding formats: order's, per instance (the wrapper: one script for all).
+BINDING_FORMATS = ("binding-env", "binding-srun", "binding-wrapper")
+
+
+def render_binding(
+    env: jinja2.Environment,
+    plan: PoolPlan,
+    fmt: str,
+    bound: Mapping[str, tuple[RankBinding, ...]],
+) -> str:
+    """Each instance's local ranks bound (*bound* by name) in one of :data:`BINDING_FORMATS`:
+    ``order``'s lines per instance, or one wrapper script taking the instance's name."""
+    if fmt == "binding-wrapper":
+        instances = [{"name": i.name, "binding": bound[i.name]} for i in plan.instances]
+        return render(env, "pools.binding-wrapper.j2", instances=instances)
+    blocks = [
+        {
+            "name": i.name,
+            "role": i.role,
+            "tp": i.tp,
+            "nodes": i.nodes,
+            "gpus": i.gpus,
+            "text": render_order(env, fmt, i.nodes, len(i.gpus), bound[i.name]),
+        }
+        for i in plan.instances
+    ]
+    return render(env, "pools.binding.j2", blocks=blocks)
 
 
 def pools_files(env: jinja2.Environment, plan: PoolPlan) -> dict[str, str]:
