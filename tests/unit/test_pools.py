@@ -655,6 +655,8 @@ def test_instances_smaller_than_a_node_share_it_and_each_role_keeps_its_nodes() 
     prefill = role_nodes(data, PREFILL)
     assert len(prefill) == 2 and not prefill & set(decode_node)  # no node holds both roles
     assert len(data["unused"]) == 13 and data["met"]
+    pools = data["pools"]
+    assert (pools["prefill"]["nodes"], pools["decode"]["nodes"]) == (2, 1)  # each node once
 
 
 def test_tp_larger_than_a_node_keeps_whole_nodes_and_all_their_gpus() -> None:

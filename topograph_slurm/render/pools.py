@@ -67,7 +67,7 @@ def _instance(instance: Instance) -> dict[str, Any]:
 
 def _spread(instances: list[Instance]) -> dict[str, Any]:
     """The link quality inside one pool: its nodes, and those with problems on their path."""
-    nodes = [node for instance in instances for node in instance.nodes]
+    nodes = {node for instance in instances for node in instance.nodes}  # shared nodes once
     troubled = sorted(
         {
             node
