@@ -103,16 +103,14 @@ def test_pools_on_real_slurm(
     job = cluster.sbatch("-N 4 --constraint=topo_pool_prefill --wrap 'sleep 1'")
     assert cluster.wait_job(job, ("COMPLETED",)).nodes == prefill
 
+    def submit_hetjob(directory: Path, *sbatch: str) -> str:
+        argv = ["sh", str(directory / "hetjob.sh"), "--parsable", *sbatch]
+        run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip().split(";")[0]
+
     # 3. the heterogeneous job, one component per instance on its nodes
-    submitted = subprocess.run(
-        ["sh", str(out / "hetjob.sh"), "--parsable", "--wrap", "sleep 1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert submitted.returncode == 0, submitted.stderr
-    het = submitted.stdout.strip().split(";")[0]
+    het = submit_hetjob(out, "--wrap", "sleep 1")
     cluster.wait_job(het, ("COMPLETED", "RUNNING"))
     shown = cluster.exec(["scontrol", "show", "job", het, "--json"]).check().stdout
     components: list[dict[str, Any]] = json.loads(shown)["jobs"]
@@ -158,16 +156,9 @@ def test_pools_on_real_slurm(
         )
     steps.append("wait")
     cluster.write_files({"bind.sh": bound.stdout, "steps.sh": "\n".join(steps) + "\n"}, "/tmp")
-    het_argv = ["sh", str(tmp_path / "shared" / "hetjob.sh"), "--parsable"]
-    run = subprocess.run(
-        [*het_argv, "--output=/tmp/steps.out", "--wrap", "sh /tmp/steps.sh"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    het = submit_hetjob(
+        tmp_path / "shared", "--output=/tmp/steps.out", "--wrap", "sh /tmp/steps.sh"
     )
-    assert run.returncode == 0, run.stderr
-    het = run.stdout.strip().split(";")[0]
     cluster.wait_job(het, ("COMPLETED",))
     seen = cluster.exec(["cat", "/tmp/steps.out"], node=groups[0][0]).check().stdout.split("\n")
     got = sorted(line for line in seen if line)
