@@ -39,7 +39,15 @@ from topograph_slurm.analysis.pools.deployment import per_node, role_nodes
 from topograph_slurm.analysis.pools.judge import instance, judge, kv_path
 from topograph_slurm.analysis.pools.pairing import pair
 from topograph_slurm.model.placement import FabricMap
-from topograph_slurm.model.pools import DECODE, PREFILL, Deployment, Instance, PoolPlan, PoolSize
+from topograph_slurm.model.pools import (
+    DECODE,
+    PREFILL,
+    Deployment,
+    Instance,
+    KvPath,
+    PoolPlan,
+    PoolSize,
+)
 
 #: A node's link quality, lower is better: network problems on the node, its other problems
 #: (NVLink), problems on its units (a leaf's uplinks).
@@ -198,16 +206,26 @@ def place(
         role: _instances(role, deployment.size(role), placed[role], gpus_per_node, fmap, facts)
         for role in (PREFILL, DECODE)
     }
-    pair_home = home_level(fmap, per[PREFILL] + per[DECODE])
     prefills, decodes = instances[PREFILL], instances[DECODE]
-    chosen = pair([p.nodes for p in prefills], [d.nodes for d in decodes], fmap)
-    paths = [
-        kv_path((prefill, decodes[d]), fmap, facts, pair_home)
-        for prefill, d in zip(prefills, chosen, strict=True)
-    ]
+    paths = _paths(prefills, decodes, fmap, facts, home_level(fmap, per[PREFILL] + per[DECODE]))
     judge(prefills + decodes, paths, fmap)
     unused = [node for node in board.order if node in board.free]
     return PoolPlan(deployment, gpus_per_node, list(fmap.levels), prefills + decodes, paths, unused)
+
+
+def _paths(
+    prefills: list[Instance],
+    decodes: list[Instance],
+    fmap: FabricMap,
+    facts: PathFacts | None,
+    home: str,
+) -> list[KvPath]:
+    """Each prefill's KV path to the decode :func:`.pairing.pair` gives it."""
+    chosen = pair([p.nodes for p in prefills], [d.nodes for d in decodes], fmap)
+    return [
+        kv_path((prefill, decodes[d]), fmap, facts, home)
+        for prefill, d in zip(prefills, chosen, strict=True)
+    ]
 
 
 def _cells(prefills: int, decodes: int, per: dict[str, int]) -> list[_Cell]:
