@@ -4,11 +4,13 @@ prefill instances (never more than ``ceil(P/D)``, so no decode serves more than 
 
 Bottom-up on the levels: in every unit of the finest level the unit's open prefill instances
 take the unit's decode instances with room, as many as both sides allow; what is left goes one
-level up, and so on to ``fabric``. On nested units (node < block or leaf < spine) this keeps
-the most pairs inside every unit at once, the fewest on each coarse level. Two rounds keep the
-balance: first every decode instance is filled to ``floor(P/D)``, then the ``P mod D`` left
-over get one decode instance each (each decode at most one of them). Deterministic: instances
-in their given order, a unit's decodes with the most room first, then the first listed.
+level up, and so on to ``fabric``. On nested units (node < block or leaf < spine) one such pass
+keeps the most pairs inside every unit at once, the fewest on each coarse level. Two passes
+keep the balance: first every decode instance is filled to ``floor(P/D)``, then the ``P mod D``
+left over get one decode instance each (each decode at most one of them). Each pass is finest
+for itself; the two together are not proven finest among all balanced pairings. Deterministic:
+instances in their given order, a unit's decodes with the most room first, then the first
+listed.
 
 Pure functions, no I/O.
 """
