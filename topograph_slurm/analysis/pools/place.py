@@ -66,7 +66,7 @@ def quality(node: str, fmap: FabricMap, facts: PathFacts | None) -> Quality:
 
 @dataclass(slots=True)
 class _Cell:
-    """One decode instance and the prefill instances paired with it, placed together."""
+    """One decode node group and the prefill node groups meant for it, placed together."""
 
     decode: int
     prefills: list[int]
@@ -274,7 +274,7 @@ def _settle(board: _Board, cell: _Cell, unit: Unit, count: int, home: str) -> No
 
 
 def _place_prefill(board: _Board, cell: _Cell, count: int, home: str) -> list[str]:
-    """A prefill instance on the free nodes nearest its decode: the finest unit around the
+    """A prefill node group on the free nodes nearest its decode: the finest unit around the
     decode's nodes with room for it."""
     if cell.anchor:
         for level, name in board.unit[cell.anchor].items():
