@@ -16,6 +16,9 @@ runs on the host; ``scontrol`` and ``sbatch`` shims exec the controller's real o
    instances' nodes.
 4. Another deployment, of the partition's nodes (``--partition``), moves the labels: nodes
    that left the pools lose their pool feature.
+5. Instances smaller than a node (TP 2 on 4 GPUs): two of one role share a node and a hetjob
+   component; in it, each instance runs as its own ``srun --overlap`` step at the same time
+   through ``--format binding-wrapper``'s script, every task on its instance's own GPU.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ from conftest import Shims
 from harness import Cluster, ClusterSpec, NodeSpec
 
 from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
+
+TOPO_4GPU = (
+    Path(__file__).parents[1] / "fixtures/real/nvidia-smi-topo/gb200-4gpu-8nic-grace-openshift.txt"
+)
 
 pytestmark = pytest.mark.integration
 
@@ -96,16 +103,14 @@ def test_pools_on_real_slurm(
     job = cluster.sbatch("-N 4 --constraint=topo_pool_prefill --wrap 'sleep 1'")
     assert cluster.wait_job(job, ("COMPLETED",)).nodes == prefill
 
+    def submit_hetjob(directory: Path, *sbatch: str) -> str:
+        argv = ["sh", str(directory / "hetjob.sh"), "--parsable", *sbatch]
+        run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip().split(";")[0]
+
     # 3. the heterogeneous job, one component per instance on its nodes
-    submitted = subprocess.run(
-        ["sh", str(out / "hetjob.sh"), "--parsable", "--wrap", "sleep 1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert submitted.returncode == 0, submitted.stderr
-    het = submitted.stdout.strip().split(";")[0]
+    het = submit_hetjob(out, "--wrap", "sleep 1")
     cluster.wait_job(het, ("COMPLETED", "RUNNING"))
     shown = cluster.exec(["scontrol", "show", "job", het, "--json"]).check().stdout
     components: list[dict[str, Any]] = json.loads(shown)["jobs"]
@@ -131,3 +136,34 @@ def test_pools_on_real_slurm(
     labelled = {node for node, held in now.items() if set(held) - {"admin_a"}}
     assert len(labelled) == 3 and SLOW not in labelled
     assert "admin_a" in now[ADMIN]
+
+    # 5. instances sharing a node: one component, a step each, each task on its own GPU
+    deployment = ["--partition", "debug", "--gpus-per-node", "4", "--prefill", "4x2"]
+    deployment += ["--decode", "2x2"]
+    shared = pools(*deployment, "--json", "--out", str(tmp_path / "shared"))
+    assert shared.returncode == 0, shared.stderr
+    instances = json.loads(shared.stdout)["instances"]
+    bound = pools(*deployment, "--format", "binding-wrapper", "--topo-matrix", str(TOPO_4GPU))
+    assert bound.returncode == 0, bound.stderr
+    groups = list(dict.fromkeys(tuple(i["nodes"]) for i in instances))
+    assert len(groups) == 3  # two prefill nodes, one decode node, two instances on each
+    steps = ["#!/bin/sh"]
+    for i in instances:
+        show = f'echo "{i["name"]} $SLURM_LOCALID $CUDA_VISIBLE_DEVICES $SLURMD_NODENAME"'
+        steps.append(
+            f"srun --het-group={groups.index(tuple(i['nodes']))} --overlap --ntasks-per-node="
+            f"{len(i['gpus'])} sh /tmp/bind.sh {i['name']} sh -c '{show}' &"
+        )
+    steps.append("wait")
+    cluster.write_files({"bind.sh": bound.stdout, "steps.sh": "\n".join(steps) + "\n"}, "/tmp")
+    het = submit_hetjob(
+        tmp_path / "shared", "--output=/tmp/steps.out", "--wrap", "sh /tmp/steps.sh"
+    )
+    cluster.wait_job(het, ("COMPLETED",))
+    seen = cluster.exec(["cat", "/tmp/steps.out"], node=groups[0][0]).check().stdout.split("\n")
+    got = sorted(line for line in seen if line)
+    want = sorted(
+        f"{i['name']} {rank} {gpu} {i['nodes'][0]}" for i in instances for rank, gpu in
+        enumerate(i["gpus"])
+    )  # fmt: skip
+    assert got == want, seen

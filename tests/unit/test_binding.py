@@ -67,6 +67,17 @@ def test_more_ranks_than_gpus_is_an_input_error() -> None:
         node_binding(_topo(DGX_A100), 9)
 
 
+def test_ranks_from_a_later_gpu_bind_to_it_and_must_fit() -> None:
+    whole = node_binding(_topo(DGX_A100))
+    later = node_binding(_topo(DGX_A100), 2, first=6)
+    assert [(b.local_rank, b.gpu, b.nics) for b in later] == [
+        (0, whole[6].gpu, whole[6].nics),
+        (1, whole[7].gpu, whole[7].nics),
+    ]
+    with pytest.raises(InputError, match="4 ranks per node from GPU 6 but topo -m lists 8 GPUs"):
+        node_binding(_topo(DGX_A100), 4, first=6)
+
+
 def test_nodes_binding_differently_are_named() -> None:
     nodes = {"n1": _topo(DGX_A100), "n2": _topo(DGX_A100), "n3": _topo(H200)}
     with pytest.raises(InputError, match=r"differently \(n\[1-2\]; n3\)"):

@@ -17,6 +17,7 @@ from tests.unit.test_health_cli import fake_scontrol
 from topograph_slurm.analysis.placement.explain import PathFacts
 from topograph_slurm.analysis.placement.span import fabric_map
 from topograph_slurm.analysis.pools.deployment import closest, nodes_needed
+from topograph_slurm.analysis.pools.pairing import pair
 from topograph_slurm.analysis.pools.place import place
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit, UsageError
@@ -349,6 +350,18 @@ def test_explain_pools_reads_a_hand_written_file(tmp_path: Path) -> None:
             Exit.INPUT,
             "is not a prefill and a decode instance",
         ),
+        (
+            '{"instances": [{"name": "a", "role": "decode", "tp": 2, "nodes": ["gpu0001"], '
+            '"gpus": [0, -1]}]}',
+            Exit.INPUT,
+            "gpus is a non-empty list of local GPU indices",
+        ),
+        (
+            '{"instances": [{"name": "a", "role": "decode", "tp": 2, "nodes": ["gpu0001"], '
+            '"gpus": [7, 8]}]}',
+            Exit.INPUT,
+            "a: GPU 8 is not one of gpu0001's 8 GPUs",
+        ),
     ],
 )
 def test_explain_pools_bad_file_is_one_error(
@@ -613,3 +626,196 @@ def test_a_ratio_whose_one_multiple_does_not_fit_names_the_closest() -> None:
     assert result.exit_code == Exit.USAGE, result.output
     assert "--prefill 3x16 --decode 1x16 needs 8 nodes of 8 GPUs, the job has 3" in result.stderr
     assert "not even one instance of each role fits" in result.stderr
+
+
+def test_templates_dir_overrides_the_text_and_the_hetjob(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "pools.txt.j2").write_text("site text: {{ instances | length }} instances\n")
+    (mine / "pools.sbatch.j2").write_text("site hetjob\n")
+    args = ["--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x8"]
+    out = tmp_path / "out"
+    result = run("pools", *args, "--templates", str(mine), "--out", str(out))
+    assert result.exit_code == Exit.OK, result.output
+    assert result.stdout == "site text: 3 instances\n"
+    assert (out / "hetjob.sh").read_text() == "site hetjob\n"
+    missing = run("pools", *args, "--templates", str(tmp_path / "no"), "--out", str(tmp_path / "o"))
+    assert missing.exit_code == Exit.CONFIG and "templates directory" in missing.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_instances_smaller_than_a_node_share_it_and_each_role_keeps_its_nodes() -> None:
+    data = pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "4x4", "--decode", "3x2")
+    by_name = {i["name"]: i for i in data["instances"]}
+    decode_node = by_name["decode-0"]["nodes"]
+    assert len(decode_node) == 1 and not set(decode_node) & BAD
+    assert [by_name[f"decode-{d}"]["nodes"] for d in range(3)] == [decode_node] * 3
+    assert [by_name[f"decode-{d}"]["gpus"] for d in range(3)] == [[0, 1], [2, 3], [4, 5]]
+    assert [by_name[f"prefill-{p}"]["gpus"] for p in range(4)] == [[0, 1, 2, 3], [4, 5, 6, 7]] * 2
+    prefill = role_nodes(data, PREFILL)
+    assert len(prefill) == 2 and not prefill & set(decode_node)  # no node holds both roles
+    assert len(data["unused"]) == 13 and data["met"]
+    pools = data["pools"]
+    assert (pools["prefill"]["nodes"], pools["decode"]["nodes"]) == (2, 1)  # each node once
+
+
+def test_tp_larger_than_a_node_keeps_whole_nodes_and_all_their_gpus() -> None:
+    data = pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "1x8", "--decode", "1x16")
+    decode = next(i for i in data["instances"] if i["role"] == DECODE)
+    assert len(decode["nodes"]) == 2 and decode["gpus"] == list(range(8))
+
+
+def test_nodes_needed_and_closest_count_shared_nodes() -> None:
+    wanted = Deployment(PoolSize(5, 4), PoolSize(3, 2))  # 3 prefill nodes, 1 decode node
+    assert nodes_needed(wanted, 8) == 4
+    # 3x4 + 2x2 keeps 5:3 better than 4x4 + 3x2, each on 2 + 1 nodes
+    assert closest(wanted, 8, 3) == Deployment(PoolSize(3, 4), PoolSize(2, 2))
+    result = run("pools", "--sim", SIM, "--nodes", "gpu[0002-0004]", "--prefill", "5x4",
+                 "--decode", "3x2")  # fmt: skip
+    assert result.exit_code == Exit.USAGE and result.stdout == ""
+    assert "needs 4 nodes of 8 GPUs, the job has 3: the closest feasible deployment is " \
+        "--prefill 3x4 --decode 2x2 (3 nodes)" in result.stderr  # fmt: skip
+
+
+def test_ratio_counts_shared_nodes() -> None:
+    data = pools_json(
+        "--sim", SIM, "--nodes", "gpu[0002-0004]", "--prefill", "4", "--decode", "2",
+        "--ratio", "1:1",
+    )  # fmt: skip
+    # 4 TP-4 prefills on 2 nodes, 4 TP-2 decodes on 1 node: a fifth multiple needs a 4th node
+    assert data["deployment"] == {"prefill": {"count": 4, "tp": 4}, "decode": {"count": 4, "tp": 2}}
+
+
+def test_shared_nodes_hostfiles_and_hetjob_give_each_instance_its_gpus(tmp_path: Path) -> None:
+    out = tmp_path / "pools"
+    pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "2x4", "--decode", "1x8", "--out",
+               str(out))  # fmt: skip
+    tasks = parse_hostfile((out / "prefill-1.hostfile").read_text(), "h", "auto").tasks
+    assert len(tasks) == 4 and len(set(tasks)) == 1
+    hetjob = (out / "hetjob.sh").read_text()
+    node = tasks[0]
+    assert (
+        f"# het-group 0 on {node}: prefill-0 (prefill, TP 4, CUDA_VISIBLE_DEVICES=0,1,2,3), "
+        "prefill-1 (prefill, TP 4, CUDA_VISIBLE_DEVICES=4,5,6,7)\n"
+    ) in hetjob
+    assert f"--nodes=1 --nodelist={node} --ntasks-per-node=8 --gpus-per-node=8 :" in hetjob
+    assert hetjob.count("--nodelist=") == 2  # the two prefills' node, the decode's
+
+
+def test_pairs_take_the_finest_kv_path_where_prefill_j_with_decode_j_mod_d_would_not() -> None:
+    leaves = [LeafGroup("A", [], ["a1", "a2", "a3", "a4"]), LeafGroup("B", [], ["b1", "b2"])]
+    fmap = fabric_map(Tree(leaves, [TreeSwitch("spine", 1, [], ["A", "B"])], ["spine"]))
+    # the fixed rule pairs b1 with a2 and a1 with b2: both across the spine
+    assert pair([["b1"], ["a1"]], [["a2"], ["b2"]], fmap) == [1, 0]  # both inside a leaf
+
+
+def test_pairs_stay_balanced_floor_to_ceil() -> None:
+    leaves = [LeafGroup("A", [], [f"a{i}" for i in range(8)]), LeafGroup("B", [], ["b1"])]
+    fmap = fabric_map(Tree(leaves, [TreeSwitch("spine", 1, [], ["A", "B"])], ["spine"]))
+    prefills = [[f"a{i}"] for i in range(3, 8)]
+    # five prefills in A, decodes a0 and a1 in A and b1 in B: each takes 1 or 2, b1 one across
+    chosen = pair(prefills, [["a0"], ["a1"], ["b1"]], fmap)
+    assert sorted(chosen.count(d) for d in range(3)) == [1, 2, 2] and chosen.count(2) == 1
+    assert pair(prefills[:2], [["a0"], ["a1"], ["b1"]], fmap) == [0, 1]  # at most one each
+
+
+def test_place_pairs_shared_node_prefills_with_the_decode_beside_them() -> None:
+    # two leaves of two nodes: a decode (TP 8) and a node of two prefills (TP 4) in each; prefill
+    # j with decode j mod 2 would send prefill-1's KV cache across the spine
+    leaves = [LeafGroup("A", [], ["a1", "a2"]), LeafGroup("B", [], ["b1", "b2"])]
+    fmap = fabric_map(Tree(leaves, [TreeSwitch("spine", 1, [], ["A", "B"])], ["spine"]))
+    plan = place(Deployment(PoolSize(4, 4), PoolSize(2, 8)), ["a1", "a2", "b1", "b2"], 8, fmap)
+    assert [path.level for path in plan.kv_paths] == ["leaf"] * 4 and plan.met
+    assert [path.decode for path in plan.kv_paths] == ["decode-0"] * 2 + ["decode-1"] * 2
+
+
+def test_explain_pools_reads_back_the_gpus_of_instances_sharing_a_node(tmp_path: Path) -> None:
+    written = pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "2x4", "--decode", "2x2")
+    path = tmp_path / "pools.json"
+    path.write_text(json.dumps(written))
+    result = run("explain", "--sim", SIM, "--pools", str(path), "--json")
+    assert result.exit_code == Exit.OK, result.output
+    read = {i["name"]: i["gpus"] for i in json.loads(result.stdout)["instances"]}
+    assert read == {i["name"]: i["gpus"] for i in written["instances"]}
+    assert read["decode-1"] == [2, 3]
+
+
+DGX = Path(__file__).parents[1] / "fixtures" / "real" / "nvidia-smi-topo"
+DGX_A100 = DGX / "dgx-a100-8gpu-12nic-mlx5-columns.txt"
+SHARED = ["--sim", SIM, "--nodes", ALL, "--prefill", "2x4", "--decode", "1x8"]
+
+
+def binding(fmt: str, *more: str) -> Result:
+    return run("pools", *SHARED, "--format", fmt, "--topo-matrix", str(DGX_A100), *more)
+
+
+def test_binding_env_binds_each_instances_ranks_to_its_own_gpus_nics_and_cpus() -> None:
+    from topograph_slurm.analysis.placement.binding import node_binding
+    from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
+
+    node = node_binding(parse_topo_matrix(DGX_A100.read_text()))
+    result = binding("binding-env")
+    assert result.exit_code == Exit.OK, result.output
+    blocks = result.stdout.split("# prefill-1 (prefill, TP 4) on ")[1].split("# decode-0")[0]
+    lines = [line for line in blocks.splitlines() if line.startswith("LOCAL_RANK=")]
+    assert len(lines) == 4
+    for rank, line in enumerate(lines):
+        want = node[4 + rank]  # prefill-1 holds GPUs 4-7 of the node it shares with prefill-0
+        assert line.startswith(f"LOCAL_RANK={rank} CUDA_VISIBLE_DEVICES={want.gpu} ")
+        assert f"NCCL_IB_HCA=={','.join(want.nics)} " in line
+
+
+def test_binding_srun_maps_each_instances_tasks_onto_its_gpus() -> None:
+    result = binding("binding-srun")
+    assert result.exit_code == Exit.OK, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith(", GPUs 0,1,2,3") and lines[2].endswith(", GPUs 4,5,6,7")
+    assert lines[1].endswith("--gpu-bind=map_gpu:0,1,2,3")
+    assert lines[3].startswith("--ntasks-per-node=4 --cpu-bind=mask_cpu:0x")
+    assert lines[3].endswith("--gpu-bind=map_gpu:4,5,6,7")
+    assert lines[5].endswith("--gpu-bind=map_gpu:0,1,2,3,4,5,6,7")
+
+
+def test_binding_wrapper_exports_by_instance_and_local_rank(tmp_path: Path) -> None:
+    result = binding("binding-wrapper")
+    assert result.exit_code == Exit.OK, result.output
+    script = tmp_path / "bind.sh"
+    script.write_text(result.stdout)
+
+    def bound(instance: str, rank: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ["PATH"], "SLURM_LOCALID": rank}
+        argv = ["sh", str(script), instance, "sh", "-c", 'echo "$CUDA_VISIBLE_DEVICES"']
+        return subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+
+    assert bound("prefill-1", "2").stdout == "6\n"
+    assert bound("prefill-0", "2").stdout == "2\n"
+    assert bound("decode-0", "7").stdout == "7\n"
+    wrong = bound("prefill-1", "4")  # prefill-1 has four ranks
+    assert wrong.returncode == 2 and "no binding for instance 'prefill-1' local rank '4'" in (
+        wrong.stderr
+    )
+
+
+def test_binding_without_topo_m_is_one_input_error_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run("pools", *SHARED, "--format", "binding-env", "--out", str(out))
+    assert result.exit_code == Exit.INPUT, result.output
+    assert result.stderr.strip().splitlines() == [
+        "topograph-slurm: error: prefill-0: no nvidia-smi topo -m for gpu0004: give "
+        "--topo-matrix FILE (one node's capture) or a --snapshot that has it"
+    ]
+    assert result.stdout == "" and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--format", "binding-env", "--json"], "--json or --format binding-env, not both"),
+        (["--topo-matrix", str(DGX_A100)], "--topo-matrix is for the binding-* formats"),
+    ],
+)
+def test_binding_flag_misuse_is_one_usage_error(args: list[str], fragment: str) -> None:
+    result = run("pools", *SHARED, *args)
+    assert result.exit_code == Exit.USAGE, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0]

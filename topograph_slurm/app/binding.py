@@ -1,6 +1,7 @@
-"""``order --format binding-*``'s use case: the per-local-rank GPU, NIC(s) and CPUs of the
-job's nodes, from one ``nvidia-smi topo -m`` capture every node shares or each node's own in
-the snapshot the fabric was read from. The node order itself is :mod:`.placement`'s."""
+"""``order --format binding-*``'s use case (and ``pools``', per instance): the per-local-rank
+GPU, NIC(s) and CPUs of the job's nodes, from one ``nvidia-smi topo -m`` capture every node
+shares or each node's own in the snapshot the fabric was read from. The node order itself is
+:mod:`.placement`'s."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from topograph_slurm.app.placement import PlacedJob
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.gpu import GpuTopology, RankBinding
 from topograph_slurm.model.names import fold
+from topograph_slurm.model.pools import PoolPlan
 
 
 def job_binding(job: PlacedJob, topo_matrix: str | None) -> tuple[RankBinding, ...]:
@@ -15,18 +17,44 @@ def job_binding(job: PlacedJob, topo_matrix: str | None) -> tuple[RankBinding, .
     node has no ``topo -m`` or the nodes would bind differently."""
     from topograph_slurm.analysis.placement import binding
 
-    return binding.job_binding(_topologies(job, topo_matrix), job.gpus)
+    return binding.job_binding(_topologies(job, job.order, _capture(topo_matrix)), job.gpus)
 
 
-def _topologies(job: PlacedJob, topo_matrix: str | None) -> dict[str, GpuTopology]:
-    if topo_matrix is not None:
-        from topograph_slurm.app.gres import read_topo_matrix
+def instance_bindings(
+    job: PlacedJob, plan: PoolPlan, topo_matrix: str | None
+) -> dict[str, tuple[RankBinding, ...]]:
+    """``pools``' binding-* formats: per instance, its local ranks on its GPUs of its nodes
+    (the errors of :func:`job_binding`, the instance named)."""
+    from topograph_slurm.analysis.placement import binding
 
-        return dict.fromkeys(job.order, read_topo_matrix(topo_matrix))
-    missing = [node for node in job.order if node not in job.view.topologies]
+    capture = _capture(topo_matrix)
+    bound = {}
+    for one in plan.instances:
+        try:
+            topologies = _topologies(job, one.nodes, capture)
+            bound[one.name] = binding.job_binding(topologies, len(one.gpus), one.gpus[0])
+        except InputError as err:
+            raise InputError(f"{one.name}: {err}") from None
+    return bound
+
+
+def _topologies(
+    job: PlacedJob, nodes: list[str], capture: GpuTopology | None
+) -> dict[str, GpuTopology]:
+    """*capture* on every node (``--topo-matrix``), else each node's own from the snapshot."""
+    if capture is not None:
+        return dict.fromkeys(nodes, capture)
+    missing = [node for node in nodes if node not in job.view.topologies]
     if missing:
         raise InputError(
             f"no nvidia-smi topo -m for {fold(missing)}: give --topo-matrix FILE "
             "(one node's capture) or a --snapshot that has it"
         )
-    return {node: job.view.topologies[node] for node in job.order}
+    return {node: job.view.topologies[node] for node in nodes}
+
+
+def _capture(path: str | None) -> GpuTopology | None:
+    """``--topo-matrix``'s capture, read once; None without the flag."""
+    from topograph_slurm.app.gres import read_topo_matrix
+
+    return None if path is None else read_topo_matrix(path)

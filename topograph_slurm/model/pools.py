@@ -58,7 +58,8 @@ class KvPath:
 
 @dataclass(slots=True)
 class Instance:
-    """One serving instance: its role, name (``prefill-0``), nodes, the level its TP group
+    """One serving instance: its role, name (``prefill-0``), nodes, its GPUs on each of them
+    (local indices, the same on every node: ``CUDA_VISIBLE_DEVICES``), the level its TP group
     spans and the finest level that could hold it, its pair (a prefill's decode instance, a
     decode's prefill instances), the problems on its nodes, and what could not be met."""
 
@@ -66,6 +67,7 @@ class Instance:
     name: str
     tp: int
     nodes: list[str]
+    gpus: list[int]
     tp_level: str
     tp_home: str
     pairs: list[str] = field(default_factory=list)
@@ -123,12 +125,13 @@ def parse_ratio(text: str) -> tuple[int, int]:
 @dataclass(frozen=True, slots=True)
 class RunningInstance:
     """One instance of a running deployment as a pools file gives it (``pools --json``'s, or
-    a hand-written one): name, role, TP size and nodes."""
+    a hand-written one): name, role, TP size, nodes and (optionally) its GPUs on each node."""
 
     name: str
     role: str
     tp: int
     nodes: tuple[str, ...]
+    gpus: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import jinja2
 
+from topograph_slurm.model.gpu import RankBinding
 from topograph_slurm.model.pools import ROLES, Instance, PoolPlan
 from topograph_slurm.render.environment import printable, render
-from topograph_slurm.render.placement import ORDER_FORMATS
+from topograph_slurm.render.placement import ORDER_FORMATS, render_order
 
 #: ``--out DIR``: each instance's hostfiles (the ``order`` format of each), by file suffix.
 HOSTFILES = {"hostfile": "slurm-hostfile", "nodes": "plain"}
@@ -52,6 +54,7 @@ def _instance(instance: Instance) -> dict[str, Any]:
         "role": instance.role,
         "tp": instance.tp,
         "nodes": instance.nodes,
+        "gpus": instance.gpus,
         "tp_level": instance.tp_level,
         "tp_home": instance.tp_home,
         "pairs": instance.pairs,
@@ -64,7 +67,7 @@ def _instance(instance: Instance) -> dict[str, Any]:
 
 def _spread(instances: list[Instance]) -> dict[str, Any]:
     """The link quality inside one pool: its nodes, and those with problems on their path."""
-    nodes = [node for instance in instances for node in instance.nodes]
+    nodes = {node for instance in instances for node in instance.nodes}  # shared nodes once
     troubled = sorted(
         {
             node
@@ -94,9 +97,33 @@ def render_pools(env: jinja2.Environment, plan: PoolPlan, fmt: str) -> str:
     return render(env.overlay(finalize=printable), "pools.txt.j2", paths=paths, **data)
 
 
-def _per_node(instance: Instance) -> int:
-    """Tasks (GPUs) an instance runs per node: its TP over its nodes."""
-    return -(-instance.tp // max(1, len(instance.nodes)))
+#: ``pools --format``'s binding formats: order's, per instance (the wrapper: one script for all).
+BINDING_FORMATS = ("binding-env", "binding-srun", "binding-wrapper")
+
+
+def render_binding(
+    env: jinja2.Environment,
+    plan: PoolPlan,
+    fmt: str,
+    bound: Mapping[str, tuple[RankBinding, ...]],
+) -> str:
+    """Each instance's local ranks bound (*bound* by name) in one of :data:`BINDING_FORMATS`:
+    ``order``'s lines per instance, or one wrapper script taking the instance's name."""
+    if fmt == "binding-wrapper":
+        instances = [{"name": i.name, "binding": bound[i.name]} for i in plan.instances]
+        return render(env, "pools.binding-wrapper.j2", instances=instances)
+    blocks = [
+        {
+            "name": i.name,
+            "role": i.role,
+            "tp": i.tp,
+            "nodes": i.nodes,
+            "gpus": i.gpus,
+            "text": render_order(env, fmt, i.nodes, len(i.gpus), bound[i.name]),
+        }
+        for i in plan.instances
+    ]
+    return render(env, "pools.binding.j2", blocks=blocks)
 
 
 def pools_files(env: jinja2.Environment, plan: PoolPlan) -> dict[str, str]:
@@ -104,15 +131,29 @@ def pools_files(env: jinja2.Environment, plan: PoolPlan) -> dict[str, str]:
     node-per-line one, the heterogeneous-job ``sbatch`` line, and the plan as JSON."""
     files = {
         f"{instance.name}.{suffix}": render(
-            env, ORDER_FORMATS[fmt], nodes=instance.nodes, gpus_per_node=_per_node(instance)
+            env, ORDER_FORMATS[fmt], nodes=instance.nodes, gpus_per_node=len(instance.gpus)
         )
         for instance in plan.instances
         for suffix, fmt in HOSTFILES.items()
     }
-    instances = [
-        {"name": i.name, "role": i.role, "tp": i.tp, "nodes": i.nodes, "per_node": _per_node(i)}
-        for i in plan.instances
-    ]
-    files[HETJOB_FILE] = render(env, "pools.sbatch.j2", instances=instances)
+    files[HETJOB_FILE] = render(
+        env, "pools.sbatch.j2", components=_components(plan), gpus_per_node=plan.gpus_per_node
+    )
     files[PLAN_FILE] = render_pools(env, plan, "json")
     return files
+
+
+def _components(plan: PoolPlan) -> list[dict[str, Any]]:
+    """The heterogeneous job's components: one per set of nodes, holding all their GPUs (the
+    nodes are the role's own) and a task per GPU of the instances on them. Instances sharing a
+    node share its component: Slurm, not pools, would choose a smaller component's GPUs, so an
+    instance smaller than a node picks its own by CUDA_VISIBLE_DEVICES."""
+    components: dict[tuple[str, ...], dict[str, Any]] = {}
+    for i in plan.instances:
+        one = components.setdefault(tuple(i.nodes), {"nodes": i.nodes, "tasks": 0, "members": []})
+        one["tasks"] += len(i.gpus)
+        part = len(i.gpus) < plan.gpus_per_node
+        one["members"].append(
+            {"name": i.name, "role": i.role, "tp": i.tp, "part": part, "gpus": i.gpus}
+        )
+    return list(components.values())

@@ -7,7 +7,9 @@
                     "pairs": ["decode-0"]}]}
 
 A prefill instance's ``pairs`` name the decode instances it sends KV cache to (a decode's are
-read too); ``kv_paths`` of ``pools --json`` are read when present. Every shape error is one
+read too); ``kv_paths`` of ``pools --json`` are read when present, and an instance's ``gpus``
+(its local GPU indices on each node, when instances share a node; default: its share of each
+node's GPUs from 0). Every shape error is one
 InputError naming the file and the entry.
 """
 
@@ -58,7 +60,11 @@ def _instance(entry: Any, where: str) -> RunningInstance:
         raise InputError(f"{where} ({name}): tp is a positive integer, got {tp!r}")
     if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) for n in nodes):
         raise InputError(f"{where} ({name}): nodes is a non-empty list of node names")
-    return RunningInstance(name, role, tp, tuple(nodes))
+    gpus = entry.get("gpus")
+    indices = isinstance(gpus, list) and all(type(g) is int and g >= 0 for g in gpus)
+    if gpus is not None and not (indices and gpus):
+        raise InputError(f"{where} ({name}): gpus is a non-empty list of local GPU indices")
+    return RunningInstance(name, role, tp, tuple(nodes), tuple(gpus) if gpus else None)
 
 
 def _pairs(

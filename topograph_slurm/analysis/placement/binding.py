@@ -21,15 +21,23 @@ from topograph_slurm.model.gpu import GpuTopology, RankBinding
 from topograph_slurm.model.names import fold, natural_key
 
 
-def node_binding(topo: GpuTopology, ranks: int | None = None) -> tuple[RankBinding, ...]:
-    """The binding of the first *ranks* local ranks (default: one per GPU). More ranks than
-    GPUs is an InputError: a rank without a GPU of its own has nothing to bind to."""
-    count = topo.gpu_count if ranks is None else ranks
+def node_binding(
+    topo: GpuTopology, ranks: int | None = None, first: int = 0
+) -> tuple[RankBinding, ...]:
+    """The binding of *ranks* local ranks (default: one per GPU) on the node's GPUs from its
+    *first* on (an instance sharing a node with others: ``pools``). More ranks than GPUs is an
+    InputError: a rank without a GPU of its own has nothing to bind to."""
+    count = topo.gpu_count - first if ranks is None else ranks
     if not topo.gpus:
         raise InputError("nvidia-smi topo -m lists no GPUs")
-    if count > topo.gpu_count:
-        raise InputError(f"{count} ranks per node but topo -m lists {topo.gpu_count} GPUs")
-    return tuple(_rank(topo, rank, gpu) for rank, gpu in enumerate(topo.gpus[:count]))
+    if first + count > topo.gpu_count:
+        raise InputError(
+            f"{count} ranks per node from GPU {first} but topo -m lists {topo.gpu_count} GPUs"
+            if first
+            else f"{count} ranks per node but topo -m lists {topo.gpu_count} GPUs"
+        )
+    gpus = topo.gpus[first : first + count]
+    return tuple(_rank(topo, rank, gpu) for rank, gpu in enumerate(gpus))
 
 
 def _rank(topo: GpuTopology, rank: int, gpu: int) -> RankBinding:
@@ -40,7 +48,7 @@ def _rank(topo: GpuTopology, rank: int, gpu: int) -> RankBinding:
 
 
 def job_binding(
-    nodes: Mapping[str, GpuTopology], ranks: int | None = None
+    nodes: Mapping[str, GpuTopology], ranks: int | None = None, first: int = 0
 ) -> tuple[RankBinding, ...]:
     """The one binding every node of a job shares: srun's ``--cpu-bind`` and the wrapper apply
     the same list on every node, so nodes that would bind differently are an InputError naming
@@ -48,7 +56,7 @@ def job_binding(
     by_binding: dict[tuple[RankBinding, ...], list[str]] = {}
     for name in sorted(nodes, key=natural_key):
         try:
-            binding = node_binding(nodes[name], ranks)
+            binding = node_binding(nodes[name], ranks, first)
         except InputError as err:
             raise InputError(f"{name}: {err}") from None
         by_binding.setdefault(binding, []).append(name)

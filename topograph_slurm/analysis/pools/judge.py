@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from topograph_slurm.analysis.placement.explain import PathFacts, path_problems, worst_link
 from topograph_slurm.analysis.placement.span import home_level, nodes_per_group, span
+from topograph_slurm.errors import InputError
 from topograph_slurm.model.placement import FabricMap
 from topograph_slurm.model.pools import (
     DECODE,
@@ -17,19 +18,25 @@ from topograph_slurm.model.pools import (
     KvPath,
     PoolPlan,
     PoolSize,
+    RunningInstance,
     RunningPools,
 )
 
 
 def instance(
-    role: str, name: str, tp: int, nodes: list[str], fmap: FabricMap, facts: PathFacts | None
+    role: str,
+    name: str,
+    tp: int,
+    nodes: list[str],
+    gpus: list[int],
+    fmap: FabricMap,
+    facts: PathFacts | None,
 ) -> Instance:
-    """An instance on *nodes*: where its TP sits and the problems on its nodes' paths (a
-    decode's every problem; a prefill's as a decode's, for the spread of each pool)."""
+    """An instance on *gpus* of *nodes*: where its TP sits and the problems on its nodes'
+    paths (a decode's every problem; a prefill's as a decode's, for the spread of each pool)."""
     home = home_level(fmap, len(nodes))
-    return Instance(
-        role, name, tp, nodes, span(fmap, nodes), home, [], path_problems(nodes, fmap, facts)
-    )
+    problems = path_problems(nodes, fmap, facts)
+    return Instance(role, name, tp, nodes, gpus, span(fmap, nodes), home, [], problems)
 
 
 def kv_path(
@@ -65,12 +72,26 @@ def judge(instances: list[Instance], paths: list[KvPath], fmap: FabricMap) -> No
             )
 
 
+def _gpus(one: RunningInstance, gpus_per_node: int) -> list[int]:
+    """The GPUs the file names, else the instance's share of each node's from GPU 0."""
+    if one.gpus is not None:
+        beyond = [gpu for gpu in one.gpus if gpu >= gpus_per_node]
+        if beyond:
+            raise InputError(
+                f"{one.name}: GPU {beyond[0]} is not one of {one.nodes[0]}'s {gpus_per_node} GPUs"
+            )
+        return list(one.gpus)
+    return list(range(min(one.tp, gpus_per_node, -(-one.tp // len(one.nodes)))))
+
+
 def check_running(
     running: RunningPools, gpus_per_node: int, fmap: FabricMap, facts: PathFacts | None = None
 ) -> PoolPlan:
     """A running deployment judged on the fabric (``explain --pools``)."""
     instances = [
-        instance(one.role, one.name, one.tp, list(one.nodes), fmap, facts)
+        instance(
+            one.role, one.name, one.tp, list(one.nodes), _gpus(one, gpus_per_node), fmap, facts
+        )
         for one in running.instances
     ]
     by_name = {one.name: one for one in instances}

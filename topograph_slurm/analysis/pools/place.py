@@ -2,22 +2,27 @@
 
 Three rules, in this priority (pure functions, no I/O):
 
-1. **TP inside its home**: each instance's TP group on whole nodes inside one node, else one
-   NVLink domain or block, else one leaf: the finest level with a unit large enough, as
-   ``order`` keeps TP (``span.home_level``).
+1. **TP inside its home**: an instance of TP up to a node's GPUs on GPUs of one node, the
+   ``g // tp`` instances of one role sharing a node (a *node group* of one node); a larger one
+   on whole nodes (its node group) inside one NVLink domain or block, else one leaf: the finest
+   level with a unit large enough, as ``order`` keeps TP (``span.home_level``). Prefill and
+   decode never share a node: decode's step time would follow a prefill burst's compute and
+   its KV sends on the same NICs and PCIe switches, and a node has one pool feature.
 2. **Decode on the best links**: decode is tail-latency bound (KV reads, batch scheduling), so
    it takes the nodes with no problem on their path (no degraded link, missing or misaligned
    rail, unhealthy NVLink, slow benchmark): node quality is the count of network problems on
    the node, then of its other problems, then of its units' (a leaf's degraded uplink).
-3. **KV pairs close**: the instances are grouped in *cells*, one decode instance and the
-   prefill instances paired with it (prefill j with decode j mod D). Largest first, each cell
+3. **KV pairs close**: the node groups are grouped in *cells*, one decode node group and
+   prefill node groups (prefill group j with decode group j mod D). Largest first, each cell
    goes into a unit of the finest level with room for it: one with healthy nodes for the whole
    cell, else one with healthy nodes for its decode (each the smallest: best fit); when no
    unit of a level has healthy nodes for the decode, the next level is tried, and only when
    none has does the decode take the finest unit's best nodes. So each pair's KV-cache
    transfer stays in one leaf or block where it can, else one spine. Decodes are placed first,
    for every cell, their prefills' nodes held back in the cell's unit (counted against later
-   cells there and above); the prefills after, on the free nodes nearest their decode.
+   cells there and above); the prefills after, on the free nodes nearest their decode. The
+   instances are then paired anew, each prefill with the decode whose KV path is finest
+   (:mod:`.pairing`): the cells only put the node groups near each other.
 
 What could not be met is said per instance; nothing is refused here (the caller checks that
 the deployment fits the nodes at all).
@@ -30,9 +35,19 @@ from dataclasses import dataclass, field
 
 from topograph_slurm.analysis.placement.explain import NETWORK_KINDS, PathFacts, path_problems
 from topograph_slurm.analysis.placement.span import home_level, nodes_per_group, unit_of
+from topograph_slurm.analysis.pools.deployment import per_node, role_nodes
 from topograph_slurm.analysis.pools.judge import instance, judge, kv_path
+from topograph_slurm.analysis.pools.pairing import pair
 from topograph_slurm.model.placement import FabricMap
-from topograph_slurm.model.pools import DECODE, PREFILL, Deployment, PoolPlan
+from topograph_slurm.model.pools import (
+    DECODE,
+    PREFILL,
+    Deployment,
+    Instance,
+    KvPath,
+    PoolPlan,
+    PoolSize,
+)
 
 #: A node's link quality, lower is better: network problems on the node, its other problems
 #: (NVLink), problems on its units (a leaf's uplinks).
@@ -51,7 +66,7 @@ def quality(node: str, fmap: FabricMap, facts: PathFacts | None) -> Quality:
 
 @dataclass(slots=True)
 class _Cell:
-    """One decode instance and the prefill instances paired with it, placed together."""
+    """One decode node group and the prefill node groups meant for it, placed together."""
 
     decode: int
     prefills: list[int]
@@ -164,26 +179,59 @@ def place(
     fmap: FabricMap,
     facts: PathFacts | None = None,
 ) -> PoolPlan:
-    """The deployment laid on the job's nodes *order* (each instance on whole nodes)."""
+    """The deployment laid on the job's nodes *order*: node groups first (rule 3), then the
+    instances in them (:func:`_instances`), then the pairs (:func:`.pairing.pair`)."""
     board = _Board(fmap, order, facts)
     per = {
         role: nodes_per_group(deployment.size(role).tp, gpus_per_node) for role in (PREFILL, DECODE)
     }
     homes = {role: home_level(fmap, per[role]) for role in (PREFILL, DECODE)}
-    cells = _cells(deployment, per)
+    groups = {
+        role: role_nodes(deployment.size(role).count, deployment.size(role).tp, gpus_per_node)
+        // per[role]
+        for role in (PREFILL, DECODE)
+    }
+    cells = _cells(groups[PREFILL], groups[DECODE], per)
     for cell in sorted(cells, key=lambda c: -c.need):
         _place_decode(board, cell, per[DECODE], homes[DECODE])
-    prefill_nodes: dict[int, list[str]] = {}
+    prefill_groups: dict[int, list[str]] = {}
     for cell in cells:
         for index in cell.prefills:
-            prefill_nodes[index] = _place_prefill(board, cell, per[PREFILL], homes[PREFILL])
-    return _plan(deployment, gpus_per_node, fmap, facts, cells, prefill_nodes, board, per)
+            prefill_groups[index] = _place_prefill(board, cell, per[PREFILL], homes[PREFILL])
+    placed = {
+        DECODE: [cell.decode_nodes for cell in cells],
+        PREFILL: [prefill_groups[i] for i in sorted(prefill_groups)],
+    }
+    instances = {
+        role: _instances(role, deployment.size(role), placed[role], gpus_per_node, fmap, facts)
+        for role in (PREFILL, DECODE)
+    }
+    prefills, decodes = instances[PREFILL], instances[DECODE]
+    paths = _paths(prefills, decodes, fmap, facts, home_level(fmap, per[PREFILL] + per[DECODE]))
+    judge(prefills + decodes, paths, fmap)
+    unused = [node for node in board.order if node in board.free]
+    return PoolPlan(deployment, gpus_per_node, list(fmap.levels), prefills + decodes, paths, unused)
 
 
-def _cells(deployment: Deployment, per: dict[str, int]) -> list[_Cell]:
-    decodes = deployment.decode.count
+def _paths(
+    prefills: list[Instance],
+    decodes: list[Instance],
+    fmap: FabricMap,
+    facts: PathFacts | None,
+    home: str,
+) -> list[KvPath]:
+    """Each prefill's KV path to the decode :func:`.pairing.pair` gives it."""
+    chosen = pair([p.nodes for p in prefills], [d.nodes for d in decodes], fmap)
+    return [
+        kv_path((prefill, decodes[d]), fmap, facts, home)
+        for prefill, d in zip(prefills, chosen, strict=True)
+    ]
+
+
+def _cells(prefills: int, decodes: int, per: dict[str, int]) -> list[_Cell]:
+    """*decodes* cells of one decode node group each, prefill group j in cell j mod D."""
     cells = [_Cell(d, [], per[DECODE]) for d in range(decodes)]
-    for index in range(deployment.prefill.count):
+    for index in range(prefills):
         cell = cells[index % decodes]
         cell.prefills.append(index)
         cell.need += per[PREFILL]
@@ -226,7 +274,7 @@ def _settle(board: _Board, cell: _Cell, unit: Unit, count: int, home: str) -> No
 
 
 def _place_prefill(board: _Board, cell: _Cell, count: int, home: str) -> list[str]:
-    """A prefill instance on the free nodes nearest its decode: the finest unit around the
+    """A prefill node group on the free nodes nearest its decode: the finest unit around the
     decode's nodes with room for it."""
     if cell.anchor:
         for level, name in board.unit[cell.anchor].items():
@@ -238,30 +286,23 @@ def _place_prefill(board: _Board, cell: _Cell, count: int, home: str) -> list[st
     return board.take(board.order, count, home)
 
 
-def _plan(
-    deployment: Deployment,
+def _instances(
+    role: str,
+    size: PoolSize,
+    groups: list[list[str]],
     gpus_per_node: int,
     fmap: FabricMap,
     facts: PathFacts | None,
-    cells: list[_Cell],
-    prefill_nodes: dict[int, list[str]],
-    board: _Board,
-    per: dict[str, int],
-) -> PoolPlan:
-    pair_home = home_level(fmap, per[PREFILL] + per[DECODE])
-    decodes = [
-        instance(DECODE, f"decode-{c.decode}", deployment.decode.tp, c.decode_nodes, fmap, facts)
-        for c in cells
-    ]
-    prefills = [
-        instance(PREFILL, f"prefill-{i}", deployment.prefill.tp, prefill_nodes[i], fmap, facts)
-        for i in sorted(prefill_nodes)
-    ]
-    paths = []
-    for cell in cells:
-        for index in cell.prefills:
-            pair = (prefills[index], decodes[cell.decode])
-            paths.append(kv_path(pair, fmap, facts, pair_home))
-    judge(prefills + decodes, paths, fmap)
-    unused = [node for node in board.order if node in board.free]
-    return PoolPlan(deployment, gpus_per_node, list(fmap.levels), prefills + decodes, paths, unused)
+) -> list[Instance]:
+    """A role's instances in its node groups: :func:`.deployment.per_node` of them to a group,
+    instance *s* of a group on GPUs ``s*tp`` to ``(s+1)*tp - 1`` of each of its nodes (an
+    instance larger than a node: its share of each node's GPUs from 0)."""
+    k = per_node(size.tp, gpus_per_node)
+    found = []
+    for index in range(size.count):
+        nodes = groups[index // k]
+        width = min(size.tp, -(-size.tp // max(1, len(nodes))))
+        first = (index % k) * width
+        gpus = list(range(first, first + width))
+        found.append(instance(role, f"{role}-{index}", size.tp, nodes, gpus, fmap, facts))
+    return found
