@@ -348,6 +348,14 @@ class FindingKind(StrEnum):
         "where the auto Slurm release came from: the installed one, or the fallback when "
         "Slurm did not answer (a problem when it is installed)",
     )
+    RECORD_INCOMPLETE = (
+        "record-incomplete",
+        PROBLEM,
+        RUN,
+        "a job record (record start) could not learn everything: it names what was missing "
+        "(the job, the fabric, a bench record) and why; the hook wrote the rest and let the "
+        "job run",
+    )
     SUMMARY_UNREADABLE = (
         "summary-unreadable",
         PROBLEM,
