@@ -98,10 +98,22 @@ def test_the_gate_lets_a_job_inside_its_home_run(tmp_path: Path) -> None:
     assert run(config, "record", "start", "--job", "7", "--refuse", "tp-crossing").exit_code == 0
 
 
-def test_an_unknown_refusal_in_the_config_is_a_config_error(tmp_path: Path) -> None:
-    config = setup(tmp_path, INSIDE, TP16, "record_refuse: [everything]\n")
-    result = run(config, "record", "start", "--job", "7")
-    assert result.exit_code == Exit.CONFIG, result.output
+@pytest.mark.parametrize("bad", ["record_refuse: [everything]\n", "record_dir: [\n", "nope: 1\n"])
+def test_a_broken_config_lets_the_job_run_and_writes_nothing(tmp_path: Path, bad: str) -> None:
+    """The hook's own trouble: one line, exit 0 (a non-zero exit would hold every job)."""
+    config = setup(tmp_path, INSIDE, TP16, bad)
+    for command in ("start", "task"):
+        result = run(config, "record", command, "--job", "7")
+        assert result.exit_code == 0, result.output
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "config" in result.stderr
+    assert result.stdout == "export TOPOGRAPH_RECORD_MISSING=1\n"
+    assert not (tmp_path / "records").exists()
+
+
+def test_an_unknown_refusal_flag_is_a_usage_error(tmp_path: Path) -> None:
+    result = run(setup(tmp_path, INSIDE), "record", "start", "--job", "7", "--refuse", "all")
+    assert result.exit_code == Exit.USAGE, result.output
     assert not (tmp_path / "records").exists()
 
 

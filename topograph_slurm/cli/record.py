@@ -10,7 +10,7 @@ import click
 
 from topograph_slurm.app import record
 from topograph_slurm.cli.options import config_settings, fabric_options, flag_settings, warn
-from topograph_slurm.errors import Exit, InputError
+from topograph_slurm.errors import Exit, TopographError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.record import REFUSALS
 from topograph_slurm.render.environment import environment
@@ -76,12 +76,18 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
 
     What cannot be learned (Slurm, the fabric, the bench record) becomes a record-incomplete
     finding; the hook then says so in one line and exits 0: it never fails a job for its
-    own trouble. Exit 1 only when the gate refuses (--refuse tp-crossing), explain's
+    own trouble (a broken config or an unwritable record_dir included: nothing is written). Exit 1 only when the gate refuses (--refuse tp-crossing), explain's
     line on stderr; 2 for a job id that is no number (nothing written).
     """
+    from topograph_slurm.sources.record import check_job_id
+
+    job_id = check_job_id(job_id)
     flags["record_refuse"] = list(flags["record_refuse"])
-    rewrites = flags.pop("rewrites")
-    settings = flag_settings(ctx, rewrites, **flags)
+    try:
+        settings = flag_settings(ctx, flags.pop("rewrites"), **flags)
+    except TopographError as err:  # a broken config is the hook's trouble, not the job's
+        warn(f"job {job_id}: record not written: {err}")
+        ctx.exit(Exit.OK)
     request = record.StartRequest(job_id, os.environ.get("SLURM_JOB_RESTART_COUNT", ""), topology)
     started = record.start(settings, request, warn)
     troubles = [f.message for f in started.record.findings if f.kind == RECORD_INCOMPLETE]
@@ -110,16 +116,15 @@ def task(ctx: click.Context, /, job_id: str, record_dir: str | None) -> None:
     """Print the job record's TOPOGRAPH_* values as `export NAME=value` lines, the
     TaskProlog protocol that puts them in the task's environment. For TaskProlog.
 
-    Without a readable record it prints `export TOPOGRAPH_RECORD_MISSING=1`, says why in
-    one line on stderr and exits 0: the task always runs.
+    Without a readable record (or config) it prints `export TOPOGRAPH_RECORD_MISSING=1`,
+    says why in one line on stderr and exits 0: the task always runs.
     """
     from topograph_slurm.render import record as text
 
-    settings = _settings(ctx, record_dir)
     try:
-        path, found = record.task_record(settings, job_id)
+        path, found = record.task_record(_settings(ctx, record_dir), job_id)
         variables = text.exports(path, found)
-    except InputError as err:
+    except TopographError as err:  # a broken config or record never fails the task
         warn(f"job {job_id or '(no SLURM_JOB_ID)'}: {err}")
         variables = text.MISSING
     click.echo(text.render_exports(environment(None), variables), nl=False)
