@@ -76,8 +76,9 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
 
     What cannot be learned (Slurm, the fabric, the bench record) becomes a record-incomplete
     finding; the hook then says so in one line and exits 0: it never fails a job for its
-    own trouble (a broken config or an unwritable record_dir included: nothing is written). Exit 1 only when the gate refuses (--refuse tp-crossing), explain's
-    line on stderr; 2 for a job id that is no number (nothing written).
+    own trouble (a broken config or an unwritable record_dir: nothing is written then).
+    Exit 1 only when the gate refuses (--refuse tp-crossing; Slurm requeues the job),
+    explain's line on stderr; 2 for a job id that is no number (nothing written).
     """
     from topograph_slurm.sources.record import check_job_id
 
