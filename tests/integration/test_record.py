@@ -5,8 +5,8 @@ Four nodes of two GPUs under two leaves (topology/tree); the tool installed in e
 ``record start`` (gate on: ``record_refuse: [tp-crossing]``) and ``TaskProlog`` running
 ``record task``. The hook scripts take a broken config or fabric when a flag file says so, so
 one cluster per version shows: a job of two steps of several tasks is recorded once and its
-tasks see the exports; a job whose TP groups cross leaves is requeued (not held: Slurm retries
-it), its nodes stay idle; a broken config or fabric fails neither the job nor its nodes.
+tasks see the exports; a job whose TP groups cross leaves is requeued and held, its nodes stay
+idle; a broken config or fabric fails neither the job nor its nodes.
 """
 
 from __future__ import annotations
@@ -124,28 +124,31 @@ def test_a_job_of_two_steps_is_recorded_once_and_its_tasks_see_the_exports(
         assert variables["TOPOGRAPH_TOPOLOGY_SHA256"] == record["topology_sha256"]
 
 
-def wait_requeued(cluster: Cluster, job: str, timeout: float = 90) -> dict[str, str]:
-    """``scontrol show job`` of the job once Slurm has requeued it after the refusal."""
+def wait_held(cluster: Cluster, job: str, timeout: float = 90) -> dict[str, str]:
+    """``scontrol show job`` of the job once it is requeued and held after the refusal."""
     deadline = time.monotonic() + timeout
     while True:
         shown = parse_kv_line(cluster.exec(f"scontrol -o show job {job}").stdout)
-        if shown.get("JobState") == "PENDING" and shown.get("Restarts", "0") != "0":
+        requeued = shown.get("JobState") == "PENDING" and shown.get("Restarts", "0") != "0"
+        if requeued and shown.get("Priority") == "0":
             return shown
         assert time.monotonic() < deadline, shown
         time.sleep(1)
 
 
-def test_the_gate_requeues_a_crossing_job_without_draining(cluster: Cluster) -> None:
-    """Both releases requeue a batch job whose PrologSlurmctld fails: PENDING, BeginTime (the
-    requeue delay), Restarts counting; neither holds it nor drains a node (docs/record.md)."""
+def test_the_gate_requeues_and_holds_a_crossing_job_without_draining(cluster: Cluster) -> None:
+    """The refusal requeues the job (Slurm's answer to a failing PrologSlurmctld) and record
+    start holds it (scontrol requeuehold; alone, Slurm retries it every ~2 minutes); no node
+    is drained (docs/record.md)."""
     job = submit(cluster, "-N 2 -w node01,node03 --gres=gpu:2 --wrap true")
-    shown = wait_requeued(cluster, job)
-    assert (shown["Reason"], shown["Restarts"]) == ("BeginTime", "1"), shown
-    assert "Requeuing JobId=" + job in cluster.slurmctld_log()
+    shown = wait_held(cluster, job)
+    assert (shown["Reason"], shown["Restarts"]) == ("job_requeued_in_held_state", "1"), shown
+    log = cluster.slurmctld_log()
+    assert f"Requeuing JobId={job}" in log and "PrologSlurmctld exit status 1:0" in log
     record = json.loads(cluster.read_file(f"/shared/records/job-{job}.json"))
     assert record["refused"] == "tp-crossing: 1 of 1 TP groups of 4 GPUs cross out of leaf"
     errors = cluster.read_file("/shared/start.err").decode()
-    assert f"job {job} refused: tp-crossing" in errors
+    assert f"job {job} refused: tp-crossing" in errors and "not held" not in errors
     states = cluster.node_states()
     assert all(states[node] == "idle" for node in NODES), states
     cluster.exec(f"scancel {job}")

@@ -36,11 +36,16 @@ def slurm_job(nodes: list[str], admin_comment: str = "") -> str:
     return json.dumps({"jobs": [job]})
 
 
-def setup(tmp_path: Path, nodes: list[str], comment: str = "", extra: str = "") -> Path:
-    """A config naming the fake scontrol, the simulated fabric and the record directory."""
-    scontrol = ReplayScontrol(
-        tmp_path / "bin", {"show job --json 7": Answer(slurm_job(nodes, comment))}
-    )
+def setup(
+    tmp_path: Path, nodes: list[str], comment: str = "", extra: str = "", hold: int = 0
+) -> Path:
+    """A config naming the fake scontrol (its ``requeuehold`` exiting *hold*), the simulated
+    fabric and the record directory."""
+    answers = {
+        "show job --json 7": Answer(slurm_job(nodes, comment)),
+        "requeuehold 7": Answer(stderr="scontrol: error: Job is not running\n" * hold, code=hold),
+    }
+    scontrol = ReplayScontrol(tmp_path / "bin", answers)
     config = tmp_path / "config.yaml"
     config.write_text(
         f"scontrol: {scontrol.path}\nsim: {SIM!r}\nrecord_dir: {tmp_path / 'records'}\n{extra}"
@@ -91,6 +96,17 @@ def test_the_gate_refuses_a_crossing_job_and_still_writes_the_record(tmp_path: P
     ]
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
     assert data["refused"].startswith("tp-crossing: 1 of 1")
+    calls = (tmp_path / "bin" / "scontrol.calls").read_text().splitlines()
+    assert calls[0] == "show job --json 7" and calls[-1] == "requeuehold 7"
+
+
+def test_a_refused_job_slurm_will_not_hold_is_still_refused(tmp_path: Path) -> None:
+    config = setup(tmp_path, CROSSING, TP16, "record_refuse: [tp-crossing]\n", hold=1)
+    result = run(config, "record", "start", "--job", "7")
+    assert result.exit_code == Exit.DIFFERS, result.output
+    warning, refused = result.stderr.strip().splitlines()
+    assert "not held (Slurm requeues it and retries)" in warning
+    assert "Job is not running" in warning and refused.startswith("topograph-slurm: job 7 refused")
 
 
 def test_the_gate_lets_a_job_inside_its_home_run(tmp_path: Path) -> None:

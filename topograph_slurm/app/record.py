@@ -49,8 +49,9 @@ class StartRequest:
 
 @dataclass(frozen=True, slots=True)
 class Started:
-    """What ``record start`` did: the record and where it went (None: not written, the
-    reason in ``trouble``), and the gate's refusal (empty: the job may run)."""
+    """What ``record start`` did: the record and where it went, what went wrong (the
+    write, the hold of a refused job; empty: nothing), and the gate's refusal (empty: the
+    job may run)."""
 
     record: JobRecord
     path: Path | None
@@ -64,15 +65,33 @@ class Started:
 def start(settings: Settings, request: StartRequest, warn: Warn) -> Started:
     """The job's record, written once for this start (a requeued job's rewrites the last):
     a job id that is no number is a usage error and nothing is written; any other trouble is
-    recorded as a finding (or, when even the write fails, returned) and the job runs."""
+    recorded as a finding (or, when even the write fails, returned) and the job runs. A job
+    the gate refuses is requeued and held (``scontrol requeuehold``)."""
     job_id = record_files.check_job_id(request.job_id)
     path = record_files.record_file(record_dir(settings), job_id)
     record = _record(settings, request, warn)
+    written: Path | None = path
+    troubles = []
     try:
         _write(path, record)
     except OutputError as err:
-        return Started(record, None, str(err))
-    return Started(record, path)
+        written = None
+        troubles.append(f"record not written: {err}")
+    if record.refused:
+        troubles += _hold(settings, job_id)
+    return Started(record, written, "; ".join(troubles))
+
+
+def _hold(settings: Settings, job_id: str) -> list[str]:
+    """The refused job requeued and held (what Slurm would not do on its own); why not."""
+    from topograph_slurm.slurm.jobs import requeue_hold
+    from topograph_slurm.slurm.scontrol import Scontrol
+
+    try:
+        requeue_hold(Scontrol.from_settings(settings), job_id)
+    except TopographError as err:
+        return [f"not held (Slurm requeues it and retries): {err}"]
+    return []
 
 
 def _record(settings: Settings, request: StartRequest, warn: Warn) -> JobRecord:

@@ -93,7 +93,7 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
     started = record.start(settings, request, warn)
     troubles = [f.message for f in started.record.findings if f.kind == RECORD_INCOMPLETE]
     if started.trouble:
-        troubles.append(f"record not written: {started.trouble}")
+        troubles.append(started.trouble)
     if troubles:  # one line, whatever went wrong: the hook's log stays readable
         warn(f"job {job_id}: {'; '.join(troubles)}")
     if started.refused:
