@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -16,6 +17,8 @@ from topograph_slurm.model.record import REFUSALS
 from topograph_slurm.render.environment import environment
 
 RECORD_INCOMPLETE = FindingKind.RECORD_INCOMPLETE
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _RECORD_DIR = click.option(
     "--record-dir",
@@ -37,15 +40,16 @@ def record_group() -> None:
     """
 
 
+def _job_option(hook: str, **kwargs: Any) -> Callable[[F], F]:
+    """``--job JOBID``, from SLURM_JOB_ID as Slurm gives it to *hook*."""
+    help_text = f"The job (default: $SLURM_JOB_ID, as {hook} gets it)."
+    return click.option(
+        "--job", "job_id", envvar="SLURM_JOB_ID", metavar="JOBID", help=help_text, **kwargs
+    )
+
+
 @record_group.command("start")
-@click.option(
-    "--job",
-    "job_id",
-    envvar="SLURM_JOB_ID",
-    metavar="JOBID",
-    required=True,
-    help="The job (default: $SLURM_JOB_ID, as PrologSlurmctld gets it).",
-)
+@_job_option("PrologSlurmctld", required=True)
 @_RECORD_DIR
 @click.option(
     "--topology",
@@ -60,7 +64,8 @@ def record_group() -> None:
     type=click.Choice(REFUSALS),
     multiple=True,
     help="The gate (config record_refuse): tp-crossing exits 1 when TP groups cross their "
-    "home, so Slurm requeues and holds the job; the record is written anyway.",
+    "home, so Slurm requeues the job, and holds it (scontrol requeuehold); the record is "
+    "written anyway.",
 )
 @click.option(
     "--bench",
@@ -77,7 +82,7 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
     What cannot be learned (Slurm, the fabric, the bench record) becomes a record-incomplete
     finding; the hook then says so in one line and exits 0: it never fails a job for its
     own trouble (a broken config or an unwritable record_dir: nothing is written then).
-    Exit 1 only when the gate refuses (--refuse tp-crossing; Slurm requeues the job),
+    Exit 1 only when the gate refuses (--refuse tp-crossing; the job is requeued and held),
     explain's line on stderr; 2 for a job id that is no number (nothing written).
     """
     from topograph_slurm.sources.record import check_job_id
@@ -103,14 +108,7 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
 
 
 @record_group.command("task")
-@click.option(
-    "--job",
-    "job_id",
-    envvar="SLURM_JOB_ID",
-    metavar="JOBID",
-    default="",
-    help="The job (default: $SLURM_JOB_ID, as TaskProlog gets it).",
-)
+@_job_option("TaskProlog", default="")
 @_RECORD_DIR
 @click.pass_context
 def task(ctx: click.Context, /, job_id: str, record_dir: str | None) -> None:
