@@ -338,3 +338,53 @@ def test_diff_of_other_nodes_in_the_same_places_is_exit_0(tmp_path: Path) -> Non
     result = run(setup(tmp_path, INSIDE), "record", "diff", a, b)
     assert result.exit_code == 0, result.output
     assert "  nodes: gpu0001,gpu0002 -> gpu0003,gpu0004" in result.stdout
+
+
+# ------------------------------------------------------------------------ bench and the diff
+
+
+def bench_record(tmp_path: Path, leaf: float) -> Path:
+    levels = [
+        {"level": "node", "median": 300.0},
+        {"level": "leaf", "median": leaf},
+        {"level": "rack", "median": 1.0},  # no level of this fabric
+    ]
+    path = tmp_path / "bench.json"
+    data = {"format": "topograph-slurm-bench", "version": 1, "findings": [], "levels": levels}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_bench_medians_of_the_jobs_levels_are_recorded(tmp_path: Path) -> None:
+    config = setup(tmp_path, INSIDE, TP16, f"record_bench: {bench_record(tmp_path, 90.0)}\n")
+    assert run(config, "record", "start", "--job", "7").exit_code == 0
+    data = json.loads((tmp_path / "records" / "job-7.json").read_text())
+    assert data["bench"] == {"node": 300.0, "leaf": 90.0}
+
+
+def test_a_damaged_bench_record_is_a_finding_not_a_failure(tmp_path: Path) -> None:
+    bench = tmp_path / "bench.json"
+    bench.write_text("{")
+    config = setup(tmp_path, INSIDE, TP16)
+    result = run(config, "record", "start", "--job", "7", "--bench", str(bench))
+    assert result.exit_code == 0 and "no bench medians" in result.stderr, result.output
+    data = json.loads((tmp_path / "records" / "job-7.json").read_text())
+    assert data["bench"] == {} and data["nodes"]
+    assert [f["kind"] for f in data["findings"]] == ["record-incomplete"]
+
+
+def test_diff_names_a_degraded_link_and_bench_drift() -> None:
+    from topograph_slurm.analysis.record.diff import diff_records
+    from topograph_slurm.model.record import JobRecord
+    from topograph_slurm.model.result import Finding
+
+    a = JobRecord(job_id="1", bench={"leaf": 100.0, "node": 300.0})
+    slow = Finding("degraded-link", "gpu0001", "a rail runs at 4xHDR, the norm is 4xNDR")
+    missing = Finding("record-incomplete", "job 2", "no topology sha256")
+    b = JobRecord(job_id="2", bench={"leaf": 80.0, "node": 290.0}, findings=[slow, missing])
+    found = diff_records(a, b, "1", "2")
+    assert found.matters
+    assert [(c.what, c.a, c.b) for c in found.changes] == [
+        ("problems on its paths", "none", "degraded-link@gpu0001"),
+        ("bench median leaf", "100", "80"),
+    ]
