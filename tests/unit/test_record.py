@@ -187,6 +187,16 @@ def test_the_topology_files_sha256_is_recorded(tmp_path: Path) -> None:
     assert data["nodes"][0]["leaf"] == "s1"
 
 
+def test_with_a_fabric_source_the_topology_file_is_only_hashed(tmp_path: Path) -> None:
+    conf = tmp_path / "topology.conf"
+    conf.write_text("SwitchName=s1 Nodes=gpu[0001-0016]\n")
+    config = setup(tmp_path, INSIDE, TP16)
+    assert run(config, "record", "start", "--job", "7", "--topology", str(conf)).exit_code == 0
+    data = json.loads((tmp_path / "records" / "job-7.json").read_text())
+    assert data["nodes"][0]["leaf"] == "leaf-su001-r0" and len(data["topology_sha256"]) == 64
+    assert data["findings"] == []
+
+
 # ------------------------------------------------------------------------------- record task
 
 

@@ -141,9 +141,11 @@ def _placed_record(
         "etp": None,
         "rank_order": "tp-cp-ep-dp-pp",
     }
-    placed = placement.prepare_job(
-        settings, request.topology, slurm_job.job_id, flags, warn, slurm_job
-    )
+    from topograph_slurm.app.fabric import given_sources
+
+    # a fabric source places (rates and health too); --topology is then only hashed
+    topology = None if given_sources(settings) else request.topology
+    placed = placement.prepare_job(settings, topology, slurm_job.job_id, flags, warn, slurm_job)
     source = FROM_ADMIN_COMMENT
     if slurm_job.tp is None:  # no --tp-size record: a TP group is taken as one node's GPUs
         source = FROM_GPUS_PER_NODE
