@@ -398,3 +398,19 @@ def test_diff_names_a_degraded_link_and_bench_drift() -> None:
         ("problems on its paths", "none", "degraded-link@gpu0001"),
         ("bench median leaf", "100", "80"),
     ]
+
+
+def test_a_degraded_rail_on_the_jobs_path_is_recorded_exported_and_diffed(tmp_path: Path) -> None:
+    healthy = record_of(tmp_path, "a", INSIDE)
+    sub = tmp_path / "b"
+    sub.mkdir()
+    config = setup(sub, INSIDE, TP16)
+    config.write_text(config.read_text().replace(SIM, SIM + ",degraded=1"))  # gpu0001's rail
+    assert run(config, "record", "start", "--job", "7").exit_code == 0
+    data = json.loads((sub / "records" / "job-7.json").read_text())
+    assert {(f["kind"], f["subject"]) for f in data["findings"]} == {("degraded-link", "gpu0001")}
+    found = exports(run(config, "record", "task", "--job", "7").stdout)
+    assert found["TOPOGRAPH_DEGRADED"] == str(len(data["findings"]))
+    result = run(config, "record", "diff", healthy, str(sub / "records" / "job-7.json"))
+    assert result.exit_code == Exit.DIFFERS
+    assert "* problems on its paths: none -> degraded-link@gpu0001" in result.stdout
