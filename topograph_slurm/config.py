@@ -28,6 +28,7 @@ import yaml
 
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model import names
+from topograph_slurm.model.record import REFUSALS
 from topograph_slurm.model.result import PLUGIN_BLOCK, PLUGIN_TREE, TOPOLOGY_PLUGINS
 from topograph_slurm.model.slurm_version import SlurmVersion
 
@@ -177,6 +178,12 @@ def _feature_prefix(value: str) -> None:
         )
 
 
+def _refusals(values: list[str]) -> None:
+    unknown = [value for value in values if value not in REFUSALS]
+    if unknown:
+        raise ValueError(f"must name {', '.join(REFUSALS)}, got {unknown[0]!r}")
+
+
 def _duration(value: str) -> None:
     from topograph_slurm.analysis.state.keep_missing import parse_duration
 
@@ -284,9 +291,15 @@ class Settings:
     #: Where generate keeps its state (the fabric summary, the lock) for each -o target; empty:
     #: /var/lib/topograph-slurm as root, else $XDG_STATE_HOME/topograph-slurm (see state_dir()).
     state_dir: str | None = field(default=None, metadata=PATH)
-    #: Where the job records are written (``job-<ID>.json``, ``job-<ID>.d/``); a file system
-    #: the controller and every node share. Empty: ``<state_dir>/records`` (see record_dir()).
+    #: Where `record start` writes job-<JOBID>.json and the node side its job-<JOBID>.d/
+    #: (default: the state directory's records/; see record_dir() and docs/record.md).
     record_dir: str | None = field(default=None, metadata=PATH)
+    #: record start's gate: what refuses a job (tp-crossing: TP groups cross their home).
+    record_refuse: list[str] = field(
+        default_factory=list, metadata=_rule(check=_refusals, flag="--refuse")
+    )
+    #: A bench record (bench.json or a snapshot) whose level medians go into job records.
+    record_bench: str | None = field(default=None, metadata=_rule(check=_path, flag="--bench"))
     #: health --job-records: how far back the node-end parts it reads were written.
     job_records_since: str = field(
         default="24h", metadata=_rule(check=_duration, number_as_text=True)

@@ -1,5 +1,6 @@
 """The job record's node side on real Slurm (24.11, 26.05): Prolog, Epilog and TaskProlog run
-`topograph-slurm record-node start|end|binding` (the package copied into every container,
+`topograph-slurm record node-start|node-end|task`, PrologSlurmctld `record start` (the
+package copied into every container,
 ``ClusterSpec(tool=True)``), writing to /shared/records, one volume every container mounts as
 a cluster's NFS would.
 
@@ -37,15 +38,17 @@ NODES = ("node0001", "node0002")
 SIM = "nodes=2,gpus=2,rails=1,su=2,tiers=2,prefix=node"  # the same two names, for health
 RECORDS = "/shared/records"
 SYSFS = "/var/lib/fake-ib"
-TOOL = "/usr/local/bin/topograph-slurm --config /etc/slurm/topograph-slurm.yaml record-node"
+TOOL = "/usr/local/bin/topograph-slurm --config /etc/slurm/topograph-slurm.yaml record"
 CONFIG = f"""record_dir: {RECORDS}
+sim: {SIM}
 infiniband_sysfs: {SYSFS}
 record_topo_matrix: /etc/slurm/topo.txt
 """
 HOOKS = {
-    "prolog.sh": f"#!/bin/sh\nexec {TOOL} start\n",
-    "epilog.sh": f"#!/bin/sh\nexec {TOOL} end\n",
-    "taskprolog.sh": f"#!/bin/sh\nexec {TOOL} binding\n",
+    "slurmctld-prolog.sh": f"#!/bin/sh\nexec {TOOL} start\n",
+    "prolog.sh": f"#!/bin/sh\nexec {TOOL} node-start\n",
+    "epilog.sh": f"#!/bin/sh\nexec {TOOL} node-end\n",
+    "taskprolog.sh": f"#!/bin/sh\nexec {TOOL} task\n",
 }
 
 
@@ -68,6 +71,7 @@ def cluster(make_module_cluster: Callable[..., Cluster]) -> Cluster:
         tool=True,
         shared_dirs=("/shared",),
         slurm_conf_extra=(
+            "PrologSlurmctld=/etc/slurm/slurmctld-prolog.sh\n"
             "PrologFlags=Alloc\nProlog=/etc/slurm/prolog.sh\nEpilog=/etc/slurm/epilog.sh\n"
             "TaskProlog=/etc/slurm/taskprolog.sh\n"
         ),
@@ -137,8 +141,11 @@ def test_the_end_record_names_the_link_bumped_during_the_job(
 
 @pytest.mark.parametrize(("cpus", "expected"), [("0,1", "ok"), ("1,0", "far-numa")])
 def test_each_task_gets_its_binding_verdict(cluster: Cluster, cpus: str, expected: str) -> None:
-    show = "echo $SLURM_PROCID $CUDA_VISIBLE_DEVICES $TOPOGRAPH_BINDING"
+    """One TaskProlog gives each task the job record's values (record start ran as
+    PrologSlurmctld) and its own binding verdict."""
+    show = "echo $SLURM_PROCID $CUDA_VISIBLE_DEVICES $TOPOGRAPH_BINDING $TOPOGRAPH_NODES"
     step = f"srun -w {NODES[0]} -N1 -n2 --gpus-per-task=1 --cpu-bind=map_cpu:{cpus} -l"
     ran = cluster.exec(f"{step} sh -c '{show}'")
     assert ran.rc == 0, ran
-    assert sorted(ran.stdout.split("\n")) == ["", f"0: 0 0 {expected}", f"1: 1 1 {expected}"], ran
+    lines = sorted(ran.stdout.split("\n"))
+    assert lines == ["", f"0: 0 0 {expected} 1", f"1: 1 1 {expected} 1"], ran

@@ -18,6 +18,7 @@ PAGES = [
     "pools.md",
     "keep-true.md",
     "occupancy.md",
+    "record.md",
     "health.md",
     "bench.md",
     "draw.md",

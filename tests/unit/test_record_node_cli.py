@@ -1,4 +1,4 @@
-"""`record-node start|end|binding` (the Prolog, Epilog and TaskProlog hooks) end to end through
+"""`record node-start|node-end|task` (the Prolog, Epilog and TaskProlog hooks) end to end through
 the CLI on a sysfs tree laid out from real prints, and `health --job-records` taking what the
 Epilog found."""
 
@@ -22,6 +22,10 @@ from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 
 REPO = Path(__file__).resolve().parents[2]
+#: Each hook's `record` subcommand: the Prolog's, the Epilog's and the TaskProlog's.
+COMMAND = {"start": "node-start", "end": "node-end", "binding": "task"}
+#: What `record task` prints first when, as in these tests, there is no job record.
+MISSING = "export TOPOGRAPH_RECORD_MISSING=1\n"
 
 
 def hook(tmp_path: Path, command: str, *args: str, job: str = "42", node: str = "gpu01") -> Result:
@@ -30,7 +34,7 @@ def hook(tmp_path: Path, command: str, *args: str, job: str = "42", node: str = 
         flags += ["--sysfs", str(tmp_path / "sys")]
     env = {"SLURM_JOB_ID": job, "PATH": os.defpath}  # no nvidia-smi on this PATH
     return CliRunner().invoke(
-        main, ["--config", os.devnull, "record-node", command, *flags, *args], env=env
+        main, ["--config", os.devnull, "record", COMMAND[command], *flags, *args], env=env
     )
 
 
@@ -105,17 +109,18 @@ def test_an_unwritable_record_dir_is_one_line_and_exit_0(tmp_path: Path, tree: P
     result = hook(tmp_path, "start")
     assert result.exit_code == 0
     (line,) = result.output.strip().splitlines()
-    assert line.startswith("topograph-slurm: warning: record-node start: cannot create directory")
+    assert line.startswith("topograph-slurm: warning: record node-start: cannot create directory")
 
 
 def binding(
     tmp_path: Path, near: list[str], cpus: set[int], visible: str, step_gpus: str = ""
 ) -> subprocess.CompletedProcess[str]:
-    """`record-node binding` in a process of its own bound to *cpus*, as task/affinity leaves
-    a task, with this node's topo -m putting GPU i near the CPU list near[i]."""
+    """`record task` (its binding check; no job record here) in a process of its own bound
+    to *cpus*, as task/affinity leaves a task, with this node's topo -m putting GPU i near the
+    CPU list near[i]."""
     matrix = tmp_path / "topo.txt"
     matrix.write_text(render_topo_matrix(near_cpus_topology(near)))
-    args = ["--config", os.devnull, "record-node", "binding", "--record-dir", str(tmp_path / "rec")]
+    args = ["--config", os.devnull, "record", "task", "--record-dir", str(tmp_path / "rec")]
     args += ["--node", "gpu01", "--topo-matrix", str(matrix)]
     code = (
         f"import os; os.sched_setaffinity(0, {cpus!r}); "
@@ -141,7 +146,8 @@ needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="ne
 def test_a_task_near_its_gpu_exports_ok(tmp_path: Path) -> None:
     first = min(os.sched_getaffinity(0))
     done = binding(tmp_path, [str(first)], {first}, "0")
-    assert (done.returncode, done.stdout, done.stderr) == (0, "export TOPOGRAPH_BINDING=ok\n", "")
+    assert (done.returncode, done.stdout) == (0, MISSING + "export TOPOGRAPH_BINDING=ok\n")
+    assert "no job record" in done.stderr and len(done.stderr.splitlines()) == 1
     task = part(tmp_path, "task-0.1.json")
     assert (task["part"], task["binding"], task["findings"]) == ("task", "ok", [])
 
@@ -150,7 +156,7 @@ def test_a_task_near_its_gpu_exports_ok(tmp_path: Path) -> None:
 def test_a_task_on_the_far_cpu_exports_far_numa_and_a_finding(tmp_path: Path) -> None:
     first, second = sorted(os.sched_getaffinity(0))[:2]
     done = binding(tmp_path, [str(second), str(first)], {first}, "0")
-    assert (done.returncode, done.stdout) == (0, "export TOPOGRAPH_BINDING=far-numa\n")
+    assert (done.returncode, done.stdout) == (0, MISSING + "export TOPOGRAPH_BINDING=far-numa\n")
     (finding,) = part(tmp_path, "task-0.1.json")["findings"]  # type: ignore[misc]
     assert (finding["kind"], finding["subject"]) == ("binding-far-numa", "gpu01/task-0.1")
 
@@ -161,13 +167,13 @@ def test_the_physical_gpu_index_counts_where_devices_are_constrained(tmp_path: P
     SLURM_STEP_GPUS keeps the node's index 1; GPU 1 is near the task's CPU, GPU 0 is not."""
     first, second = sorted(os.sched_getaffinity(0))[:2]
     done = binding(tmp_path, [str(second), str(first)], {first}, "0", step_gpus="1")
-    assert (done.returncode, done.stdout) == (0, "export TOPOGRAPH_BINDING=ok\n")
+    assert (done.returncode, done.stdout) == (0, MISSING + "export TOPOGRAPH_BINDING=ok\n")
 
 
 def test_binding_that_cannot_write_still_exports_and_exits_0(tmp_path: Path) -> None:
     (tmp_path / "rec").write_text("not a directory")
     done = binding(tmp_path, ["0"], set(os.sched_getaffinity(0)), "")
-    assert (done.returncode, done.stdout) == (0, "export TOPOGRAPH_BINDING=no-gpu\n")
+    assert (done.returncode, done.stdout) == (0, MISSING + "export TOPOGRAPH_BINDING=no-gpu\n")
     assert len(done.stderr.splitlines()) == 1
 
 
@@ -222,7 +228,7 @@ def nvlink_hook(tmp_path: Path, command: str) -> Result:
     ]
     env = {"SLURM_JOB_ID": "7", "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.defpath}"}
     return CliRunner().invoke(
-        main, ["--config", os.devnull, "record-node", command, *flags], env=env
+        main, ["--config", os.devnull, "record", COMMAND[command], *flags], env=env
     )
 
 
@@ -262,7 +268,7 @@ def test_the_record_dir_defaults_under_the_state_dir(tmp_path: Path) -> None:
 def test_the_prolog_hands_the_part_directory_to_the_jobs_user(tmp_path: Path, tree: Path) -> None:
     flags = ["--record-dir", str(tmp_path / "rec"), "--node", "gpu01", "--sysfs", str(tree)]
     env = {"SLURM_JOB_ID": "42", "SLURM_JOB_UID": "2000", "PATH": os.defpath}
-    args = ["--config", os.devnull, "record-node", "start", *flags]
+    args = ["--config", os.devnull, "record", "node-start", *flags]
     assert CliRunner().invoke(main, args, env=env).exit_code == 0
     parts = tmp_path / "rec" / "job-42.d"
     assert (parts.stat().st_uid, parts.stat().st_mode & 0o777) == (2000, 0o755)

@@ -46,12 +46,14 @@ def prepare_job(
     job_id: str | None,
     job: Mapping[str, Any],
     warn: Warn,
+    slurm_job: SlurmJob | None = None,
 ) -> PlacedJob:
     """The fabric view, the node of every rank, GPUs per node and the layout. A job id gives
     the nodes in the order Slurm ranks them, GPUs per node and (from the filter's record) the
-    TP size, unless the *job* flags say otherwise. A node the fabric does not place is an
-    input error."""
-    slurm_job = _slurm_job(settings, job_id) if job_id else None
+    TP size, unless the *job* flags say otherwise; *slurm_job* is that job when the caller
+    has read it already. A node the fabric does not place is an input error."""
+    if slurm_job is None and job_id:
+        slurm_job = slurm_job_of(settings, job_id)
     view = from_settings(settings, topology, warn, running=slurm_job is not None)
     if slurm_job is not None and not (job["hostlist"] or job["hostfile"]):
         read = Hostfile(list(slurm_job.nodes), PER_NODE, {})
@@ -131,7 +133,9 @@ def _gpus_per_node(
     return gpus
 
 
-def _slurm_job(settings: Settings, job_id: str) -> SlurmJob:
+def slurm_job_of(settings: Settings, job_id: str) -> SlurmJob:
+    """Job *job_id* as ``scontrol show job --json`` gives it; an input error while it has no
+    nodes."""
     from topograph_slurm.slurm.jobs import scontrol_job
 
     job = scontrol_job(Scontrol.from_settings(settings), job_id)

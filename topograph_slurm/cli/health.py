@@ -53,7 +53,7 @@ from topograph_slurm.render.environment import environment
 @click.option(
     "--job-records",
     is_flag=True,
-    help="Also judge the links the job records' Epilog parts (record-node end) found "
+    help="Also judge the links the job records' Epilog parts (record node-end) found "
     "degraded or taking errors during a job: degraded, never drained.",
 )
 @click.option(

@@ -39,7 +39,7 @@ _LAZY_COMMANDS = {
     "gres": ("topograph_slurm.cli.gres", "gres"),
     "pools": ("topograph_slurm.cli.pools", "pools_command"),
     "occupancy": ("topograph_slurm.cli.occupancy", "occupancy_command"),
-    "record-node": ("topograph_slurm.cli.record_node", "record_node"),
+    "record": ("topograph_slurm.cli.record", "record_group"),
 }
 
 

@@ -1,6 +1,6 @@
-"""The node side of ``topograph-slurm record``: the commands Slurm's Prolog, Epilog and
-TaskProlog run on every node. Until the ``record`` group holds them they live under a
-``record-node`` group of their own (``record-node start|end|binding``).
+"""The node side of ``topograph-slurm record``: ``record node-start`` and ``record node-end``
+(Slurm's Prolog and Epilog on every node), and the binding check ``record task`` adds to its
+exports (the TaskProlog of every task).
 
 The hooks' failure policy: a hook never fails a job or a node for its own trouble. It
 writes what it can, says what went wrong in one stderr line (slurmd's log) and exits 0; only
@@ -53,14 +53,7 @@ _SYSFS = click.option(
 )
 
 
-@click.group("record-node")
-def record_node() -> None:
-    """The job record's node parts: link counters before and after a job (Prolog, Epilog)
-    and each task's CPU/GPU binding check (TaskProlog). Parts go to
-    <record-dir>/job-<ID>.d/. Every hook exits 0 on its own trouble (one line on stderr)."""
-
-
-@record_node.command("start")
+@click.command("node-start")
 @_hook_options
 @_SYSFS
 @click.pass_context
@@ -71,16 +64,16 @@ def node_start(ctx: click.Context, /, job: str | None, node: str | None, **flags
     \b
     slurm.conf:  PrologFlags=Alloc   (the Prolog on every node at job start, not at its
                                       first step there)
-                 Prolog=/etc/slurm/prolog.sh   (runs: topograph-slurm record-node start)
+                 Prolog=/etc/slurm/prolog.sh   (runs: topograph-slurm record node-start)
     """
     from topograph_slurm.app.record_node import node_start
 
     where = _hook(ctx, job, node, flags)
     owner = _uid(os.environ.get("SLURM_JOB_UID", ""))
-    _never_fail("record-node start", lambda: node_start(_settings(ctx, flags), where, owner))
+    _never_fail("record node-start", lambda: node_start(_settings(ctx, flags), where, owner))
 
 
-@record_node.command("end")
+@click.command("node-end")
 @_hook_options
 @_SYSFS
 @click.pass_context
@@ -91,47 +84,54 @@ def node_end(ctx: click.Context, /, job: str | None, node: str | None, **flags: 
     nvlink-errors-during-job); `health --job-records` takes them.
 
     \b
-    slurm.conf:  Epilog=/etc/slurm/epilog.sh   (runs: topograph-slurm record-node end)
+    slurm.conf:  Epilog=/etc/slurm/epilog.sh   (runs: topograph-slurm record node-end)
     """
     from topograph_slurm.app.record_node import node_end
 
     where = _hook(ctx, job, node, flags)
-    _never_fail("record-node end", lambda: node_end(_settings(ctx, flags), where))
+    _never_fail("record node-end", lambda: node_end(_settings(ctx, flags), where))
 
 
-@record_node.command("binding")
-@_hook_options
-@click.option(
-    "--topo-matrix",
-    "record_topo_matrix",
-    metavar="FILE",
-    help="This node's `nvidia-smi topo -m` capture (default: the record_topo_matrix key).",
+#: ``record task``'s options for the binding check (the job's own come from the group).
+BINDING_OPTIONS = (
+    click.option(
+        "--node",
+        metavar="NAME",
+        help="This node's Slurm name (default: $SLURMD_NODENAME, else the short host name).",
+    ),
+    click.option(
+        "--topo-matrix",
+        "record_topo_matrix",
+        metavar="FILE",
+        help="This node's `nvidia-smi topo -m` capture, for the binding check (default: the "
+        "record_topo_matrix key; none: TOPOGRAPH_BINDING=unknown).",
+    ),
 )
-@click.pass_context
-def task_binding(ctx: click.Context, /, job: str | None, node: str | None, **flags: Any) -> None:
-    """TaskProlog (every task, as the job's user): compare this task's allowed CPUs with the
-    CPU affinity of the GPUs in its CUDA_VISIBLE_DEVICES; print
-    `export TOPOGRAPH_BINDING=<status>` (ok, far-numa, spans-numa, unbound, no-gpu, unknown)
-    and write task-<step>.<proc>.json (a binding-far-numa or binding-spans-numa finding when
-    it is one). Never fails the task.
-    """
+
+
+def binding_exports(settings: Any, job: str | None, node: str | None) -> tuple[str, str]:
+    """This task's binding check as its export line (its CPUs vs the CPU affinity of its GPUs:
+    ok, far-numa, spans-numa, unbound, no-gpu, unknown), with task-<step>.<proc>.json
+    written (a binding-far-numa or binding-spans-numa finding when it is one), and what went
+    wrong ("" when nothing). Never fails: undecided is TOPOGRAPH_BINDING=unknown; *settings*
+    None (a broken config) is undecided."""
     from topograph_slurm.app.record_node import task_binding, write_task
     from topograph_slurm.render.environment import environment
-    from topograph_slurm.render.record_node import binding_exports
+    from topograph_slurm.render.record_node import binding_exports as render
 
-    where = _hook(ctx, job, node, flags)
     status = "unknown"
+    line = "export TOPOGRAPH_BINDING=unknown\n"
+    if settings is None:
+        return line, ""
     try:
-        settings = _settings(ctx, flags)
+        where = _where(settings, job, node)
         found, path = task_binding(settings, where, os.environ)
         status = found.status
-        env = environment(Path(settings.templates) if settings.templates else None)
-        click.echo(binding_exports(env, status), nl=False)
+        line = render(environment(Path(settings.templates) if settings.templates else None), status)
         write_task(where, found, path)
     except (TopographError, OSError) as err:
-        warn(f"record-node binding: {_reason(err)} (exported TOPOGRAPH_BINDING={status})")
-        if status == "unknown":
-            click.echo("export TOPOGRAPH_BINDING=unknown")
+        return line, f"binding: {_reason(err)} (exported TOPOGRAPH_BINDING={status})"
+    return line, ""
 
 
 def _settings(ctx: click.Context, flags: dict[str, Any]) -> Any:
@@ -140,15 +140,19 @@ def _settings(ctx: click.Context, flags: dict[str, Any]) -> Any:
 
 def _hook(ctx: click.Context, /, job: str | None, node: str | None, flags: dict[str, Any]) -> Any:
     """Which job and node: a bad one is the one failure a hook reports (exit 2)."""
-    from topograph_slurm.app.record_node import hook
-
     try:
-        return hook(_settings(ctx, flags), job, node, os.environ)
+        return _where(_settings(ctx, flags), job, node)
     except UsageError:
         raise
     except TopographError as err:  # a broken config file: nothing to write with, still exit 0
-        warn(f"record-node: {err}")
+        warn(f"record: {err}")
         ctx.exit(Exit.OK)
+
+
+def _where(settings: Any, job: str | None, node: str | None) -> Any:
+    from topograph_slurm.app.record_node import hook
+
+    return hook(settings, job, node, os.environ)
 
 
 def _never_fail(what: str, run: Callable[[], object]) -> None:

@@ -350,6 +350,14 @@ class FindingKind(StrEnum):
         "where the auto Slurm release came from: the installed one, or the fallback when "
         "Slurm did not answer (a problem when it is installed)",
     )
+    RECORD_INCOMPLETE = (
+        "record-incomplete",
+        PROBLEM,
+        RUN,
+        "a job record or one of its node parts could not learn everything: it names what was "
+        "missing (the job, the fabric, a bench record; a sysfs tree, a counter, the start "
+        "record, nvidia-smi) and why; the hook wrote the rest and let the job run",
+    )
     SUMMARY_UNREADABLE = (
         "summary-unreadable",
         PROBLEM,
@@ -385,13 +393,6 @@ class FindingKind(StrEnum):
         JOB_RECORD,
         "a counter was lower at the job's end than at its start (reset, HCA or driver "
         "restarted): what it counted during the job is unknown, so no rise is claimed",
-    )
-    RECORD_INCOMPLETE = (
-        "record-incomplete",
-        INFO,
-        JOB_RECORD,
-        "a node's part of the job record could not read everything (no sysfs tree, an "
-        "unreadable counter, no start record, nvidia-smi failed): says what is missing",
     )
     BINDING_FAR_NUMA = (
         "binding-far-numa",

@@ -132,3 +132,13 @@ def _gpus_per_node(job: dict[str, Any]) -> int | None:
         return None
     found = _TRES_GPUS.findall(str(job.get("tres_per_node") or ""))
     return sum(int(n) for n in found) or None
+
+
+def requeue_hold(scontrol: Scontrol, job_id: str) -> None:
+    """``scontrol requeuehold <job_id>``: the job back to pending, held (priority 0). From a
+    PrologSlurmctld that refuses a job: Slurm alone requeues it unheld and retries it after
+    its requeue delay, again and again (24.11, 26.05); held, it waits for an admin's or the
+    user's ``scontrol release``. A collect error when Slurm refuses."""
+    if not _JOB_ID.match(job_id):
+        raise UsageError(f"invalid job id {job_id!r}: expected a number such as 1234")
+    scontrol.run(["requeuehold", job_id])

@@ -1,0 +1,225 @@
+"""``record``'s use cases: a job's record written at its start (the PrologSlurmctld hook, with
+its gate), the exports a task takes from it (the TaskProlog hook), and records read back to be
+shown or compared (docs/record.md).
+
+The hooks' failure policy lives here: a hook never fails a job for its own trouble. What
+``record start`` cannot learn (the job, the fabric, a bench record) becomes a finding in the
+record it still writes; only the gate refuses a job. ``record task`` imports nothing of the
+fabric side: it runs once per task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from topograph_slurm.config import Settings, record_dir
+from topograph_slurm.errors import InputError, OutputError, TopographError
+from topograph_slurm.model.numbers import natural
+from topograph_slurm.model.record import JobRecord, RecordDiff
+from topograph_slurm.model.result import Finding
+from topograph_slurm.sources import record as record_files
+
+#: Where a warning line goes (the CLI's stderr).
+Warn = Callable[[str], None]
+
+if TYPE_CHECKING:
+    from topograph_slurm.analysis.record.build import RecordStart
+
+#: Where the layout's TP came from (the record's ``layout.source``).
+FROM_ADMIN_COMMENT = "admin-comment"
+FROM_GPUS_PER_NODE = "gpus-per-node"
+
+
+@dataclass(frozen=True, slots=True)
+class StartRequest:
+    """One ``record start``: the job, Slurm's restart count (SLURM_JOB_RESTART_COUNT as
+    given, may be empty), the topology file Slurm runs (for its sha256, and placed from when
+    no fabric source is configured)."""
+
+    job_id: str
+    restart_count: str = ""
+    topology: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """What ``record start`` did: the record and where it went, what went wrong (the
+    write, the hold of a refused job; empty: nothing), and the gate's refusal (empty: the
+    job may run)."""
+
+    record: JobRecord
+    path: Path | None
+    trouble: str = ""
+
+    @property
+    def refused(self) -> str:
+        return self.record.refused
+
+
+def start(settings: Settings, request: StartRequest, warn: Warn) -> Started:
+    """The job's record, written once for this start (a requeued job's rewrites the last):
+    a job id that is no number is a usage error and nothing is written; any other trouble is
+    recorded as a finding (or, when even the write fails, returned) and the job runs. A job
+    the gate refuses is requeued and held (``scontrol requeuehold``)."""
+    job_id = record_files.check_job_id(request.job_id)
+    path = record_files.record_file(record_dir(settings), job_id)
+    record = _record(settings, request, warn)
+    written: Path | None = path
+    troubles = []
+    try:
+        _write(path, record)
+    except OutputError as err:
+        written = None
+        troubles.append(f"record not written: {err}")
+    if record.refused:
+        troubles += _hold(settings, job_id)
+    return Started(record, written, "; ".join(troubles))
+
+
+def _hold(settings: Settings, job_id: str) -> list[str]:
+    """The refused job requeued and held (what Slurm would not do on its own); why not."""
+    from topograph_slurm.slurm.jobs import requeue_hold
+    from topograph_slurm.slurm.scontrol import Scontrol
+
+    try:
+        requeue_hold(Scontrol.from_settings(settings), job_id)
+    except TopographError as err:
+        return [f"not held (Slurm requeues it and retries): {err}"]
+    return []
+
+
+def _record(settings: Settings, request: StartRequest, warn: Warn) -> JobRecord:
+    from topograph_slurm.analysis.record.build import RecordStart, incomplete_record
+
+    topology_sha, topology_trouble = _topology_sha(request.topology)
+    begun = RecordStart(
+        request.job_id.strip(),
+        natural(request.restart_count) or 0,
+        datetime.now(UTC).isoformat(timespec="seconds"),
+        request.topology or "",
+        topology_sha,
+    )
+    try:
+        record = _placed_record(settings, request, begun, warn)
+    except TopographError as err:
+        return incomplete_record(begun, f"the job could not be placed: {err}")
+    if topology_trouble:
+        from topograph_slurm.analysis.record.build import incomplete
+
+        findings = [*record.findings, incomplete(begun.job_id, topology_trouble)]
+        record = dataclasses.replace(record, findings=findings)
+    return record
+
+
+def _placed_record(
+    settings: Settings, request: StartRequest, begun: RecordStart, warn: Warn
+) -> JobRecord:
+    """The job read from Slurm, placed on the view explain uses and judged; TP from the
+    --tp-size record, else one node's GPUs."""
+    from topograph_slurm.analysis.record.build import build_record
+    from topograph_slurm.analysis.record.gate import refusal
+    from topograph_slurm.app import placement
+    from topograph_slurm.model.placement import ParallelLayout
+    from topograph_slurm.model.record import RecordLayout
+
+    slurm_job = placement.slurm_job_of(settings, begun.job_id)
+    flags = {
+        "hostlist": None,
+        "hostfile": None,
+        "hostfile_lines": "auto",
+        "gpus_per_node": None,
+        "tp": None,
+        "pp": 1,
+        "cp": 1,
+        "ep": 1,
+        "etp": None,
+        "rank_order": "tp-cp-ep-dp-pp",
+    }
+    from topograph_slurm.app.fabric import given_sources
+
+    # a fabric source places (rates and health too); --topology is then only hashed
+    topology = None if given_sources(settings) else request.topology
+    placed = placement.prepare_job(settings, topology, slurm_job.job_id, flags, warn, slurm_job)
+    source = FROM_ADMIN_COMMENT
+    if slurm_job.tp is None:  # no --tp-size record: a TP group is taken as one node's GPUs
+        source = FROM_GPUS_PER_NODE
+        layout = ParallelLayout.for_world(len(placed.ranks), placed.gpus)
+        placed = dataclasses.replace(placed, layout=layout)
+    explanation = placement.explanation(placed)
+    bench, notes = _bench(settings, begun.job_id)
+    view = placed.view
+    return build_record(
+        begun,
+        explanation,
+        view.fmap,
+        view.facts,
+        RecordLayout(placed.layout.tp, placed.layout.pp, placed.gpus, source),
+        bench,
+        refusal(settings.record_refuse, explanation),
+        notes,
+    )
+
+
+def _bench(settings: Settings, job_id: str) -> tuple[dict[str, float], list[Finding]]:
+    """The configured bench record's level medians; a record that will not read is a note."""
+    if not settings.record_bench:
+        return {}, []
+    from topograph_slurm.analysis.record.build import incomplete
+    from topograph_slurm.sources.snapshot import load_bench
+
+    try:
+        return load_bench(settings.record_bench).medians, []
+    except InputError as err:
+        return {}, [incomplete(job_id, f"no bench medians: {err}")]
+
+
+def _topology_sha(topology: str | None) -> tuple[str, str]:
+    """The sha256 of the topology file named, and why there is none when it cannot be read."""
+    if not topology:
+        return "", ""
+    try:
+        return hashlib.sha256(Path(topology).read_bytes()).hexdigest(), ""
+    except OSError as err:
+        return "", f"no topology sha256: cannot read {topology}: {err.strerror}"
+
+
+def _write(path: Path, record: JobRecord) -> None:
+    """The record written atomically, mode 0644 (the job's user reads it), its directory
+    made when missing."""
+    from topograph_slurm.output import write_file
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"cannot make {path.parent}: {err.strerror}") from None
+    write_file(path, record_files.encode(record), mode=0o644)
+
+
+def task_record(settings: Settings, job_id: str) -> tuple[Path, JobRecord]:
+    """The job record a task exports from: an InputError when the id is no number or the
+    record is missing or unreadable (the TaskProlog then says so and lets the task run)."""
+    try:
+        path = record_files.record_file(record_dir(settings), job_id)
+    except TopographError as err:
+        raise InputError(str(err)) from None
+    return path, record_files.read_record(path)
+
+
+def read_side(settings: Settings, spec: str) -> JobRecord:
+    """A record named by a job id (in ``record_dir``) or a file path."""
+    if natural(spec) is not None:
+        return record_files.read_record(record_files.record_file(record_dir(settings), spec))
+    return record_files.read_record(Path(spec))
+
+
+def compare(settings: Settings, a: str, b: str) -> RecordDiff:
+    """Records *a* and *b* (job ids or files) compared."""
+    from topograph_slurm.analysis.record.diff import diff_records
+
+    return diff_records(read_side(settings, a), read_side(settings, b), a, b)

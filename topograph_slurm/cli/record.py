@@ -1,0 +1,208 @@
+"""``topograph-slurm record``: the job's topology record, written by a Slurm hook at job start
+(``start``), exported to every task with its binding check (``task``), its nodes' link
+counters before and after (``node-start``, ``node-end``: cli/record_node.py), shown and
+compared (``show``, ``diff``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from topograph_slurm.app import record
+from topograph_slurm.cli.options import config_settings, fabric_options, flag_settings, warn
+from topograph_slurm.cli.record_node import BINDING_OPTIONS, binding_exports, node_end, node_start
+from topograph_slurm.errors import Exit, TopographError
+from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.model.record import REFUSALS
+from topograph_slurm.render.environment import environment
+
+RECORD_INCOMPLETE = FindingKind.RECORD_INCOMPLETE
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_RECORD_DIR = click.option(
+    "--record-dir",
+    metavar="DIR",
+    help="Where job records live (default: config record_dir, else the state directory's "
+    "records/); a directory the controller and the nodes share.",
+)
+
+
+@click.group("record")
+def record_group() -> None:
+    """The job's topology record: where its nodes sit, how its TP/PP groups cross the
+    fabric, what is unhealthy on its paths, a fingerprint of it all (docs/record.md).
+
+    \b
+    slurm.conf (each a script calling the command with the site's --config):
+      PrologSlurmctld=...  topograph-slurm record start       (the record, the gate)
+      TaskProlog=...       topograph-slurm record task        (export TOPOGRAPH_* lines)
+      PrologFlags=Alloc
+      Prolog=...           topograph-slurm record node-start  (link counters at start)
+      Epilog=...           topograph-slurm record node-end    (what rose during the job)
+    """
+
+
+def _job_option(hook: str, **kwargs: Any) -> Callable[[F], F]:
+    """``--job JOBID``, from SLURM_JOB_ID as Slurm gives it to *hook*."""
+    help_text = f"The job (default: $SLURM_JOB_ID, as {hook} gets it)."
+    return click.option(
+        "--job", "job_id", envvar="SLURM_JOB_ID", metavar="JOBID", help=help_text, **kwargs
+    )
+
+
+@record_group.command("start")
+@_job_option("PrologSlurmctld", required=True)
+@_RECORD_DIR
+@click.option(
+    "--topology",
+    metavar="FILE",
+    help="The topology.conf or topology.yaml Slurm runs: its sha256 goes into the record, "
+    "and the job is placed on it when no fabric source is configured (else on the topology "
+    "slurmctld runs).",
+)
+@click.option(
+    "--refuse",
+    "record_refuse",
+    type=click.Choice(REFUSALS),
+    multiple=True,
+    help="The gate (config record_refuse): tp-crossing exits 1 when TP groups cross their "
+    "home, so Slurm requeues the job, and holds it (scontrol requeuehold); the record is "
+    "written anyway.",
+)
+@click.option(
+    "--bench",
+    "record_bench",
+    metavar="FILE",
+    help="A bench record (bench.json or a snapshot) whose level medians go into the record.",
+)
+@fabric_options
+@click.pass_context
+def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any) -> None:
+    """Write the job's record, <record_dir>/job-<JOBID>.json, once per job start (a
+    requeued job's replaces it; SLURM_JOB_RESTART_COUNT is in it). For PrologSlurmctld.
+
+    What cannot be learned (Slurm, the fabric, the bench record) becomes a record-incomplete
+    finding; the hook then says so in one line and exits 0: it never fails a job for its
+    own trouble (a broken config or an unwritable record_dir: nothing is written then).
+    Exit 1 only when the gate refuses (--refuse tp-crossing; the job is requeued and held),
+    explain's line on stderr; 2 for a job id that is no number (nothing written).
+    """
+    from topograph_slurm.sources.record import check_job_id
+
+    job_id = check_job_id(job_id)
+    flags["record_refuse"] = list(flags["record_refuse"])
+    try:
+        settings = flag_settings(ctx, flags.pop("rewrites"), **flags)
+    except TopographError as err:  # a broken config is the hook's trouble, not the job's
+        warn(f"job {job_id}: record not written: {err}")
+        ctx.exit(Exit.OK)
+    request = record.StartRequest(job_id, os.environ.get("SLURM_JOB_RESTART_COUNT", ""), topology)
+    started = record.start(settings, request, warn)
+    troubles = [f.message for f in started.record.findings if f.kind == RECORD_INCOMPLETE]
+    if started.trouble:
+        troubles.append(started.trouble)
+    if troubles:  # one line, whatever went wrong: the hook's log stays readable
+        warn(f"job {job_id}: {'; '.join(troubles)}")
+    if started.refused:
+        click.echo(f"topograph-slurm: job {job_id} refused: {started.refused}", err=True)
+        ctx.exit(Exit.DIFFERS)
+    ctx.exit(Exit.OK)
+
+
+def _binding_options(func: F) -> F:
+    for option in reversed(BINDING_OPTIONS):
+        func = option(func)
+    return func
+
+
+@record_group.command("task")
+@_job_option("TaskProlog", default="")
+@_RECORD_DIR
+@_binding_options
+@click.pass_context
+def task(
+    ctx: click.Context,
+    /,
+    job_id: str,
+    record_dir: str | None,
+    node: str | None,
+    record_topo_matrix: str | None,
+) -> None:
+    """Print the job record's TOPOGRAPH_* values as `export NAME=value` lines, the
+    TaskProlog protocol that puts them in the task's environment, and this task's binding
+    check (TOPOGRAPH_BINDING: its CPUs against the CPU affinity of its GPUs in this node's
+    topo -m; task-<step>.<proc>.json beside the record). For TaskProlog.
+
+    Without a readable record (or config) it prints `export TOPOGRAPH_RECORD_MISSING=1`,
+    says why in one line on stderr and exits 0: the task always runs.
+    """
+    from topograph_slurm.render import record as text
+
+    troubles, variables = [], text.MISSING
+    try:
+        settings = flag_settings(
+            ctx, (), record_dir=record_dir, record_topo_matrix=record_topo_matrix
+        )
+    except TopographError as err:  # a broken config never fails the task
+        settings, troubles = None, [str(err)]
+    if settings is not None:
+        try:
+            path, found = record.task_record(settings, job_id)
+            variables = text.exports(path, found)
+        except TopographError as err:  # nor does a missing or broken record
+            troubles.append(str(err))
+    binding, trouble = binding_exports(settings, job_id or None, node)
+    troubles += [trouble] if trouble else []
+    if troubles:  # one line, whatever went wrong: the hook's log stays readable
+        warn(f"job {job_id or '(no SLURM_JOB_ID)'}: {'; '.join(troubles)}")
+    click.echo(text.render_exports(environment(None), variables) + binding, nl=False)
+
+
+@record_group.command("show")
+@click.argument("spec", metavar="JOBID|FILE")
+@_RECORD_DIR
+@click.option("--json", "as_json", is_flag=True, help="The record's JSON as stored.")
+@click.pass_context
+def show(ctx: click.Context, /, spec: str, record_dir: str | None, as_json: bool) -> None:
+    """Show a job's record (a job id in record_dir, or a record file). Exit 3 when it is
+    missing or unreadable."""
+    from topograph_slurm.render.record import render_show
+
+    found = record.read_side(_settings(ctx, record_dir), spec)
+    fmt = "json" if as_json else "text"
+    click.echo(render_show(environment(None), found, spec, fmt), nl=False)
+
+
+@record_group.command("diff")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@_RECORD_DIR
+@click.pass_context
+def diff(ctx: click.Context, /, a: str, b: str, record_dir: str | None) -> None:
+    """Why two runs of one config may differ: compare two job records (job ids or files).
+
+    Marked `*`, what matters for speed: the layout, how many leaves/blocks/spines the job
+    spans, crossings per kind and level, the problems on its paths, a bench median that
+    moved more than 10%. Unmarked: other node or unit names, another fingerprint or
+    topology file. Exit 0 when nothing that matters differs, 1 when something does, 3 for
+    an unreadable record.
+    """
+    from topograph_slurm.render.record import render_diff
+
+    found = record.compare(_settings(ctx, record_dir), a, b)
+    click.echo(render_diff(environment(None), found), nl=False)
+    ctx.exit(Exit.DIFFERS if found.matters else Exit.OK)
+
+
+def _settings(ctx: click.Context, record_dir: str | None) -> Any:
+    from topograph_slurm.config import override
+
+    return override(config_settings(ctx), record_dir=record_dir)
+
+
+record_group.add_command(node_start)
+record_group.add_command(node_end)

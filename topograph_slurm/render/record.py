@@ -1,0 +1,74 @@
+"""The job record as text: the TaskProlog's ``export`` lines, ``record show`` and ``record
+diff``. The exported names and values are chosen here; their shell syntax is the template's."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jinja2
+
+from topograph_slurm.model.record import JobRecord, RecordDiff
+from topograph_slurm.render.environment import render
+
+#: What an exported value may hold: one line of printable ASCII; anything else becomes ``?``.
+_NOT_PRINTABLE = re.compile(r"[^\x20-\x7e]")
+#: The export a TaskProlog prints when the job has no readable record.
+MISSING = [("TOPOGRAPH_RECORD_MISSING", "1")]
+
+
+def exports(path: Path, record: JobRecord) -> list[tuple[str, str]]:
+    """The variables a task gets (docs/record.md lists them), as (name, value)."""
+    home = record.home_crossings()
+    layout = record.layout
+    layout_text = (
+        f"tp={layout.tp},pp={layout.pp},gpn={layout.gpus_per_node},src={layout.source}"
+        if layout
+        else "none"
+    )
+    return [
+        ("TOPOGRAPH_RECORD", str(path)),
+        ("TOPOGRAPH_FINGERPRINT", record.fingerprint),
+        ("TOPOGRAPH_TOPOLOGY_SHA256", record.topology_sha256),
+        ("TOPOGRAPH_TP_CROSSINGS", str(home.get("tp", 0))),
+        ("TOPOGRAPH_CROSSINGS", ",".join(f"{kind}={n}" for kind, n in home.items())),
+        ("TOPOGRAPH_TP_HOME", record.tp_home),
+        ("TOPOGRAPH_DEGRADED", str(len(record.problems))),
+        ("TOPOGRAPH_LAYOUT", layout_text),
+        ("TOPOGRAPH_LEAVES", str(len(record.units("leaf")))),
+        ("TOPOGRAPH_BLOCKS", str(len(record.units("block")))),
+        ("TOPOGRAPH_NODES", str(len(record.nodes))),
+    ]
+
+
+def one_line(value: str) -> str:
+    """*value* as one line of printable ASCII (what the TaskProlog protocol can carry)."""
+    return _NOT_PRINTABLE.sub("?", value)
+
+
+def render_exports(env: jinja2.Environment, variables: list[tuple[str, str]]) -> str:
+    """``export NAME=value`` lines, each value as Slurm reads it: literally, one line."""
+    cleaned = [(name, one_line(value)) for name, value in variables]
+    return render(env, "record.exports.j2", variables=cleaned)
+
+
+def render_show(env: jinja2.Environment, record: JobRecord, path: str, fmt: str) -> str:
+    """``record show``: the record as text, or its JSON as stored."""
+    if fmt == "json":
+        from topograph_slurm.sources.record import encode
+
+        return encode(record).decode("utf-8")
+    return render(
+        env,
+        "record.show.txt.j2",
+        record=record,
+        path=path,
+        home=record.home_crossings(),
+        leaves=record.units("leaf"),
+        blocks=record.units("block"),
+    )
+
+
+def render_diff(env: jinja2.Environment, diff: RecordDiff) -> str:
+    """``record diff``: each change, the ones that matter for speed marked."""
+    return render(env, "record.diff.txt.j2", diff=diff)
