@@ -20,6 +20,7 @@ from tests.unit.test_health_cli import fake_scontrol
 from tests.unit.test_health_cli import run as run_health
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
+from topograph_slurm.sources.record_node import task_part
 
 REPO = Path(__file__).resolve().parents[2]
 #: Each hook's `record` subcommand: the Prolog's, the Epilog's and the TaskProlog's.
@@ -281,3 +282,37 @@ def test_a_node_name_slurm_would_not_take_is_exit_2(tmp_path: Path, tree: Path, 
     assert result.exit_code == Exit.USAGE, result.output
     assert "invalid node name" in result.output
     assert not (tmp_path / "rec").exists()
+
+
+def test_show_and_diff_read_the_parts_beside_the_record(tmp_path: Path, tree: Path) -> None:
+    """Two runs of one job record: the second's Epilog found a link that took errors and
+    its task was bound far from its GPU. `record show` lists both, `record diff` marks both
+    as mattering (exit 1); parts are what the hooks wrote, the job records one file."""
+    from tests.unit.test_record import CROSSING, run, started
+
+    config = started(tmp_path, CROSSING)  # job 7's record in tmp_path/records
+    records = tmp_path / "records"
+    (records / "job-8.json").write_bytes((records / "job-7.json").read_bytes())
+    for job, bump in (("7", 0), ("8", 3)):
+        flags = ["--record-dir", str(records), "--node", "gpu0001", "--sysfs", str(tree)]
+        env = {"SLURM_JOB_ID": job, "PATH": os.defpath}
+        for command in ("node-start", "node-end"):
+            if command == "node-end" and bump:
+                ib_sysfs.bump(tree, "symbol_error", bump)
+            args = ["--config", os.devnull, "record", command, *flags]
+            assert CliRunner().invoke(main, args, env=env).exit_code == 0
+    parts = records / "job-8.d"
+    (parts / "task-0.0.json").write_text(
+        task_part("8", "gpu0001", "task-0.0", "far-numa", "CPUs 1, GPU 0 near CPUs 0", [])
+    )
+    shown = run(config, "record", "show", "8")
+    assert shown.exit_code == 0, shown.output
+    assert "link-errors-during-job gpu0001/mlx5_1/1: mlx5_1/1: symbol_error +3" in shown.stdout
+    assert "gpu0001/task-0.0: far-numa" in shown.stdout
+    diffed = run(config, "record", "diff", "7", "8")
+    assert diffed.exit_code == Exit.DIFFERS, diffed.output
+    assert "links degraded during the job" in diffed.stdout
+    assert "task bindings" in diffed.stdout
+    (parts / "gpu0001.end.json").write_text("{broken")
+    shown = run(config, "record", "show", "8")
+    assert shown.exit_code == 0 and "record-incomplete gpu0001.end: unreadable part" in shown.stdout

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from topograph_slurm.config import Settings, record_dir
 from topograph_slurm.errors import InputError, OutputError, TopographError
 from topograph_slurm.model.numbers import natural
-from topograph_slurm.model.record import JobRecord, RecordDiff
+from topograph_slurm.model.record import JobRecord, RecordDiff, RecordPart
 from topograph_slurm.model.result import Finding
 from topograph_slurm.sources import record as record_files
 
@@ -211,15 +211,21 @@ def task_record(settings: Settings, job_id: str) -> tuple[Path, JobRecord]:
     return path, record_files.read_record(path)
 
 
-def read_side(settings: Settings, spec: str) -> JobRecord:
-    """A record named by a job id (in ``record_dir``) or a file path."""
+def read_side(settings: Settings, spec: str) -> tuple[JobRecord, tuple[RecordPart, ...]]:
+    """A record named by a job id (in ``record_dir``) or a file path, with the node and task
+    parts its job's hooks wrote beside it (``job-<ID>.d/``; none when no hook ran there)."""
+    from topograph_slurm.sources.record_node import read_parts
+
     if natural(spec) is not None:
-        return record_files.read_record(record_files.record_file(record_dir(settings), spec))
-    return record_files.read_record(Path(spec))
+        path = record_files.record_file(record_dir(settings), spec)
+    else:
+        path = Path(spec)
+    return record_files.read_record(path), read_parts(path.with_suffix(".d"))
 
 
 def compare(settings: Settings, a: str, b: str) -> RecordDiff:
-    """Records *a* and *b* (job ids or files) compared."""
+    """Records *a* and *b* (job ids or files) compared, their parts with them."""
     from topograph_slurm.analysis.record.diff import diff_records
 
-    return diff_records(read_side(settings, a), read_side(settings, b), a, b)
+    (record_a, parts_a), (record_b, parts_b) = read_side(settings, a), read_side(settings, b)
+    return diff_records(record_a, record_b, a, b, parts_a, parts_b)

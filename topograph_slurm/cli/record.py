@@ -168,13 +168,15 @@ def task(
 @click.option("--json", "as_json", is_flag=True, help="The record's JSON as stored.")
 @click.pass_context
 def show(ctx: click.Context, /, spec: str, record_dir: str | None, as_json: bool) -> None:
-    """Show a job's record (a job id in record_dir, or a record file). Exit 3 when it is
-    missing or unreadable."""
+    """Show a job's record (a job id in record_dir, or a record file), with what its nodes'
+    Epilogs found (links that degraded or took errors during the job) and each task's
+    binding check, from job-<JOBID>.d/ beside it. Exit 3 when the record is missing or
+    unreadable; --json prints the job record's JSON only, as stored."""
     from topograph_slurm.render.record import render_show
 
-    found = record.read_side(_settings(ctx, record_dir), spec)
+    found, parts = record.read_side(_settings(ctx, record_dir), spec)
     fmt = "json" if as_json else "text"
-    click.echo(render_show(environment(None), found, spec, fmt), nl=False)
+    click.echo(render_show(environment(None), found, parts, spec, fmt), nl=False)
 
 
 @record_group.command("diff")
@@ -187,9 +189,9 @@ def diff(ctx: click.Context, /, a: str, b: str, record_dir: str | None) -> None:
 
     Marked `*`, what matters for speed: the layout, how many leaves/blocks/spines the job
     spans, crossings per kind and level, the problems on its paths, a bench median that
-    moved more than 10%. Unmarked: other node or unit names, another fingerprint or
-    topology file. Exit 0 when nothing that matters differs, 1 when something does, 3 for
-    an unreadable record.
+    moved more than 10%, links that degraded during the job, the tasks' binding statuses.
+    Unmarked: other node or unit names, another fingerprint or topology file. Exit 0 when
+    nothing that matters differs, 1 when something does, 3 for an unreadable record.
     """
     from topograph_slurm.render.record import render_diff
 

@@ -92,6 +92,20 @@ class JobRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordPart:
+    """One file beside a job record (``job-<ID>.d/``): a node's counters at start or end, or
+    one task's binding check. ``binding`` is the task's status (empty for a node part); the
+    findings are the links that degraded during the job or the task's far binding. A part that
+    could not be read is one with a record-incomplete finding saying why."""
+
+    name: str
+    part: str
+    node: str
+    binding: str = ""
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RecordChange:
     """One way two records differ: what (``leaves``, ``crossings``, ``degraded``...), each
     side's value as text, and whether it matters for speed (then diff exits 1)."""

@@ -4,11 +4,12 @@ diff``. The exported names and values are chosen here; their shell syntax is the
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import jinja2
 
-from topograph_slurm.model.record import JobRecord, RecordDiff
+from topograph_slurm.model.record import JobRecord, RecordDiff, RecordPart
 from topograph_slurm.render.environment import render
 
 #: What an exported value may hold: one line of printable ASCII; anything else becomes ``?``.
@@ -52,8 +53,14 @@ def render_exports(env: jinja2.Environment, variables: list[tuple[str, str]]) ->
     return render(env, "record.exports.j2", variables=cleaned)
 
 
-def render_show(env: jinja2.Environment, record: JobRecord, path: str, fmt: str) -> str:
-    """``record show``: the record as text, or its JSON as stored."""
+def render_show(
+    env: jinja2.Environment,
+    record: JobRecord,
+    parts: Sequence[RecordPart],
+    path: str,
+    fmt: str,
+) -> str:
+    """``record show``: the record and its parts as text, or the record's JSON as stored."""
     if fmt == "json":
         from topograph_slurm.sources.record import encode
 
@@ -66,6 +73,8 @@ def render_show(env: jinja2.Environment, record: JobRecord, path: str, fmt: str)
         home=record.home_crossings(),
         leaves=record.units("leaf"),
         blocks=record.units("block"),
+        nodes_parts=[part for part in parts if part.part != "task"],
+        tasks=[part for part in parts if part.part == "task"],
     )
 
 

@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.counters import NodeCounters, NvlinkReading, PortReading
+from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.model.names import natural_key
+from topograph_slurm.model.record import RECORD_FORMAT, RECORD_VERSION, RecordPart
 from topograph_slurm.model.result import Finding, decode_finding
 
-RECORD_FORMAT = "topograph-slurm/record"
-RECORD_VERSION = 1
 NODE_START, NODE_END, TASK = "node-start", "node-end", "task"
+#: The most a part may hold: a node's ports and NVLinks are a few KiB.
+_PART_LIMIT = 4 << 20
 
 
 def node_part(
@@ -56,6 +60,33 @@ def read_part(text: str, where: str, part: str | None = None) -> dict[str, Any]:
     if part is not None and data.get("part") != part:
         raise InputError(f"{where}: a {data.get('part')!r} part, not {part!r}")
     return data
+
+
+def read_parts(directory: Path) -> tuple[RecordPart, ...]:
+    """Every part in a job's ``job-<ID>.d/`` (none when it does not exist), in node and task
+    order; an unreadable one is kept as a record-incomplete finding naming it."""
+    if not directory.is_dir():
+        return ()
+    paths = sorted(directory.glob("*.json"), key=lambda path: natural_key(path.name))
+    return tuple(_part(path) for path in paths)
+
+
+def _part(path: Path) -> RecordPart:
+    where = str(path)
+    try:
+        with path.open("rb") as handle:
+            data = read_part(handle.read(_PART_LIMIT).decode("utf-8"), where)
+        return RecordPart(
+            path.stem,
+            str(data.get("part", "")),
+            str(data.get("node", "")),
+            str(data.get("binding", "")),
+            tuple(findings(data, where)),
+        )
+    except (OSError, UnicodeDecodeError, InputError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        trouble = Finding(FindingKind.RECORD_INCOMPLETE, path.stem, f"unreadable part: {why}")
+        return RecordPart(path.stem, "", "", "", (trouble,))
 
 
 def reading(data: Mapping[str, Any], where: str) -> NodeCounters:

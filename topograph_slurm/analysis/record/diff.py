@@ -1,24 +1,60 @@
 """Two job records compared: why two runs of one config may differ. What changes the speed a
 job can reach (its layout, how many leaves and blocks it spans, its crossings, the problems on
-its paths, a bench median that drifted) *matters*; what only names another place or file (node
-and unit names, the fingerprint, the topology file's hash) is shown but does not."""
+its paths, a bench median that drifted, links that degraded during the job, tasks bound far
+from their GPUs) *matters*; what only names another place or file (node and unit names, the
+fingerprint, the topology file's hash) is shown but does not."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
-from topograph_slurm.model.record import JobRecord, RecordChange, RecordDiff
+from topograph_slurm.model.record import JobRecord, RecordChange, RecordDiff, RecordPart
 
 #: A bench median that moved by more than this share between two records is drift.
 BENCH_DRIFT = 0.10
 
 
-def diff_records(a: JobRecord, b: JobRecord, a_name: str, b_name: str) -> RecordDiff:
-    """Every difference between records *a* and *b*, in the order docs/record.md lists."""
-    changes = [
-        change for compare in _COMPARISONS for change in compare(a, b) if change.a != change.b
-    ]
-    return RecordDiff(a_name, b_name, changes)
+def diff_records(
+    a: JobRecord,
+    b: JobRecord,
+    a_name: str,
+    b_name: str,
+    a_parts: Sequence[RecordPart] = (),
+    b_parts: Sequence[RecordPart] = (),
+) -> RecordDiff:
+    """Every difference between records *a* and *b* (and the node and task parts their hooks
+    wrote), in the order docs/record.md lists."""
+    changes = [change for compare in _COMPARISONS for change in compare(a, b)]
+    changes += [_during(a_parts, b_parts), _bindings(a_parts, b_parts)]
+    return RecordDiff(a_name, b_name, [change for change in changes if change.a != change.b])
+
+
+def _during(a: Sequence[RecordPart], b: Sequence[RecordPart]) -> RecordChange:
+    """The links the Epilog found degraded or erring during each job (node-end parts)."""
+
+    def text(parts: Sequence[RecordPart]) -> str:
+        found = sorted(
+            {
+                f"{finding.kind}@{finding.subject}"
+                for part in parts
+                if part.part == "node-end"
+                for finding in part.findings
+                if finding.is_problem
+            }
+        )
+        return ",".join(found) or "none"
+
+    return RecordChange("links degraded during the job", text(a), text(b), True)
+
+
+def _bindings(a: Sequence[RecordPart], b: Sequence[RecordPart]) -> RecordChange:
+    """How each job's tasks were bound (task parts: ``ok``, ``far-numa,ok``...): the statuses
+    seen, not their counts, which follow the job's size."""
+
+    def text(parts: Sequence[RecordPart]) -> str:
+        return ",".join(sorted({part.binding for part in parts if part.part == "task"})) or "none"
+
+    return RecordChange("task bindings", text(a), text(b), True)
 
 
 def _layout(a: JobRecord, b: JobRecord) -> list[RecordChange]:
