@@ -740,6 +740,23 @@ def test_explain_pools_reads_back_the_gpus_of_instances_sharing_a_node(tmp_path:
     assert read["decode-1"] == [2, 3]
 
 
+def test_explain_pools_says_which_instances_share_a_gpu(tmp_path: Path) -> None:
+    """A hand-edited deployment puts decode-1 on decode-0's GPUs: both say so, exit 1."""
+    written = pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "2x4", "--decode", "2x2")
+    decode = {i["name"]: i for i in written["instances"]}
+    assert decode["decode-0"]["nodes"] == decode["decode-1"]["nodes"]
+    decode["decode-1"]["gpus"] = decode["decode-0"]["gpus"]
+    path = tmp_path / "pools.json"
+    path.write_text(json.dumps(written))
+    result = run("explain", "--sim", SIM, "--pools", str(path), "--json")
+    assert result.exit_code == Exit.DIFFERS, result.output
+    unmet = {i["name"]: i["unmet"] for i in json.loads(result.stdout)["instances"]}
+    node, gpu = decode["decode-0"]["nodes"][0], decode["decode-0"]["gpus"][0]
+    assert f"shares GPU {gpu} of {node} with decode-1" in unmet["decode-0"]
+    assert f"shares GPU {gpu} of {node} with decode-0" in unmet["decode-1"]
+    assert not any("shares" in line for name in ("prefill-0", "prefill-1") for line in unmet[name])
+
+
 DGX = Path(__file__).parents[1] / "fixtures" / "real" / "nvidia-smi-topo"
 DGX_A100 = DGX / "dgx-a100-8gpu-12nic-mlx5-columns.txt"
 SHARED = ["--sim", SIM, "--nodes", ALL, "--prefill", "2x4", "--decode", "1x8"]

@@ -72,6 +72,20 @@ def judge(instances: list[Instance], paths: list[KvPath], fmap: FabricMap) -> No
             )
 
 
+def _shared_gpus(instances: list[Instance]) -> None:
+    """Two instances of a hand-written deployment on one GPU contend for it: each says which
+    GPU of which node it shares, with whom (a plan ``pools`` made never does this)."""
+    by_name = {one.name: one for one in instances}
+    owner: dict[tuple[str, int], str] = {}
+    for one in instances:
+        for node in one.nodes:
+            for gpu in one.gpus:
+                first = owner.setdefault((node, gpu), one.name)
+                if first != one.name:
+                    one.unmet.append(f"shares GPU {gpu} of {node} with {first}")
+                    by_name[first].unmet.append(f"shares GPU {gpu} of {node} with {one.name}")
+
+
 def _gpus(one: RunningInstance, gpus_per_node: int) -> list[int]:
     """The GPUs the file names, else the instance's share of each node's from GPU 0."""
     if one.gpus is not None:
@@ -101,6 +115,7 @@ def check_running(
         needed = sum(nodes_per_group(one.tp, gpus_per_node) for one in pair)
         paths.append(kv_path(pair, fmap, facts, home_level(fmap, needed)))
     judge(instances, paths, fmap)
+    _shared_gpus(instances)
     sizes = {
         role: PoolSize(
             sum(1 for one in instances if one.role == role),
