@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from tests.support.affinity import numa_moved, real_topology, without_nics
 from tests.support.sim_gpu import nvl_node_gpus, render_query_q, render_topo_matrix
@@ -58,19 +58,23 @@ def test_generate_reports_the_node_that_lost_a_nic(tmp_path: Path) -> None:
     assert found == [("gpu-nic-rails-uneven", SICK)]
 
 
-def test_health_degrades_the_node_that_lost_a_nic_and_drains_nothing(tmp_path: Path) -> None:
+def health_json(tmp_path: Path, snap: Path) -> Result:
+    """`health --snapshot SNAP --json`'s dry run against a fake scontrol listing NODES."""
     slurm = fake_scontrol(tmp_path)
     (slurm / "nodes.json").write_text(json.dumps({"nodes": [slurm_node(n) for n in NODES]}))
-    snap = snapshot(tmp_path / "snap")
     env = {"PATH": f"{slurm}{os.pathsep}{os.environ['PATH']}"}
     argv = ["--config", os.devnull, "health", "--snapshot", str(snap), "--slurm-version", "25.05"]
-    result = CliRunner().invoke(main, [*argv, "--json"], env=env)
+    return CliRunner().invoke(main, [*argv, "--json"], env=env)
+
+
+def test_health_degrades_the_node_that_lost_a_nic_and_drains_nothing(tmp_path: Path) -> None:
+    result = health_json(tmp_path, snapshot(tmp_path / "snap"))
     assert result.exit_code == Exit.DIFFERS, result.output
     rows = {row["node"]: row for row in json.loads(result.stdout)["nodes"]}
     assert rows[SICK]["verdict"] == "degraded"
     assert rows[SICK]["weight"]["new"] > rows[SICK]["weight"]["now"]
     assert {rows[n]["verdict"] for n in NODES if n != SICK} == {"healthy"}
-    assert (slurm / "updates.log").exists() is False  # a dry run changes nothing
+    assert (tmp_path / "updates.log").exists() is False  # a dry run changes nothing
 
 
 def test_draw_marks_the_gpus_without_a_nic_of_their_own(tmp_path: Path) -> None:
@@ -113,17 +117,13 @@ def test_the_fabric_view_marks_the_node_that_lost_a_nic(tmp_path: Path) -> None:
 def test_health_degrades_the_node_whose_gpu_layout_differs_from_its_type(tmp_path: Path) -> None:
     """gres-layout-differs (one node's GPU6-GPU7 down to NV12) reaches health, as the
     affinity findings do: degraded, nothing drained."""
-    slurm = fake_scontrol(tmp_path)
-    (slurm / "nodes.json").write_text(json.dumps({"nodes": [slurm_node(n) for n in NODES]}))
     snap = snapshot(tmp_path / "snap")
     odd = NODES[1]
     (matrix,) = (snap / "nodes" / odd).glob("*topo*")
     rows = [line.split("\t") for line in matrix.read_text().splitlines()]
     rows[7][8] = rows[8][7] = "NV12"  # row GPU6 column GPU7, row GPU7 column GPU6
     matrix.write_text("\n".join("\t".join(row) for row in rows) + "\n")
-    env = {"PATH": f"{slurm}{os.pathsep}{os.environ['PATH']}"}
-    argv = ["--config", os.devnull, "health", "--snapshot", str(snap), "--slurm-version", "25.05"]
-    result = CliRunner().invoke(main, [*argv, "--json"], env=env)
+    result = health_json(tmp_path, snap)
     assert result.exit_code == Exit.DIFFERS, result.output
     rows_out = {row["node"]: row for row in json.loads(result.stdout)["nodes"]}
     assert rows_out[odd]["verdict"] == "degraded"

@@ -16,7 +16,7 @@ from topograph_slurm.config import Settings
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.job import SlurmJob
-from topograph_slurm.model.placement import ParallelLayout
+from topograph_slurm.model.placement import MEGATRON_ORDER, ParallelLayout
 from topograph_slurm.slurm.scontrol import Scontrol
 from topograph_slurm.sources.hostfile import PER_NODE, Hostfile, parse_hostfile
 
@@ -38,6 +38,23 @@ class PlacedJob:
     layout: ParallelLayout
     ranks: list[str]
     ranks_from: str
+
+
+#: prepare_job's *job* flags as explain's defaults leave them: a job id's nodes (no hostlist,
+#: no hostfile), its GPUs per node and --tp-size record, nothing else parallel, Megatron's
+#: order. Callers that read a job without flags (record, pools) start from these.
+JOB_DEFAULTS: Mapping[str, Any] = {
+    "hostlist": None,
+    "hostfile": None,
+    "hostfile_lines": "auto",
+    "gpus_per_node": None,
+    "tp": None,
+    "pp": 1,
+    "cp": 1,
+    "ep": 1,
+    "etp": None,
+    "rank_order": MEGATRON_ORDER,
+}
 
 
 def prepare_job(

@@ -15,6 +15,7 @@ from topograph_slurm.app.fabric import Warn
 from topograph_slurm.app.placement import PlacedJob, prepare_job
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import UsageError
+from topograph_slurm.model.placement import MEGATRON_ORDER
 from topograph_slurm.model.pools import (
     Deployment,
     PoolPlan,
@@ -25,7 +26,7 @@ from topograph_slurm.model.pools import (
 from topograph_slurm.slurm.scontrol import Scontrol
 
 #: The job flags ``explain`` takes that pools do not: a deployment has no training layout.
-_NO_LAYOUT = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": None, "rank_order": "tp-cp-ep-dp-pp"}
+_NO_LAYOUT = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": None, "rank_order": MEGATRON_ORDER}
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,7 +99,7 @@ def _record(settings: Settings, request: StartRequest, warn: Warn) -> JobRecord:
 
     topology_sha, topology_trouble = _topology_sha(request.topology)
     begun = RecordStart(
-        request.job_id.strip(),
+        request.job_id,
         natural(request.restart_count) or 0,
         datetime.now(UTC).isoformat(timespec="seconds"),
         request.topology or "",
@@ -125,26 +125,14 @@ def _placed_record(
     from topograph_slurm.analysis.record.build import build_record
     from topograph_slurm.analysis.record.gate import refusal
     from topograph_slurm.app import placement
+    from topograph_slurm.app.fabric import given_sources
     from topograph_slurm.model.placement import ParallelLayout
     from topograph_slurm.model.record import RecordLayout
 
     slurm_job = placement.slurm_job_of(settings, begun.job_id)
-    flags = {
-        "hostlist": None,
-        "hostfile": None,
-        "hostfile_lines": "auto",
-        "gpus_per_node": None,
-        "tp": None,
-        "pp": 1,
-        "cp": 1,
-        "ep": 1,
-        "etp": None,
-        "rank_order": "tp-cp-ep-dp-pp",
-    }
-    from topograph_slurm.app.fabric import given_sources
-
     # a fabric source places (rates and health too); --topology is then only hashed
     topology = None if given_sources(settings) else request.topology
+    flags = placement.JOB_DEFAULTS
     placed = placement.prepare_job(settings, topology, slurm_job.job_id, flags, warn, slurm_job)
     source = FROM_ADMIN_COMMENT
     if slurm_job.tp is None:  # no --tp-size record: a TP group is taken as one node's GPUs
@@ -220,7 +208,7 @@ def read_side(settings: Settings, spec: str) -> tuple[JobRecord, tuple[RecordPar
         path = record_files.record_file(record_dir(settings), spec)
     else:
         path = Path(spec)
-    return record_files.read_record(path), read_parts(path.with_suffix(".d"))
+    return record_files.read_record(path), read_parts(record_files.parts_dir(path))
 
 
 def compare(settings: Settings, a: str, b: str) -> RecordDiff:

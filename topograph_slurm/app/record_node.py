@@ -44,12 +44,13 @@ def hook(settings: Settings, job: str | None, node: str | None, env: Mapping[str
     """The job (``--job``, else ``SLURM_JOB_ID``) and node (``--node``, else
     ``SLURMD_NODENAME``, else the short host name); a job id that is not ASCII digits or a
     node name Slurm would not take is a UsageError (exit 2)."""
+    from topograph_slurm.sources.record import parts_dir, record_file
+
     job_id = job if job is not None else env.get("SLURM_JOB_ID", "")
-    if natural(job_id) is None or job_id != job_id.strip():
-        raise UsageError(f"job id {job_id!r} is not a Slurm job id (ASCII digits): give --job ID")
+    record = record_file(record_dir(settings), job_id)  # a UsageError for a bad id
     name = node or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     names.check([name], "node", "--node", error=UsageError)
-    return Hook(job_id, name, record_dir(settings) / f"job-{job_id}.d")
+    return Hook(job_id, name, parts_dir(record))
 
 
 def read_counters(settings: Settings, node: str) -> NodeCounters:
@@ -97,16 +98,13 @@ def node_end(settings: Settings, where: Hook) -> tuple[Path, tuple[Finding, ...]
 
 def _start(where: Hook) -> NodeCounters | Finding:
     """The start part's counters, or the finding that says why there are none."""
-    from topograph_slurm.sources.record_node import NODE_START, read_part, reading
+    from topograph_slurm.sources.record_node import NODE_START, load_part, reading
 
     path = where.part(f"{where.node}.start.json")
     try:
-        return reading(
-            read_part(path.read_text(encoding="utf-8"), str(path), NODE_START), str(path)
-        )
-    except (OSError, UnicodeDecodeError, InputError) as err:
-        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        message = f"no start counters to compare ({path}: {why})"
+        return reading(load_part(path, NODE_START), str(path))
+    except InputError as err:
+        message = f"no start counters to compare ({err})"
         return Finding(FindingKind.RECORD_INCOMPLETE, where.node, message)
 
 
@@ -177,7 +175,7 @@ def job_records(
 ) -> tuple[list[Finding], list[str]]:
     """The findings of every node-end part written in the last *since* seconds (by its file
     time), and a line for each part that could not be read."""
-    from topograph_slurm.sources.record_node import NODE_END, findings, read_part
+    from topograph_slurm.sources.record_node import NODE_END, findings, load_part
 
     cutoff = (time.time() if now is None else now) - since
     found: list[Finding] = []
@@ -186,9 +184,7 @@ def job_records(
         try:
             if path.stat().st_mtime < cutoff:
                 continue
-            found += findings(
-                read_part(path.read_text(encoding="utf-8"), str(path), NODE_END), str(path)
-            )
-        except (OSError, UnicodeDecodeError, InputError) as err:
+            found += findings(load_part(path, NODE_END), str(path))
+        except (OSError, InputError) as err:
             problems.append(f"{path}: {err.strerror if isinstance(err, OSError) else err}")
     return found, problems

@@ -10,7 +10,14 @@ from typing import Any
 import click
 
 from topograph_slurm.app import health as use_case
-from topograph_slurm.cli.options import ASCII_INT, fabric_options, flag_settings, log, warn
+from topograph_slurm.cli.options import (
+    ASCII_INT,
+    RECORD_DIR,
+    fabric_options,
+    flag_settings,
+    log,
+    warn,
+)
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment
 
@@ -61,9 +68,7 @@ from topograph_slurm.render.environment import environment
     metavar="DURATION",
     help="With --job-records: parts written within this long (default 24h; 36h, 7d, 90m).",
 )
-@click.option(
-    "--record-dir", metavar="DIR", help="Where the job records are (default <state dir>/records)."
-)
+@RECORD_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
 @click.option(
     "--apply",

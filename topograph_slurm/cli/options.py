@@ -197,3 +197,19 @@ class AsciiIntRange(click.IntRange):
 ASCII_INT = AsciiIntRange()
 #: A decimal option: ASCII digits, finite, no bounds (the setting's own rule bounds it).
 FINITE_FLOAT = FiniteFloatRange()
+
+
+#: ``--record-dir``: where the job records live (config ``record_dir``), for ``record`` and
+#: ``health --job-records``.
+RECORD_DIR = click.option(
+    "--record-dir",
+    metavar="DIR",
+    help="Where job records live (default: config record_dir, else the state directory's "
+    "records/); a directory the controller and the nodes share.",
+)
+#: ``--node``: the node a record hook runs on.
+NODE = click.option(
+    "--node",
+    metavar="NAME",
+    help="This node's Slurm name (default: $SLURMD_NODENAME, else the short host name).",
+)

@@ -14,7 +14,7 @@ from topograph_slurm.cli.options import log, warn
 from topograph_slurm.cli.placement import NODE_KEYS, node_options, split_flags
 from topograph_slurm.errors import Exit, UsageError
 from topograph_slurm.render.environment import environment
-from topograph_slurm.render.pools import BINDING_FORMATS
+from topograph_slurm.render.placement import BINDING_FORMATS
 
 
 @click.command()
@@ -78,7 +78,7 @@ from topograph_slurm.render.pools import BINDING_FORMATS
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", *BINDING_FORMATS]),
+    type=click.Choice(["text", *sorted(BINDING_FORMATS)]),
     default="text",
     show_default=True,
     help="text (the plan), or per instance and local rank, from nvidia-smi topo -m, as order's "

@@ -12,7 +12,13 @@ from typing import Any, TypeVar
 import click
 
 from topograph_slurm.app import record
-from topograph_slurm.cli.options import config_settings, fabric_options, flag_settings, warn
+from topograph_slurm.cli.options import (
+    RECORD_DIR,
+    config_settings,
+    fabric_options,
+    flag_settings,
+    warn,
+)
 from topograph_slurm.cli.record_node import BINDING_OPTIONS, binding_exports, node_end, node_start
 from topograph_slurm.errors import Exit, TopographError
 from topograph_slurm.model.findings import FindingKind
@@ -22,13 +28,6 @@ from topograph_slurm.render.environment import environment
 RECORD_INCOMPLETE = FindingKind.RECORD_INCOMPLETE
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_RECORD_DIR = click.option(
-    "--record-dir",
-    metavar="DIR",
-    help="Where job records live (default: config record_dir, else the state directory's "
-    "records/); a directory the controller and the nodes share.",
-)
 
 
 @click.group("record")
@@ -56,7 +55,7 @@ def _job_option(hook: str, **kwargs: Any) -> Callable[[F], F]:
 
 @record_group.command("start")
 @_job_option("PrologSlurmctld", required=True)
-@_RECORD_DIR
+@RECORD_DIR
 @click.option(
     "--topology",
     metavar="FILE",
@@ -121,7 +120,7 @@ def _binding_options(func: F) -> F:
 
 @record_group.command("task")
 @_job_option("TaskProlog", default="")
-@_RECORD_DIR
+@RECORD_DIR
 @_binding_options
 @click.pass_context
 def task(
@@ -164,7 +163,7 @@ def task(
 
 @record_group.command("show")
 @click.argument("spec", metavar="JOBID|FILE")
-@_RECORD_DIR
+@RECORD_DIR
 @click.option("--json", "as_json", is_flag=True, help="The record's JSON as stored.")
 @click.pass_context
 def show(ctx: click.Context, /, spec: str, record_dir: str | None, as_json: bool) -> None:
@@ -182,7 +181,7 @@ def show(ctx: click.Context, /, spec: str, record_dir: str | None, as_json: bool
 @record_group.command("diff")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@_RECORD_DIR
+@RECORD_DIR
 @click.pass_context
 def diff(ctx: click.Context, /, a: str, b: str, record_dir: str | None) -> None:
     """Why two runs of one config may differ: compare two job records (job ids or files).

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from topograph_slurm.cli.options import flag_settings, warn
+from topograph_slurm.cli.options import NODE, RECORD_DIR, flag_settings, warn
 from topograph_slurm.errors import Exit, TopographError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,18 +27,8 @@ def _hook_options(func: F) -> F:
     for option in reversed(
         (
             click.option("--job", metavar="ID", help="The job id (default: $SLURM_JOB_ID)."),
-            click.option(
-                "--node",
-                metavar="NAME",
-                help="This node's Slurm name (default: $SLURMD_NODENAME, else the short host "
-                "name).",
-            ),
-            click.option(
-                "--record-dir",
-                metavar="DIR",
-                help="Where the job records are (default: <state dir>/records; a file system "
-                "the controller and the nodes share).",
-            ),
+            NODE,
+            RECORD_DIR,
         )
     ):
         func = option(func)
@@ -94,11 +84,7 @@ def node_end(ctx: click.Context, /, job: str | None, node: str | None, **flags: 
 
 #: ``record task``'s options for the binding check (the job's own come from the group).
 BINDING_OPTIONS = (
-    click.option(
-        "--node",
-        metavar="NAME",
-        help="This node's Slurm name (default: $SLURMD_NODENAME, else the short host name).",
-    ),
+    NODE,
     click.option(
         "--topo-matrix",
         "record_topo_matrix",

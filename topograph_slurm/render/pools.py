@@ -97,18 +97,15 @@ def render_pools(env: jinja2.Environment, plan: PoolPlan, fmt: str) -> str:
     return render(env.overlay(finalize=printable), "pools.txt.j2", paths=paths, **data)
 
 
-#: ``pools --format``'s binding formats: order's, per instance (the wrapper: one script for all).
-BINDING_FORMATS = ("binding-env", "binding-srun", "binding-wrapper")
-
-
 def render_binding(
     env: jinja2.Environment,
     plan: PoolPlan,
     fmt: str,
     bound: Mapping[str, tuple[RankBinding, ...]],
 ) -> str:
-    """Each instance's local ranks bound (*bound* by name) in one of :data:`BINDING_FORMATS`:
-    ``order``'s lines per instance, or one wrapper script taking the instance's name."""
+    """Each instance's local ranks bound (*bound* by name) in one of order's binding formats
+    (``render.placement.BINDING_FORMATS``): ``order``'s lines per instance, or one wrapper
+    script taking the instance's name."""
     if fmt == "binding-wrapper":
         instances = [{"name": i.name, "binding": bound[i.name]} for i in plan.instances]
         return render(env, "pools.binding-wrapper.j2", instances=instances)

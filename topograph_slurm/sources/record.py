@@ -25,16 +25,32 @@ class _Head(msgspec.Struct):
 
 
 def check_job_id(job_id: str, where: str = "job id") -> str:
-    """*job_id* when it is ASCII digits (a Slurm job id as PrologSlurmctld sees it), else a
-    usage error: the id names a file, so nothing else may reach the path."""
-    if natural(job_id) is None:
-        raise UsageError(f"invalid {where} {job_id!r}: expected ASCII digits such as 1234")
-    return job_id.strip()
+    """*job_id* when it is ASCII digits (a Slurm job id as the hooks see it), else a usage
+    error: the id names a file, so nothing else may reach the path."""
+    if natural(job_id) is None or job_id != job_id.strip():
+        raise UsageError(f"{where} {job_id!r} is not a Slurm job id (ASCII digits such as 1234)")
+    return job_id
 
 
 def record_file(directory: Path, job_id: str) -> Path:
     """``<record_dir>/job-<JOBID>.json``."""
     return directory / f"job-{check_job_id(job_id)}.json"
+
+
+def parts_dir(record: Path) -> Path:
+    """``job-<JOBID>.d/`` beside the job record *record*: the node and task parts."""
+    return record.with_suffix(".d")
+
+
+def check_head(fmt: object, version: object, part: object, wanted: str | None, where: str) -> None:
+    """The claim every record file starts with (format, version, part) checked: an InputError
+    naming *where* for another format or version, or a part other than *wanted* (any: None)."""
+    if fmt != RECORD_FORMAT:
+        raise InputError(f"{where}: not a {RECORD_FORMAT} file")
+    if version != RECORD_VERSION:
+        raise InputError(f"{where}: unsupported record version {version!r}")
+    if wanted is not None and part != wanted:
+        raise InputError(f"{where}: a {part!r} record, not a {wanted!r} one")
 
 
 def encode(record: JobRecord) -> bytes:
@@ -49,12 +65,7 @@ def decode(data: bytes, where: str) -> JobRecord:
         head = msgspec.json.decode(data, type=_Head)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise InputError(f"{where}: not a job record ({err})") from None
-    if head.format != RECORD_FORMAT:
-        raise InputError(f"{where}: not a {RECORD_FORMAT} file")
-    if head.version != RECORD_VERSION:
-        raise InputError(f"{where}: unsupported record version {head.version!r}")
-    if head.part != "job":
-        raise InputError(f"{where}: a {head.part!r} record, not the job's")
+    check_head(head.format, head.version, head.part, "job", where)
     try:
         return msgspec.json.decode(data, type=JobRecord)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:

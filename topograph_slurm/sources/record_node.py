@@ -19,6 +19,8 @@ from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.record import RECORD_FORMAT, RECORD_VERSION, RecordPart
 from topograph_slurm.model.result import Finding, decode_finding
+from topograph_slurm.sources.files import read_regular
+from topograph_slurm.sources.record import check_head
 
 NODE_START, NODE_END, TASK = "node-start", "node-end", "task"
 #: The most a part may hold: a node's ports and NVLinks are a few KiB.
@@ -53,13 +55,22 @@ def read_part(text: str, where: str, part: str | None = None) -> dict[str, Any]:
         data = json.loads(text)
     except (ValueError, RecursionError) as err:
         raise InputError(f"{where}: not JSON ({err})") from None
-    if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
-        raise InputError(f"{where}: not a {RECORD_FORMAT} part")
-    if data.get("version") != RECORD_VERSION:
-        raise InputError(f"{where}: unsupported record version {data.get('version')!r}")
-    if part is not None and data.get("part") != part:
-        raise InputError(f"{where}: a {data.get('part')!r} part, not {part!r}")
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: not a {RECORD_FORMAT} file")
+    check_head(data.get("format"), data.get("version"), data.get("part"), part, where)
     return data
+
+
+def load_part(path: Path, part: str | None = None) -> dict[str, Any]:
+    """The part in the file *path*, as :func:`read_part` checks it; an InputError naming the
+    file when it is missing, unreadable, too large or not UTF-8."""
+    try:
+        text = read_regular(path, _PART_LIMIT).decode("utf-8")
+    except OSError as err:
+        raise InputError(f"{path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 ({err.reason})") from None
+    return read_part(text, str(path), part)
 
 
 def read_parts(directory: Path) -> tuple[RecordPart, ...]:
@@ -72,20 +83,17 @@ def read_parts(directory: Path) -> tuple[RecordPart, ...]:
 
 
 def _part(path: Path) -> RecordPart:
-    where = str(path)
     try:
-        with path.open("rb") as handle:
-            data = read_part(handle.read(_PART_LIMIT).decode("utf-8"), where)
+        data = load_part(path)
         return RecordPart(
             path.stem,
             str(data.get("part", "")),
             str(data.get("node", "")),
             str(data.get("binding", "")),
-            tuple(findings(data, where)),
+            tuple(findings(data, str(path))),
         )
-    except (OSError, UnicodeDecodeError, InputError) as err:
-        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        trouble = Finding(FindingKind.RECORD_INCOMPLETE, path.stem, f"unreadable part: {why}")
+    except InputError as err:
+        trouble = Finding(FindingKind.RECORD_INCOMPLETE, path.stem, f"unreadable part: {err}")
         return RecordPart(path.stem, "", "", "", (trouble,))
 
 
