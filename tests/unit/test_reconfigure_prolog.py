@@ -17,12 +17,12 @@ import pytest
 
 from tests.support.scontrol import Answer, ReplayScontrol
 from topograph_slurm.errors import DeferredError, Exit, InputError
+from topograph_slurm.model.slurm_config import reconfigure_risk
 from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.slurm.jobs import parse_in_prolog
 from topograph_slurm.slurm.reconfigure import (
     PrologGuard,
     apply,
-    at_risk,
     deferred_path,
     held,
 )
@@ -117,7 +117,7 @@ def test_a_job_in_its_prolog_is_found_by_reason_or_configuring_flag() -> None:
     ],
 )
 def test_risk_by_release_and_flag(config: str, risk: str | None) -> None:
-    found = at_risk(parse_show_config(config))
+    found = reconfigure_risk(parse_show_config(config))
     assert found == risk or (risk is not None and found is not None and found.startswith(risk))
 
 
@@ -153,7 +153,9 @@ def test_past_the_bound_restores_and_exits_deferred(tmp_path: Path) -> None:
         apply(path, previous, NEW, _scontrol(scontrol, tmp_path), guard)
     assert raised.value.exit_code == Exit.DEFERRED == 11
     message = str(raised.value)
-    assert message.startswith("reconfigure not run: job 1 still in its prolog after 12s")
+    assert message.startswith(
+        "reconfigure not run: job 1 still in its prolog (waited 10s of reconfigure_wait 12s)"
+    )
     assert f"kept as {deferred_path(path)}" in message
     assert "reconfigure" not in scontrol.calls  # never reconfigured
     assert path.read_text() == OLD and deferred_path(path).read_text() == NEW
@@ -179,7 +181,7 @@ def test_unreadable_jobs_restore_rather_than_risk_a_job(tmp_path: Path) -> None:
 def test_zero_wait_gives_up_at_once(tmp_path: Path) -> None:
     scontrol, path, previous = _setup(tmp_path, CONFIG_2411, Answer(IN_PROLOG))
     clock = Clock()
-    with pytest.raises(DeferredError, match="after 0s"):
+    with pytest.raises(DeferredError, match="waited 0s of reconfigure_wait 0s"):
         apply(path, previous, NEW, _scontrol(scontrol, tmp_path), _guard(0, clock, []))
     assert clock.sleeps == []
 

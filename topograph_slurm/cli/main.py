@@ -40,6 +40,7 @@ _LAZY_COMMANDS = {
     "pools": ("topograph_slurm.cli.pools", "pools_command"),
     "occupancy": ("topograph_slurm.cli.occupancy", "occupancy_command"),
     "record": ("topograph_slurm.cli.record", "record_group"),
+    "doctor": ("topograph_slurm.cli.doctor", "doctor"),
 }
 
 

@@ -42,19 +42,18 @@ from pathlib import Path
 
 from topograph_slurm.errors import (
     CollectError,
-    ConfigError,
     DeferredError,
     InputError,
     OutputError,
     ReconfigureError,
 )
 from topograph_slurm.model.result import NamedTopology
-from topograph_slurm.model.slurm_version import SlurmVersion
+from topograph_slurm.model.slurm_config import reconfigure_risk
 from topograph_slurm.output import output_lock, reject, trusted_target
 from topograph_slurm.slurm.applied import differences, summary
 from topograph_slurm.slurm.jobs import jobs_in_prolog
 from topograph_slurm.slurm.scontrol import Scontrol
-from topograph_slurm.slurm.show_config import SlurmConfig, show_config
+from topograph_slurm.slurm.show_config import show_config
 from topograph_slurm.slurm.topology import parse_show_topology
 from topograph_slurm.sources.layout import parse_topology, topology_names
 
@@ -88,21 +87,6 @@ def rejected_path(path: Path) -> Path:
     return path.with_name(path.name + REJECTED_SUFFIX)
 
 
-def at_risk(config: SlurmConfig) -> str | None:
-    """Why a reconfigure now may lose a job (``Slurm 24.11.5 with PrologFlags=DeferBatch``),
-    None when it cannot: no DeferBatch, or a release that keeps the launch (26.11+). An
-    unreadable release counts as affected."""
-    if "DeferBatch" not in config.flags("PrologFlags"):
-        return None
-    release = config.release
-    try:
-        if release and not SlurmVersion.parse(release).loses_deferred_launch:
-            return None
-    except ConfigError:
-        pass
-    return f"Slurm {release or '(release unknown)'} with PrologFlags=DeferBatch"
-
-
 @dataclass(slots=True)
 class PrologGuard:
     """The wait before a reconfigure while jobs are in their prolog: at most *bound* seconds,
@@ -121,7 +105,7 @@ class PrologGuard:
         """Wait until no job is in its prolog; the jobs still there when the bound passed
         (empty: go ahead). A ``scontrol show config`` that fails counts as affected."""
         try:
-            self.risk = at_risk(show_config(scontrol))
+            self.risk = reconfigure_risk(show_config(scontrol))
         except CollectError as err:
             self.risk = f"PrologFlags unknown ({err})"
         if self.risk is None:
@@ -157,7 +141,10 @@ def _after_prologs(
     put *previous* back, keep the candidate as ``PATH.deferred`` and raise DeferredError."""
     try:
         busy = guard.wait(scontrol)
-        reason = f"job {', '.join(busy)} still in its prolog after {guard.bound:g}s" if busy else ""
+        reason = ""
+        if busy:
+            waited = f"{guard.waited or 0:.0f}s of reconfigure_wait {guard.bound:g}s"
+            reason = f"job {', '.join(busy)} still in its prolog (waited {waited})"
     except (CollectError, InputError) as err:
         reason = f"cannot tell which jobs are in their prolog: {err}"
     if not reason:
