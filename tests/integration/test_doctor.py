@@ -103,6 +103,13 @@ def test_configured_right_is_all_ok_and_live_faults_are_named(cluster: Cluster) 
     assert code == 0 and data["slurm_release"].startswith("24.11")
     assert _statuses(data)["hook-Epilog"] == "ok" and _statuses(data)["topology-current"] == "ok"
 
+    # the tool on two compute nodes, through srun (one step per node), is this one
+    args = [TOOL_COMMAND, "--config", CONFIG_PATH, "doctor", "--json", "--nodes", "gpu[0001-0002]"]
+    res = cluster.exec(args)
+    versions = {c["name"]: c for c in json.loads(res.stdout)["checks"]}["node-versions"]
+    assert (res.rc, versions["status"]) == (0, "ok"), res.stdout + res.stderr
+    assert versions["message"].startswith("2 node(s) run topograph-slurm ")
+
     # planted live: a hook that is not executable, a record root anyone can write
     cluster.exec(["chmod", "0644", "/etc/slurm/epilog.sh"]).check()
     cluster.exec(["chmod", "0777", RECORDS]).check()

@@ -361,7 +361,7 @@ def record_dir(facts: DoctorFacts) -> Check:
             f"{path} is owned by uid {found.uid}, not root or SlurmUser {user}",
             f"chown {user} {shlex.quote(path)}",
         )
-    if found.mode & 0o022 and not found.mode & 0o1000:
+    if found.mode & 0o022:  # sticky or not: others could still create files there
         return Check(
             name,
             FAIL,
