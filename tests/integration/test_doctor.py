@@ -147,8 +147,17 @@ SHOW = "scontrol-show-config.txt"
 PLANTED: list[tuple[str, Any, str, str]] = [
     (
         "no tree plugin",
-        lambda s: _edit(s, SHOW, "topology/tree", "topology/default"),
+        lambda s: (
+            _edit(s, SHOW, "topology/tree", "topology/default"),
+            _edit(s, "etc/slurm/slurm.conf", "topology/tree", "topology/default"),
+        ),
         "topology-plugin",
+        "fail",
+    ),
+    (
+        "topology/flat in slurm.conf on 24.11",
+        lambda s: _edit(s, "etc/slurm/slurm.conf", "topology/tree", "topology/flat"),
+        "topology-plugin-name",
         "fail",
     ),
     (

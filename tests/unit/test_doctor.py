@@ -44,6 +44,7 @@ TopologyParam           = SwitchAsNodeRank
 TopologyPlugin          = topology/tree
 """
 SO = "/usr/local/lib/topograph-slurm/tpsize.so"
+SLURM_CONF = "/etc/slurm/slurm.conf"
 WANTED = Wanted(
     format="tree",
     output="/etc/slurm/topology.conf",
@@ -74,6 +75,7 @@ def _right() -> DoctorFacts:
         {p: _file(p, "x") for p in ("/etc/slurm/topology.conf", "/etc/slurm/job_submit.lua", SO)}
     )
     files["/etc/slurm/cli_filter.lua"] = _file("/etc/slurm/cli_filter.lua", "x")
+    files[SLURM_CONF] = _file(SLURM_CONF, "ClusterName=c\nTopologyPlugin=topology/tree\n")
     files["/etc/slurm/plugstack.conf"] = _file("/etc/slurm/plugstack.conf", f"optional {SO}\n")
     files[WANTED.record_dir] = FileFacts(WANTED.record_dir, True, True, 0o755, 0)
     files[checks.CRON] = _file(checks.CRON, "17 * * * * root topograph-slurm generate -o x")
@@ -116,7 +118,10 @@ def _planted() -> list[tuple[str, DoctorFacts, str, str]]:
     return [
         (
             "no tree plugin",
-            _config(right, "topology/tree", "topology/default"),
+            _with(
+                _config(right, "topology/tree", "topology/default"),
+                c=_file(SLURM_CONF, "TopologyPlugin=topology/default\n"),
+            ),
             "topology-plugin",
             FAIL,
         ),
@@ -131,6 +136,23 @@ def _planted() -> list[tuple[str, DoctorFacts, str, str]]:
             replace(right, wanted=replace(WANTED, output="/tmp/t.conf")),
             "topology-plugin",
             FAIL,
+        ),
+        (
+            "topology/flat on 24.11",
+            _with(right, c=_file(SLURM_CONF, "TopologyPlugin=topology/flat # new\n")),
+            "topology-plugin-name",
+            FAIL,
+        ),
+        (
+            "a change not applied",
+            _with(
+                right,
+                c=_file(
+                    SLURM_CONF, "TopologyPlugin=topology/tree\ntopologyplugin=topology/block\n"
+                ),
+            ),
+            "topology-plugin-name",
+            WARN,
         ),
         (
             "no SwitchAsNodeRank",
@@ -302,3 +324,35 @@ def test_a_state_dir_without_show_config_is_bad_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, [*args, str(tmp_path / "empty")])
     assert result.exit_code == Exit.INPUT, result.output
     assert "scontrol-show-config.txt" in result.stderr
+
+
+def test_show_config_reads_indexed_hooks_users_and_null() -> None:
+    config = parse_show_config(
+        CONFIG + "Epilog[1]               = /etc/slurm/epilog2.sh\nResvProlog = (null)\n"
+    )
+    assert config.programs("Epilog") == ["/etc/slurm/epilog.sh", "/etc/slurm/epilog2.sh"]
+    assert config.programs("ResvProlog") == [] and config.get("ResvProlog") is None
+    assert config.slurm_user == ("slurm", 64030)
+    assert config.conf_dir == "/etc/slurm"
+    assert config.flags("PrologFlags") == {"Alloc"}
+
+
+@pytest.mark.parametrize(
+    ("stdout", "error", "said"),
+    [
+        ("topograph-slurm, version 0.9.0\n", "", "0.9.0"),
+        ("", "srun: error: Unable to allocate resources: Invalid node name\n", "unknown (srun: "),
+        ("", "", "unknown (no answer)"),
+    ],
+)
+def test_a_nodes_version_line(stdout: str, error: str, said: str) -> None:
+    from topograph_slurm.app.doctor import said_version
+
+    assert said_version(stdout, error).startswith(said)
+
+
+def test_default_and_flat_are_one_plugin_on_26_05() -> None:
+    text = CONFIG.replace("topology/tree", "topology/flat").replace("24.11.5", "26.05.5")
+    facts = replace(_right(), config=parse_show_config(text))
+    facts = _with(facts, c=_file(SLURM_CONF, "TopologyPlugin=topology/default\n"))
+    assert _status(facts)["topology-plugin-name"][0] == OK

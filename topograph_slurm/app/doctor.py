@@ -160,10 +160,12 @@ def node_versions(nodes: list[str], via: str, timeout: float = 60.0) -> dict[str
     check_transport(via)
     plan = CollectPlan(nodes, via=via, timeout=timeout, srun_mode="per-node")
     runs = TRANSPORTS[via](plan, nodes, VERSION_SCRIPT, timeout, lambda _node: None)
-    return {run.node: _said_version(run.stdout, run.error or run.stderr) for run in runs}
+    return {run.node: said_version(run.stdout, run.error or run.stderr) for run in runs}
 
 
-def _said_version(stdout: str, error: str) -> str:
+def said_version(stdout: str, error: str) -> str:
+    """The release a node's ``topograph-slurm --version`` printed, else ``unknown (<why>)``:
+    a node that cannot answer differs from this host and is named with its reason."""
     words = stdout.strip().split()
     if len(words) >= 2 and words[-2] == "version":
         return words[-1]

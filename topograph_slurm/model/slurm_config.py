@@ -76,3 +76,15 @@ def reconfigure_risk(config: SlurmConfig) -> str | None:
     except ConfigError:
         pass
     return f"Slurm {release or '(release unknown)'} with PrologFlags=DeferBatch"
+
+
+#: ``Key=value`` in slurm.conf: keys are case-insensitive, ``#`` starts a comment.
+_CONF_LINE = re.compile(r"^\s*([A-Za-z]+)\s*=\s*(\S+)", re.MULTILINE)
+
+
+def conf_value(slurm_conf: str, key: str) -> str | None:
+    """The last value slurm.conf's text gives *key* (as slurmctld reads it, the last wins),
+    None when it gives none."""
+    text = "\n".join(line.split("#", 1)[0] for line in slurm_conf.splitlines())
+    found = [v for k, v in _CONF_LINE.findall(text) if k.lower() == key.lower()]
+    return found[-1] if found else None

@@ -25,7 +25,7 @@ from topograph_slurm.model.doctor import (
     DoctorFacts,
     FileFacts,
 )
-from topograph_slurm.model.slurm_config import reconfigure_risk
+from topograph_slurm.model.slurm_config import conf_value, reconfigure_risk
 from topograph_slurm.model.slurm_version import SlurmVersion
 
 #: Where ``units`` output is installed (systemd's admin directory, then the packaged ones)
@@ -51,6 +51,11 @@ def _release(facts: DoctorFacts) -> SlurmVersion | None:
 
 def _in_conf_dir(facts: DoctorFacts, name: str) -> str:
     return f"{facts.config.conf_dir.rstrip('/')}/{name}"
+
+
+def slurm_conf(facts: DoctorFacts) -> str:
+    """The slurm.conf slurmctld read (``SLURM_CONF``)."""
+    return facts.config.get("SLURM_CONF") or _in_conf_dir(facts, "slurm.conf")
 
 
 def plugstack_path(facts: DoctorFacts) -> str:
@@ -83,6 +88,7 @@ def wanted_paths(facts: DoctorFacts) -> list[str]:
     """Every file the checks read, so the app can read exactly these (from / or a saved
     state directory); read in two rounds, since the metrics path may come from the unit."""
     paths = [
+        slurm_conf(facts),
         _in_conf_dir(facts, "topology.conf"),
         _in_conf_dir(facts, "topology.yaml"),
         _in_conf_dir(facts, "job_submit.lua"),
@@ -118,7 +124,7 @@ def topology_plugin(facts: DoctorFacts) -> Check:
                 "format: tree or block in the config, or upgrade Slurm",
             )
         return _location(facts, name, yaml_path, "topology.yaml")
-    expected = f"topology/{wanted.format}"
+    expected = _plugin_for(wanted.format)
     plugin = config.get("TopologyPlugin") or "(unset)"
     if facts.file(yaml_path).exists:
         return Check(
@@ -159,6 +165,47 @@ def _location(facts: DoctorFacts, name: str, read: str, what: str) -> Check:
             f"topograph-slurm generate -o {read} --reconfigure",
         )
     return Check(name, OK, f"{what}, {read}")
+
+
+#: The plugin that places no topology, by release: 24.11.5 knows only topology/default (a
+#: slurm.conf naming topology/flat stops slurmctld: "Failed to initialize topology plugin");
+#: 26.05.5 calls it topology/flat and reads topology/default as that. topology.yaml's
+#: ``flat`` type came with 25.05, so the line is drawn there.
+FLAT_SINCE = (25, 5)
+
+
+def _plugin_for(fmt: str) -> str:
+    """The TopologyPlugin a format needs (topology.yaml replaces it: the release's default)."""
+    return "topology/default" if fmt == "yaml" else f"topology/{fmt}"
+
+
+def topology_plugin_name(facts: DoctorFacts) -> Check:
+    """slurm.conf on disk names a plugin this release has, and the one slurmctld runs."""
+    name, path = "topology-plugin-name", slurm_conf(facts)
+    found = facts.file(path)
+    if not found.exists:
+        return Check(name, WARN, f"{path} not found: what slurmctld reads next is not known", "")
+    written = conf_value(found.text, "TopologyPlugin") or "topology/default"
+    release = _release(facts)
+    has_flat = release is None or (release.major, release.minor) >= FLAT_SINCE
+    if written == "topology/flat" and not has_flat:
+        return Check(
+            name,
+            FAIL,
+            f"{path} names topology/flat, which Slurm {release} does not have: slurmctld "
+            "stops at its next start or reconfigure",
+            f"TopologyPlugin={_plugin_for(facts.wanted.format)} in {path}",
+        )
+    running = facts.config.get("TopologyPlugin") or "topology/default"
+    same = {written, running} <= {"topology/default", "topology/flat"} or written == running
+    if not same:
+        return Check(
+            name,
+            WARN,
+            f"{path} names {written}, slurmctld runs {running}: a change not yet applied",
+            "scontrol reconfigure",
+        )
+    return Check(name, OK, f"{path} names {written}, as slurmctld runs it")
 
 
 def topology_param(facts: DoctorFacts) -> Check:
@@ -451,6 +498,7 @@ def node_versions(facts: DoctorFacts) -> Check:
 #: The checks in report order.
 CHECKS: tuple[Callable[[DoctorFacts], Check | list[Check]], ...] = (
     topology_plugin,
+    topology_plugin_name,
     topology_param,
     topology_current,
     filters,
