@@ -139,8 +139,10 @@ def doctor(
     if config.release is None:
         raise InputError("scontrol show config: no SLURM_VERSION line (not its output?)")
     facts = DoctorFacts(config, wanted(settings), version=__version__, node_versions=node_versions)
+    files: dict[str, FileFacts] = {}
     for _ in range(2):  # the metrics path may come from the unit read in the first round
-        facts = replace(facts, files={p: root.facts(p) for p in wanted_paths(facts)})
+        files.update({p: root.facts(p) for p in wanted_paths(facts) if p not in files})
+        facts = replace(facts, files=dict(files))
     topology, filters = _currency(settings, root)
     facts = replace(facts, topology=topology, filters=filters)
     source = f"saved state {saved}" if saved else f"this host ({os.uname().nodename})"
