@@ -356,3 +356,23 @@ def test_default_and_flat_are_one_plugin_on_26_05() -> None:
     facts = replace(_right(), config=parse_show_config(text))
     facts = _with(facts, c=_file(SLURM_CONF, "TopologyPlugin=topology/default\n"))
     assert _status(facts)["topology-plugin-name"][0] == OK
+
+
+def test_the_topology_is_current_by_generates_own_rendering(tmp_path: Path) -> None:
+    state = _saved(tmp_path)
+    conf = state / "etc/slurm/topology.conf"
+    config = tmp_path / "config.yaml"
+    fabric = 'sim: nodes=4,rails=1,su=2,tiers=2\nslurm_nodes: all\nslurm_version: "24.11"\n'
+    config.write_text(fabric + f"output: {conf}\n")
+    written = CliRunner().invoke(main, ["--config", str(config), "generate"])
+    assert written.exit_code == Exit.OK, written.output
+    config.write_text(fabric + f"output: /etc/slurm/topology.conf\nrecord_dir: {tmp_path}\n")
+    args = ["--config", str(config), "doctor", "--slurm-state", str(state), "--json"]
+
+    def current() -> str:
+        data = json.loads(CliRunner().invoke(main, args).stdout)
+        return str({c["name"]: c["status"] for c in data["checks"]}["topology-current"])
+
+    assert current() == OK
+    conf.write_text(conf.read_text().replace("\n", "\n\n", 1))
+    assert current() == FAIL
