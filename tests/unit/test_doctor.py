@@ -227,6 +227,12 @@ def _planted() -> list[tuple[str, DoctorFacts, str, str]]:
             FAIL,
         ),
         (
+            "group-writable records",
+            _with(right, r=FileFacts(WANTED.record_dir, True, True, 0o775, 0)),
+            "record-dir",
+            WARN,
+        ),
+        (
             "records owned by a user",
             _with(right, r=FileFacts(WANTED.record_dir, True, True, 0o755, 1000)),
             "record-dir",

@@ -411,8 +411,9 @@ def record_dir(facts: DoctorFacts) -> Check:
     if found.mode & 0o022:  # sticky or not: others could still create files there
         return Check(
             name,
-            FAIL,
-            f"{path} is writable by others (mode {found.mode & 0o7777:04o})",
+            FAIL if found.mode & 0o002 else WARN,
+            f"{path} is writable by {'everyone' if found.mode & 0o002 else 'its group'} "
+            f"(mode {found.mode & 0o7777:04o})",
             f"chmod 0755 {shlex.quote(path)}",
         )
     return Check(name, OK, f"{path} owned by uid {found.uid}, mode {found.mode & 0o7777:04o}")
