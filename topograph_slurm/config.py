@@ -265,6 +265,11 @@ class Settings:
     filter: dict[str, Any] | None = None
     #: After a changed write of -o: scontrol reconfigure, check, restore on refusal.
     reconfigure: bool = False
+    #: --reconfigure on Slurm up to 26.05 with PrologFlags=DeferBatch: how long it waits for
+    #: jobs in their prolog before it gives up (the previous file restored; exit 11).
+    reconfigure_wait: str = field(
+        default="10m", metadata=_rule(check=_duration, number_as_text=True)
+    )
     #: The scontrol that reconfigures and is asked for nodes and version, and its timeout.
     scontrol: str = field(default="scontrol", metadata=PATH)
     scontrol_timeout: float = field(default=120.0, metadata=TIMEOUT)

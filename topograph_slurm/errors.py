@@ -24,6 +24,7 @@ class Exit(IntEnum):
     AUTH = 8  # credentials missing, refused by the server, or unsafely stored
     OUTPUT = 9  # an output file or directory could not be written
     APPLY = 10  # Slurm refused a change: a new topology (restored) or a health --apply update
+    DEFERRED = 11  # generate --reconfigure waited past its bound for jobs in their prolog
     BUG = 70  # an unexpected internal error (EX_SOFTWARE)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as a shell reports it)
 
@@ -102,3 +103,11 @@ class ReconfigureError(ApplyError):
     """slurmctld did not take the topology just written (``generate --reconfigure``): the
     previous file is restored and the candidate kept beside it; the message carries Slurm's
     reason."""
+
+
+class DeferredError(TopographError):
+    """``generate --reconfigure`` gave up waiting for jobs in their prolog (a reconfigure then
+    loses their batch launch on Slurm up to 26.05 with ``PrologFlags=DeferBatch``): the
+    previous file is restored and the candidate kept beside it; the next run tries again."""
+
+    exit_code = Exit.DEFERRED

@@ -149,14 +149,20 @@ def reconfigured(
     the previous file back and fail: see :mod:`topograph_slurm.slurm.reconfigure`)."""
     if not settings.reconfigure or settings.output is None:
         return write()
+    from topograph_slurm.analysis.state.keep_missing import parse_duration
     from topograph_slurm.slurm import reconfigure
     from topograph_slurm.slurm.scontrol import Scontrol
 
     path = Path(settings.output)
-    with reconfigure.held(path, settings.lock_timeout, state_dir(settings)) as previous:
-        code = write()
-        scontrol = Scontrol.from_settings(settings)
-        run.reconfigured = reconfigure.apply(path, previous, content, scontrol)
+    wait = parse_duration(settings.reconfigure_wait).total_seconds()
+    guard = reconfigure.PrologGuard(wait, log)
+    try:
+        with reconfigure.held(path, settings.lock_timeout, state_dir(settings)) as previous:
+            code = write()
+            scontrol = Scontrol.from_settings(settings)
+            run.reconfigured = reconfigure.apply(path, previous, content, scontrol, guard)
+    finally:  # the wait goes into the metrics, also when it gave up
+        run.deferred = guard.waited
     log(f"{path}: {'slurmctld reconfigured' if run.reconfigured else 'no reconfigure'}")
     return code
 
@@ -303,6 +309,8 @@ class Run:
     started: float = field(default_factory=time.monotonic)
     written: bool = False
     reconfigured: bool = False
+    #: how long --reconfigure waited for jobs in their prolog (None: it did not look)
+    deferred: float | None = None
 
     @property
     def duration(self) -> float:
@@ -364,6 +372,7 @@ def _write_metrics(target: MetricsTarget, run: Run, outcome: RunOutcome | None) 
         duration=run.duration,
         outcome=outcome,
         last_success=None if outcome else load_last_success(path),
+        deferred=run.deferred,
     )
     write_file(path, text)
 

@@ -215,7 +215,16 @@ def _write(
     help="After a changed write of -o PATH: scontrol reconfigure (never a restart), then check "
     "that slurmctld runs what was written; if not, put the previous file back, keep the "
     "candidate as PATH.rejected and exit 10 with Slurm's reason. Without scontrol here: exit 4, "
-    "nothing written.",
+    "nothing written. On Slurm up to 26.05 with PrologFlags=DeferBatch it first waits for jobs "
+    "in their prolog (--reconfigure-wait).",
+)
+@click.option(
+    "--reconfigure-wait",
+    metavar="DURATION",
+    help="On Slurm up to 26.05 with PrologFlags=DeferBatch, --reconfigure waits while any "
+    "job is in its prolog (a reconfigure then loses the job's batch launch), for at most "
+    "this long, e.g. 10m (default), 90s; 0 = not at all. Past it: the previous file is "
+    "restored, the candidate kept as PATH.deferred, exit 11.",
 )
 @click.option(
     "--metrics",

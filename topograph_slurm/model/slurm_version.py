@@ -60,6 +60,13 @@ class SlurmVersion:
             self.micro,
         ) < (25, 11, 6)
 
+    @property
+    def loses_deferred_launch(self) -> bool:
+        """Up to 26.05 a ``scontrol reconfigure`` while a job's Prolog runs under
+        ``PrologFlags=DeferBatch`` discards that job's deferred batch launch (fixed for 26.11,
+        commits 3c59156bfc and 0753517e19; reproduced on 24.11.5 in the test cluster)."""
+        return (self.major, self.minor) < (26, 11)
+
 
 def yaml_needs_padding(size: int, version: SlurmVersion | None) -> bool:
     """Whether a topology.yaml of *size* bytes needs a padding line for *version* (None: the

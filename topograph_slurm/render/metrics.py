@@ -67,9 +67,11 @@ def render_metrics(
     duration: float,
     outcome: RunOutcome | None,
     last_success: float | None,
+    deferred: float | None = None,
 ) -> str:
     """The .prom text of a run; *outcome* None for a failed run (then only success 0, its
-    duration and time, and the last success carried over from the previous file)."""
+    duration and time, and the last success carried over from the previous file); *deferred*
+    how long --reconfigure waited for jobs in their prolog, when it looked (either way)."""
     return render(
         env,
         TEMPLATE,
@@ -78,4 +80,5 @@ def render_metrics(
         duration=duration,
         last_success=finished if outcome is not None else last_success,
         outcome=outcome,
+        deferred=deferred,
     )

@@ -19,6 +19,15 @@ there. Why each step:
   first and the line says why), and the run fails with Slurm's reason.
 - Without scontrol on the host, ``generate`` refuses ``--reconfigure`` before it writes
   anything (:meth:`.Scontrol.require`), so no file is written only to be taken back.
+- Slurm up to 26.05 with ``PrologFlags=DeferBatch`` loses the batch launch of a job whose
+  Prolog runs during a reconfigure (the job stays RUNNING and its script never starts;
+  reproduced on 24.11.5). So the reconfigure waits while any job is in its prolog
+  (:class:`PrologGuard`), asking every few seconds up to a bound; past it the previous file
+  goes back (the candidate kept as ``<file>.deferred``) and the run fails with its own exit
+  code, to try again next run: reconfiguring anyway would lose a job, and keeping the new
+  file unapplied would let the next reconfigure anyone runs apply it unchecked. The flag is
+  read, not assumed: without DeferBatch the launch is not deferred, and a busy cluster
+  (some job nearly always in its prolog) would wait every run for nothing.
 """
 
 from __future__ import annotations
@@ -26,19 +35,34 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from topograph_slurm.errors import CollectError, InputError, OutputError, ReconfigureError
+from topograph_slurm.errors import (
+    CollectError,
+    DeferredError,
+    InputError,
+    OutputError,
+    ReconfigureError,
+)
 from topograph_slurm.model.result import NamedTopology
+from topograph_slurm.model.slurm_config import reconfigure_risk
 from topograph_slurm.output import output_lock, reject, trusted_target
 from topograph_slurm.slurm.applied import differences, summary
+from topograph_slurm.slurm.jobs import jobs_in_prolog
 from topograph_slurm.slurm.scontrol import Scontrol
+from topograph_slurm.slurm.show_config import show_config
 from topograph_slurm.slurm.topology import parse_show_topology
 from topograph_slurm.sources.layout import parse_topology, topology_names
 
 #: Suffix of a candidate slurmctld refused, kept beside the restored file.
 REJECTED_SUFFIX = ".rejected"
+#: Suffix of a candidate not applied because jobs stayed in their prolog past the bound.
+DEFERRED_SUFFIX = ".deferred"
+#: Seconds between two looks for jobs in their prolog while a reconfigure waits.
+POLL_SECONDS = 5.0
 #: How much of the slurmctld log a reconfigure may have written that is read for its reason.
 LOG_TAIL_BYTES = 256 * 1024
 
@@ -63,12 +87,95 @@ def rejected_path(path: Path) -> Path:
     return path.with_name(path.name + REJECTED_SUFFIX)
 
 
-def apply(path: Path, previous: bytes | None, written: str, scontrol: Scontrol) -> bool:
-    """Reconfigure slurmctld after *written* replaced *previous* at *path* and check that it
-    runs it; False (nothing done) when the file did not change. Raises ReconfigureError after
-    putting *previous* back."""
+@dataclass(slots=True)
+class PrologGuard:
+    """The wait before a reconfigure while jobs are in their prolog: at most *bound* seconds,
+    looking every *poll*. After :meth:`wait`, *risk* says why it looked (None: not affected,
+    nothing asked) and *waited* how long it waited (the metrics' line)."""
+
+    bound: float
+    log: Callable[[str], None]
+    poll: float = POLL_SECONDS
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    risk: str | None = None
+    waited: float | None = None
+
+    def wait(self, scontrol: Scontrol) -> list[str]:
+        """Wait until no job is in its prolog; the jobs still there when the bound passed
+        (empty: go ahead). A ``scontrol show config`` that fails counts as affected."""
+        try:
+            self.risk = reconfigure_risk(show_config(scontrol))
+        except CollectError as err:
+            self.risk = f"PrologFlags unknown ({err})"
+        if self.risk is None:
+            return []
+        start, seen = self.clock(), list[str]()
+        while True:
+            busy = jobs_in_prolog(scontrol)
+            self.waited = self.clock() - start
+            if not busy:
+                if seen:
+                    self.log(f"reconfigure: no job in its prolog after {self.waited:.0f}s")
+                return busy
+            if self.waited + self.poll > self.bound:
+                return busy
+            if busy != seen:
+                self.log(
+                    f"reconfigure deferred: job {', '.join(busy)} in its prolog ({self.risk}: "
+                    f"a reconfigure now loses its batch launch); waiting up to {self.bound:g}s"
+                )
+                seen = busy
+            self.sleep(self.poll)
+
+
+def deferred_path(path: Path) -> Path:
+    """Where a candidate not applied is kept: ``topology.conf.deferred`` beside the file."""
+    return path.with_name(path.name + DEFERRED_SUFFIX)
+
+
+def _after_prologs(
+    path: Path, previous: bytes | None, scontrol: Scontrol, guard: PrologGuard
+) -> None:
+    """Return once no job is in its prolog; past the bound (or when the jobs cannot be read)
+    put *previous* back, keep the candidate as ``PATH.deferred`` and raise DeferredError."""
+    try:
+        busy = guard.wait(scontrol)
+        reason = ""
+        if busy:
+            waited = f"{guard.waited or 0:.0f}s of reconfigure_wait {guard.bound:g}s"
+            reason = f"job {', '.join(busy)} still in its prolog (waited {waited})"
+    except (CollectError, InputError) as err:
+        reason = f"cannot tell which jobs are in their prolog: {err}"
+    if not reason:
+        return
+    not_kept = reject(path, previous, deferred_path(path))
+    kept = (
+        f"the candidate not kept ({not_kept})"
+        if not_kept
+        else (f"the candidate kept as {deferred_path(path)}")
+    )
+    raise DeferredError(
+        f"reconfigure not run: {reason} ({guard.risk}: a reconfigure now loses its batch "
+        f"launch); the previous {path} is restored, {kept}; the next run tries again"
+    )
+
+
+def apply(
+    path: Path,
+    previous: bytes | None,
+    written: str,
+    scontrol: Scontrol,
+    guard: PrologGuard | None = None,
+) -> bool:
+    """Reconfigure slurmctld after *written* replaced *previous* at *path* (first waiting
+    for jobs in their prolog when *guard* is given) and check that it runs it; False
+    (nothing done) when the file did not change. Raises ReconfigureError after putting
+    *previous* back, DeferredError when the guard's bound passed."""
     if previous == written.encode("utf-8"):
         return False
+    if guard is not None:
+        _after_prologs(path, previous, scontrol, guard)
     log = _log_path(scontrol)
     start = _size(log)
     try:

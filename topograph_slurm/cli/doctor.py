@@ -1,0 +1,60 @@
+"""doctor: flags → settings → app.doctor → text or JSON → exit 1 on any fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from topograph_slurm.cli.options import config_settings
+from topograph_slurm.errors import Exit
+
+
+@click.command("doctor")
+@click.option(
+    "--slurm-state",
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Check a saved state instead of this host: DIR/scontrol-show-config.txt and the "
+    "files it names at their paths below DIR (see docs/doctor.md); no scontrol needed.",
+)
+@click.option(
+    "--nodes",
+    "hostlist",
+    metavar="HOSTLIST",
+    help="Also compare the topograph-slurm release on these compute nodes with this one's.",
+)
+@click.option(
+    "--via",
+    type=click.Choice(["srun", "clush"]),
+    default="srun",
+    show_default=True,
+    help="How --nodes are reached (as collect reaches them).",
+)
+@click.option("--json", "as_json", is_flag=True, help="The versioned JSON report.")
+@click.pass_context
+def doctor(
+    ctx: click.Context, slurm_state: Path | None, hostlist: str | None, via: str, as_json: bool
+) -> None:
+    """Check that the Slurm side is wired for what this tool makes: the topology plugin and
+    file, rank order, the filters and SPANK plugin, the job-record hooks, PrologFlags, the
+    record directory, the hourly run and its last result. Read-only. Each check prints ok,
+    warn or fail with the line that fixes it. Exit 0 without a fail (warnings included),
+    1 with any.
+
+    \b
+      topograph-slurm doctor
+      topograph-slurm doctor --slurm-state ./ctl-state --json
+    """
+    from topograph_slurm.app.doctor import doctor as run_doctor
+    from topograph_slurm.app.doctor import node_versions
+    from topograph_slurm.model.names import expand
+    from topograph_slurm.render.doctor import render_doctor
+    from topograph_slurm.render.environment import environment
+
+    settings = config_settings(ctx)
+    versions = node_versions(expand(hostlist, "--nodes"), via) if hostlist else None
+    report = run_doctor(settings, slurm_state, versions)
+    env = environment(Path(settings.templates) if settings.templates else None)
+    click.echo(render_doctor(env, report, as_json), nl=False)
+    ctx.exit(Exit.DIFFERS if report.failed else Exit.OK)
