@@ -266,7 +266,7 @@ class Settings:
     #: After a changed write of -o: scontrol reconfigure, check, restore on refusal.
     reconfigure: bool = False
     #: --reconfigure on Slurm up to 26.05 with PrologFlags=DeferBatch: how long it waits for
-    #: jobs in their prolog before it gives up (the previous file restored; exit 11).
+    #: jobs in their prolog before it gives up (the previous file restored; exit 12).
     reconfigure_wait: str = field(
         default="10m", metadata=_rule(check=_duration, number_as_text=True)
     )

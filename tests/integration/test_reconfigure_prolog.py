@@ -5,7 +5,7 @@ Slurm up to 26.05 with ``PrologFlags=DeferBatch`` discards a batch job's deferre
 script never starts (fixed for 26.11). The cluster here has ``PrologFlags=Alloc,DeferBatch``
 and a Prolog that sleeps 20 s. The test shows the loss itself with a bare ``scontrol
 reconfigure``, then that ``generate --reconfigure`` waits for the prolog (the job completes),
-and that past ``--reconfigure-wait`` it gives up: exit 11, the previous file restored.
+and that past ``--reconfigure-wait`` it gives up: exit 12, the previous file restored.
 
 topograph-slurm runs on the host through the ``scontrol``/``sinfo`` shims, as in
 test_reconfigure.py (the host's topology.conf copied to the controller before each call).
@@ -112,7 +112,7 @@ def test_reconfigure_waits_for_a_prolog_and_the_job_runs(
     cluster.exec(["scancel", lost])
     cluster.wait_idle()
 
-    # 2. past --reconfigure-wait: nothing applied, the previous file back, exit 11
+    # 2. past --reconfigure-wait: nothing applied, the previous file back, exit 12
     job = _in_prolog(cluster)
     result = _generate(tmp_path, env, "5s")
     assert result.exit_code == Exit.DEFERRED, result.output

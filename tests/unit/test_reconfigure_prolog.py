@@ -151,7 +151,7 @@ def test_past_the_bound_restores_and_exits_deferred(tmp_path: Path) -> None:
     guard = _guard(12, clock, lines)
     with pytest.raises(DeferredError) as raised:
         apply(path, previous, NEW, _scontrol(scontrol, tmp_path), guard)
-    assert raised.value.exit_code == Exit.DEFERRED == 11
+    assert raised.value.exit_code == Exit.DEFERRED == 12
     message = str(raised.value)
     assert message.startswith(
         "reconfigure not run: job 1 still in its prolog (waited 10s of reconfigure_wait 12s)"

@@ -224,7 +224,7 @@ def _write(
     help="On Slurm up to 26.05 with PrologFlags=DeferBatch, --reconfigure waits while any "
     "job is in its prolog (a reconfigure then loses the job's batch launch), for at most "
     "this long, e.g. 10m (default), 90s; 0 = not at all. Past it: the previous file is "
-    "restored, the candidate kept as PATH.deferred, exit 11.",
+    "restored, the candidate kept as PATH.deferred, exit 12.",
 )
 @click.option(
     "--metrics",

@@ -149,7 +149,7 @@ def main(ctx: click.Context, verbose: int, quiet: bool, config_file: str | None)
     Exit codes: 0 ok, 1 --check or diff found a difference, 2 usage, 3 bad input, 4 collect
     failure, 5 config error, 6 write refused by a guard, 7 locked by another run,
     8 authentication, 9 output not writable, 10 Slurm refused a change (generate
-    --reconfigure: the previous topology is restored; health --apply), 11 reconfigure
+    --reconfigure: the previous topology is restored; health --apply), 12 reconfigure
     deferred past its bound (jobs in their prolog; the previous topology is restored),
     70 internal error, 130 interrupted.
     """
