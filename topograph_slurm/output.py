@@ -745,7 +745,9 @@ def make_dir_at(
         fd = os.open(name, _AT_DIR_FLAGS, dir_fd=parent)
     except OSError as exc:
         why = "a symbolic link" if exc.errno == errno.ELOOP else _reason(exc)
-        raise OutputError(f"{where} exists and is not a real directory ({why}): not written") from exc
+        raise OutputError(
+            f"{where} exists and is not a real directory ({why}): not written"
+        ) from exc
     try:
         info = os.fstat(fd)
         allowed = owners | ({hand_to} if hand_to is not None else set())
@@ -765,10 +767,18 @@ def make_dir_at(
     return fd
 
 
-def write_at(directory: int, name: str, data: bytes, where: str, access: Access = Access()) -> None:
+def write_at(
+    directory: int,
+    name: str,
+    data: bytes,
+    where: str,
+    access: Access = Access(),
+    mode: int | None = None,
+) -> None:
     """Atomically replace the file *name* in *directory*: a new temp file (``O_EXCL``, never
-    through a link), its mode and ACL from *access*, fsync, rename, fsync the directory. The
-    file is always the writer's own: no previous owner is copied."""
+    through a link), its mode (*mode*, else from *access*) and ACL from *access*, fsync,
+    rename, fsync the directory. The file is always the writer's own: no previous owner is
+    copied."""
     _check_plain_name(name)
     temp = f".{name}.{os.urandom(4).hex()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -780,7 +790,7 @@ def write_at(directory: int, name: str, data: bytes, where: str, access: Access 
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fchmod(fd, access.mode(directory=False))
+            os.fchmod(fd, access.mode(directory=False) if mode is None else mode)
             _grant(fd, access, directory=False)
             os.fsync(fd)
         os.rename(temp, name, src_dir_fd=directory, dst_dir_fd=directory)

@@ -75,7 +75,9 @@ def _job_dir(settings: Settings, where: Hook) -> Iterator[int]:
 
     how = access(settings, where.job_uid)
     with writable_root(settings) as root:
-        fd = make_dir_at(root.fd, where.parts.name, str(where.parts), owners=root.writers, access=how)
+        fd = make_dir_at(
+            root.fd, where.parts.name, str(where.parts), owners=root.writers, access=how
+        )
         try:
             yield fd
         finally:
@@ -301,8 +303,10 @@ def _own_findings(data: Mapping[str, object], node: str, job_id: str, where: str
     from topograph_slurm.sources.record_node import findings
 
     if data.get("node") != node or data.get("job_id") != job_id:
-        raise InputError(f"{where}: written for node {data.get('node')!r} of job "
-                         f"{data.get('job_id')!r}, not {node} of job {job_id}")
+        raise InputError(
+            f"{where}: written for node {data.get('node')!r} of job "
+            f"{data.get('job_id')!r}, not {node} of job {job_id}"
+        )
     names.check([node], "node", where)
     kinds = {kind.value: kind for kind in NODE_END_KINDS}
     return [

@@ -40,6 +40,7 @@ _LAZY_COMMANDS = {
     "pools": ("topograph_slurm.cli.pools", "pools_command"),
     "occupancy": ("topograph_slurm.cli.occupancy", "occupancy_command"),
     "record": ("topograph_slurm.cli.record", "record_group"),
+    "hooks": ("topograph_slurm.cli.hooks", "hooks_group"),
 }
 
 

@@ -158,7 +158,9 @@ def open_dir_at(parent: int, name: str, owners: frozenset[int] | None, where: st
     return fd
 
 
-def read_at(directory: int, name: str, limit: int, owners: frozenset[int] | None, where: str) -> bytes:
+def read_at(
+    directory: int, name: str, limit: int, owners: frozenset[int] | None, where: str
+) -> bytes:
     """The bytes of the file *name* in the directory *directory*, read without following a
     link or blocking on a FIFO; an InputError naming *where* unless it is a regular file with
     one link, owned by one of *owners* (None: anyone's), of at most *limit* bytes."""
@@ -235,7 +237,9 @@ def read_job_record(root: RecordRoot, job_id: str) -> tuple[Path, JobRecord]:
     record's writer wrote it: an InputError otherwise, as for a missing or malformed one."""
     name = f"job-{check_job_id(job_id)}.json"
     path = root.path / name
-    return path, decode(read_at(root.fd, name, MAX_RECORD_BYTES, root.writers, str(path)), str(path))
+    return path, decode(
+        read_at(root.fd, name, MAX_RECORD_BYTES, root.writers, str(path)), str(path)
+    )
 
 
 def read_record(path: Path) -> JobRecord:

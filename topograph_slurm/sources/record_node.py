@@ -87,7 +87,9 @@ def load_part(
     return read_part(text, str(where), part)
 
 
-def read_parts(parent: int, directory: Path, owners: frozenset[int] | None) -> tuple[RecordPart, ...]:
+def read_parts(
+    parent: int, directory: Path, owners: frozenset[int] | None
+) -> tuple[RecordPart, ...]:
     """Every part in a job's ``job-<ID>.d/`` (*directory*, opened in *parent*; none when it
     does not exist), the node parts (trusted only from *owners*) then the task parts in
     ``tasks/`` (the job's user's: shown, never trusted), in node and task order; an
@@ -105,7 +107,9 @@ def read_parts(parent: int, directory: Path, owners: frozenset[int] | None) -> t
         except InputError:
             return parts
         try:
-            return parts + _parts_in(tasks, directory / TASKS_DIR, frozenset({os.fstat(tasks).st_uid}))
+            return parts + _parts_in(
+                tasks, directory / TASKS_DIR, frozenset({os.fstat(tasks).st_uid})
+            )
         finally:
             os.close(tasks)
     finally:
