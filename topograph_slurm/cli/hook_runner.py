@@ -11,6 +11,7 @@ catches: it passes on that one code and turns every other into 0 (``hooks instal
 from __future__ import annotations
 
 import functools
+import os
 import signal
 from collections.abc import Callable
 from types import FrameType
@@ -65,7 +66,9 @@ def _expired(seconds: int) -> Callable[[int, FrameType | None], None]:
 
 
 def _say(hook: str, why: str) -> None:
-    warn(f"record {hook}: {why}; the job goes on (a hook never fails a job or a node)")
+    job = os.environ.get("SLURM_JOB_ID", "")
+    about = f"job {job}: " if job.isdigit() and job.isascii() else ""
+    warn(f"record {hook}: {about}{why}; the job goes on (a hook never fails a job or a node)")
 
 
 def _reason(err: Exception) -> str:
