@@ -21,7 +21,7 @@ from topograph_slurm.errors import OutputError, UsageError
 
 #: Where the scripts go unless ``--dir`` says otherwise: beside slurm.conf.
 DEFAULT_SCRIPT_DIR = "/etc/slurm"
-OK, STALE, MISSING, WRONG = "ok", "stale", "missing", "wrong"
+OK, STALE, MISSING, WRONG, WROTE = "ok", "stale", "missing", "wrong", "wrote"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +40,9 @@ class InstallRequest:
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """One installed piece (a script, the record root): ``ok``, ``stale`` (differs from what
-    install writes), ``missing`` or ``wrong`` (untrusted: a link, another owner, a mode
-    others may write), and why."""
+    """One installed piece (a script, the record root): ``ok``, ``wrote`` (install just wrote
+    or made it), ``stale`` (differs from what install writes), ``missing`` or ``wrong``
+    (untrusted: a link, another owner, a mode others may write), and why."""
 
     state: str
     path: str
@@ -81,6 +81,7 @@ def install(settings: Settings, request: InstallRequest) -> list[Checked]:
     texts = scripts(settings, request)
     uid = _uid(request.owner)
     directory = Path(request.directory)
+    written: set[str] = set()
     try:
         directory.mkdir(mode=0o755, parents=True, exist_ok=True)
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -91,10 +92,15 @@ def install(settings: Settings, request: InstallRequest) -> list[Checked]:
             if item.state != OK:
                 name = Path(item.path).name
                 write_at(fd, name, texts[name].encode(), item.path, mode=0o755)
+                written.add(item.path)
     finally:
         os.close(fd)
-    make_record_root(Path(request.record_dir), uid)
-    return check(settings, request)
+    if make_record_root(Path(request.record_dir), uid):
+        written.add(request.record_dir)
+    return [
+        Checked(WROTE, item.path) if item.path in written and item.state == OK else item
+        for item in check(settings, request)
+    ]
 
 
 def check(settings: Settings, request: InstallRequest) -> list[Checked]:
