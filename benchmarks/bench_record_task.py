@@ -84,8 +84,8 @@ def main() -> None:
             settings = Settings(record_dir=str(root))
             path = record_file(root, "7")
             _write(settings, path, record_of(nodes), access(settings, None))
-            whole = best(args.rounds, lambda: exports(path, read_record(path)))
-            small = best(args.rounds, lambda: task_exports(settings, "7"))
+            whole = best(args.rounds, lambda p=path: exports(p, read_record(p)))
+            small = best(args.rounds, lambda s=settings: task_exports(s, "7"))
             size = path.stat().st_size
             small_size = (root / "job-7.exports").stat().st_size
             tasks = nodes * TASKS_PER_NODE
