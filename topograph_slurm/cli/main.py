@@ -149,8 +149,8 @@ def main(ctx: click.Context, verbose: int, quiet: bool, config_file: str | None)
     Exit codes: 0 ok, 1 --check or diff found a difference, 2 usage, 3 bad input, 4 collect
     failure, 5 config error, 6 write refused by a guard, 7 locked by another run,
     8 authentication, 9 output not writable, 10 Slurm refused a change (generate
-    --reconfigure: the previous topology is restored; health --apply), 70 internal error,
-    130 interrupted.
+    --reconfigure: the previous topology is restored; health --apply), 11 record start's gate
+    refused the job, 70 internal error, 130 interrupted.
     """
     ctx.ensure_object(dict)
     ctx.obj.update(verbose=0 if quiet else verbose, quiet=quiet, config_file=config_file)
