@@ -285,23 +285,6 @@ def make_state_dir(directory: Path) -> None:
         raise OutputError(f"state directory {directory} is not writable (--state-dir DIR)")
 
 
-def make_job_dir(directory: Path, owner: int | None = None) -> None:
-    """Create a job record's part directory (0755) when missing; as root, hand a new one to
-    *owner* (the job's uid), since each task's binding part is written as the job's user.
-    An OutputError naming *directory* when it cannot be made."""
-    try:
-        directory.mkdir(mode=0o755, parents=True)
-    except FileExistsError:
-        return
-    except OSError as exc:
-        raise OutputError(f"cannot create directory {directory}: {_reason(exc)}") from exc
-    if owner is not None and os.geteuid() == 0:
-        try:
-            os.chown(directory, owner, -1)
-        except OSError as exc:
-            raise OutputError(f"cannot hand {directory} to uid {owner}: {_reason(exc)}") from exc
-
-
 def move_legacy_state(target: Path, state_dir: Path) -> str | None:
     """Move the state an older release kept beside *target* into *state_dir*, once: the
     summary (renamed when both are on one file system, else written atomically then removed)
