@@ -190,3 +190,23 @@ def test_a_broken_tool_fails_no_job_and_drains_no_node(
     assert f"Requeuing JobId={job}" not in log
     if how == "hung-scontrol":  # record start's own deadline (30 s), not scontrol's 60 s
         assert took < 60, took
+
+
+def test_a_private_record_is_read_by_the_jobs_tasks_and_no_other_user(
+    cluster: Cluster, broken: Callable[[str, str], None]
+) -> None:
+    """record_private: PrologSlurmctld (SLURM_JOB_UID from slurmctld) grants alice's uid
+    read through an ACL; her tasks export the record, another user reads nothing."""
+    broken(
+        f"cp {CONFIG} /root/config.bak && echo 'record_private: true' >> {CONFIG}",
+        f"cp /root/config.bak {CONFIG}",
+    )
+    job, _ = run_job(cluster, "private")
+    record = json.loads(cluster.read_file(f"{RECORDS}/job-{job}.json"))
+    found = exports(cluster, "private")
+    assert all(v.get("TOPOGRAPH_FINGERPRINT") == record["fingerprint"] for v in found.values())
+    modes = cluster.exec(f"stat -c '%a' {RECORDS}/job-{job}.json {RECORDS}/job-{job}.exports")
+    assert modes.stdout.split() == ["640", "640"], modes  # the ACL's mask shows as the group's
+    other = cluster.exec(f"runuser -u nobody -- cat {RECORDS}/job-{job}.exports")
+    assert other.rc != 0, other
+    assert cluster.exec(f"runuser -u alice -- cat {RECORDS}/job-{job}.exports").rc == 0
