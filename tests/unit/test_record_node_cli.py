@@ -110,7 +110,7 @@ def test_an_unwritable_record_dir_is_one_line_and_exit_0(tmp_path: Path, tree: P
     result = hook(tmp_path, "start")
     assert result.exit_code == 0
     (line,) = result.output.strip().splitlines()
-    assert line.startswith("topograph-slurm: warning: record node-start: record_dir ")
+    assert line.startswith("topograph-slurm: warning: record node-start: job 42: record_dir ")
     assert "not a directory" in line
 
 
