@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from harness import TOOL_COMMAND, TOOL_DIR, Cluster, ClusterSpec, HarnessError, NodeSpec
+from harness import TOOL_COMMAND, Cluster, ClusterSpec, HarnessError, NodeSpec
 
 pytestmark = pytest.mark.integration
 
@@ -153,9 +153,10 @@ def broken(cluster: Cluster) -> Iterator[Callable[[str, str], None]]:
 
 SHIM = "#!/bin/sh\\nexec sleep 600\\n"
 BREAKS = {
-    "missing-module": (
-        f"mv {TOOL_DIR}/topograph_slurm/app/record.py /root/record.py.bak",
-        f"mv /root/record.py.bak {TOOL_DIR}/topograph_slurm/app/record.py",
+    "missing-module": (  # wherever the install put the package (a checkout copy, a venv)
+        "f=$(find /opt /usr -path '*/topograph_slurm/app/record.py' | head -1) && "
+        'test -n "$f" && echo "$f" > /root/record.path && mv "$f" /root/record.py.bak',
+        'mv /root/record.py.bak "$(cat /root/record.path)"',
     ),
     "hung-scontrol": (
         f"cp {CONFIG} /root/config.bak && printf '{SHIM}' > /usr/local/bin/hang-scontrol && "
@@ -185,6 +186,7 @@ def test_a_broken_tool_fails_no_job_and_drains_no_node(
     assert shown["Restarts"] == "0", shown
     found = exports(cluster, how)
     assert sorted(found) == ["0", "1"], found  # every task ran
+    assert not any("TOPOGRAPH_FINGERPRINT" in v for v in found.values()), found  # truly broken
     no_node_drained(cluster)
     log = cluster.slurmctld_log()
     assert f"Requeuing JobId={job}" not in log
