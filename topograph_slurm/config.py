@@ -296,9 +296,13 @@ class Settings:
     #: Where generate keeps its state (the fabric summary, the lock) for each -o target; empty:
     #: /var/lib/topograph-slurm as root, else $XDG_STATE_HOME/topograph-slurm (see state_dir()).
     state_dir: str | None = field(default=None, metadata=PATH)
-    #: Where `record start` writes job-<JOBID>.json and the node side its job-<JOBID>.d/
-    #: (default: the state directory's records/; see record_dir() and docs/record.md).
+    #: Where `record start` writes job-<JOBID>.json and the node side its job-<JOBID>.d/:
+    #: one path on every host, whoever runs the hook (default /var/lib/topograph-slurm/records;
+    #: see record_dir() and docs/record.md).
     record_dir: str | None = field(default=None, metadata=PATH)
+    #: Records readable only by the job's user (and root and SlurmUser), as PrivateData=jobs
+    #: hides other users' jobs: modes 0600/0700 and a POSIX ACL for the job's uid.
+    record_private: bool = False
     #: record start's gate: what refuses a job (tp-crossing: TP groups cross their home).
     record_refuse: list[str] = field(
         default_factory=list, metadata=_rule(check=_refusals, flag="--refuse")
@@ -323,10 +327,16 @@ class Settings:
 ROOT_STATE_DIR = Path("/var/lib/topograph-slurm")
 
 
+#: The job records' one default place: the same for root (Prolog, Epilog), SlurmUser
+#: (PrologSlurmctld) and the job's user (TaskProlog), so the hooks' pieces meet.
+DEFAULT_RECORD_DIR = ROOT_STATE_DIR / "records"
+
+
 def record_dir(settings: Settings) -> Path:
-    """Where the job records live: ``record_dir`` when set, else ``records`` under the state
-    directory (a site sets it to a file system the controller and the nodes share)."""
-    return Path(settings.record_dir) if settings.record_dir else state_dir(settings) / "records"
+    """Where the job records live: ``record_dir`` when set, else /var/lib/topograph-slurm/records
+    whoever runs the hook (a site sets it to a file system the controller and the nodes
+    share). Never per user: the hooks run as three different users and must meet."""
+    return Path(settings.record_dir) if settings.record_dir else DEFAULT_RECORD_DIR
 
 
 def state_dir(settings: Settings) -> Path:

@@ -285,23 +285,6 @@ def make_state_dir(directory: Path) -> None:
         raise OutputError(f"state directory {directory} is not writable (--state-dir DIR)")
 
 
-def make_job_dir(directory: Path, owner: int | None = None) -> None:
-    """Create a job record's part directory (0755) when missing; as root, hand a new one to
-    *owner* (the job's uid), since each task's binding part is written as the job's user.
-    An OutputError naming *directory* when it cannot be made."""
-    try:
-        directory.mkdir(mode=0o755, parents=True)
-    except FileExistsError:
-        return
-    except OSError as exc:
-        raise OutputError(f"cannot create directory {directory}: {_reason(exc)}") from exc
-    if owner is not None and os.geteuid() == 0:
-        try:
-            os.chown(directory, owner, -1)
-        except OSError as exc:
-            raise OutputError(f"cannot hand {directory} to uid {owner}: {_reason(exc)}") from exc
-
-
 def move_legacy_state(target: Path, state_dir: Path) -> str | None:
     """Move the state an older release kept beside *target* into *state_dir*, once: the
     summary (renamed when both are on one file system, else written atomically then removed)
@@ -673,3 +656,160 @@ def _remove(target: Path, path: Path) -> None:
     except OSError as exc:
         raise OutputError(f"cannot remove {path}: {_reason(exc)}") from exc
     _fsync_dir(target.parent)
+
+
+# --------------------------------------------------------------------------- the record directory
+# The job record's trust model (docs/record.md): the hooks make and write every entry under the
+# record root relative to a directory descriptor checked by sources/record.py, never following
+# a link and never handing a file to a previous owner. Kept apart from the writers above: the
+# record's writers run as root, SlurmUser and the job's user on one shared directory.
+
+_AT_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: The POSIX ACL xattr (acl_ea.h): version 2, entries of tag, permission, id.
+_ACL_XATTR = "system.posix_acl_access"
+_ACL_VERSION, _ACL_UNDEFINED = 2, 0xFFFFFFFF
+_ACL_USER_OBJ, _ACL_USER, _ACL_GROUP_OBJ, _ACL_MASK, _ACL_OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Who may read what a hook writes: everyone (``reader`` None, modes 0644/0755), or only
+    the owner and the job's user ``reader`` (modes 0600/0700 and a POSIX ACL granting it)."""
+
+    reader: int | None = None
+
+    def mode(self, directory: bool) -> int:
+        if self.reader is None:
+            return 0o755 if directory else 0o644
+        return 0o700 if directory else 0o600
+
+
+def make_record_root(directory: Path, owner: int | None) -> bool:
+    """Create the record root (``hooks install``): a real directory, mode 0755, given to
+    *owner* (SlurmUser; None: the running user) when this call made it. An existing one is
+    left as it is (``--check`` says what is wrong with it). True when it was made."""
+    try:
+        directory.mkdir(mode=0o755, parents=True)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise OutputError(f"cannot create record_dir {directory}: {_reason(exc)}") from exc
+    fd = os.open(directory, _AT_DIR_FLAGS)
+    try:
+        os.fchmod(fd, 0o755)
+        if owner is not None:
+            os.fchown(fd, owner, -1)
+    finally:
+        os.close(fd)
+    return True
+
+
+def make_dir_at(
+    parent: int,
+    name: str,
+    where: str,
+    *,
+    owners: frozenset[int],
+    access: Access = Access(),
+    hand_to: int | None = None,
+) -> int:
+    """The directory *name* in *parent*, made with ``mkdir`` when missing (given to *hand_to*
+    only then: a directory this call made, never one found), opened without following a
+    link. One that exists must be a real directory owned by one of *owners* (*hand_to*
+    counts too), else an OutputError naming *where*: nothing is written into it."""
+    made = True
+    try:
+        os.mkdir(name, access.mode(directory=True), dir_fd=parent)
+    except FileExistsError:
+        made = False
+    except OSError as exc:
+        raise OutputError(f"cannot create {where}: {_reason(exc)}") from exc
+    try:
+        fd = os.open(name, _AT_DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        why = "a symbolic link" if exc.errno == errno.ELOOP else _reason(exc)
+        raise OutputError(
+            f"{where} exists and is not a real directory ({why}): not written"
+        ) from exc
+    try:
+        info = os.fstat(fd)
+        allowed = owners | ({hand_to} if hand_to is not None else set())
+        if made:
+            os.fchmod(fd, access.mode(directory=True))
+            _grant(fd, access, directory=True)
+            if hand_to is not None:
+                os.fchown(fd, hand_to, -1)
+        elif info.st_uid not in allowed or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise OutputError(
+                f"{where} exists, owned by uid {info.st_uid} (mode "
+                f"{stat.S_IMODE(info.st_mode):o}), not made by the hooks: not written"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_at(
+    directory: int,
+    name: str,
+    data: bytes,
+    where: str,
+    access: Access = Access(),
+    mode: int | None = None,
+) -> None:
+    """Atomically replace the file *name* in *directory*: a new temp file (``O_EXCL``, never
+    through a link), its mode (*mode*, else from *access*) and ACL from *access*, fsync,
+    rename, fsync the directory. The file is always the writer's own: no previous owner is
+    copied."""
+    _check_plain_name(name)
+    temp = f".{name}.{os.urandom(4).hex()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(temp, flags, 0o600, dir_fd=directory)
+    except OSError as exc:
+        raise OutputError(f"cannot write {where}: {_reason(exc)}") from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(fd, access.mode(directory=False) if mode is None else mode)
+            _grant(fd, access, directory=False)
+            os.fsync(fd)
+        os.rename(temp, name, src_dir_fd=directory, dst_dir_fd=directory)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=directory)
+        raise OutputError(f"cannot write {where}: {_reason(exc)}") from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=directory)
+        raise
+    with contextlib.suppress(OSError):  # durability is best effort on file systems without it
+        os.fsync(directory)
+
+
+def _grant(fd: int, access: Access, directory: bool) -> None:
+    """With a private *access*, a POSIX ACL letting its reader read (and enter, for a
+    directory) what the owner alone may otherwise; nothing for a public one."""
+    if access.reader is None:
+        return
+    import struct
+
+    owner = 0o7 if directory else 0o6
+    read = 0o5 if directory else 0o4
+    entries = (
+        (_ACL_USER_OBJ, owner, _ACL_UNDEFINED),
+        (_ACL_USER, read, access.reader),
+        (_ACL_GROUP_OBJ, 0, _ACL_UNDEFINED),
+        (_ACL_MASK, read, _ACL_UNDEFINED),
+        (_ACL_OTHER, 0, _ACL_UNDEFINED),
+    )
+    blob = struct.pack("<I", _ACL_VERSION) + b"".join(struct.pack("<HHI", *e) for e in entries)
+    try:
+        os.setxattr(fd, _ACL_XATTR, blob)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot let uid {access.reader} read a private record ({_reason(exc)}): the "
+            "record_dir file system needs POSIX ACLs for record_private"
+        ) from exc

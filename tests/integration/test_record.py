@@ -143,7 +143,7 @@ def test_the_gate_requeues_and_holds_a_crossing_job_without_draining(cluster: Cl
     job = submit(cluster, "-N 2 -w node01,node03 --gres=gpu:2 --wrap true")
     shown = wait_held(cluster, job)
     assert (shown["JobState"], shown["Priority"], shown["Restarts"]) == ("PENDING", "0", "1"), shown
-    wanted = (f"Requeuing JobId={job}", "PrologSlurmctld exit status 1:0")
+    wanted = (f"Requeuing JobId={job}", "PrologSlurmctld exit status 11:0")
     deadline = time.monotonic() + 30  # the hold can be seen before the log line is flushed
     while not all(line in (log := cluster.slurmctld_log()) for line in wanted):
         assert time.monotonic() < deadline, log[-3000:]

@@ -80,11 +80,11 @@ def test_the_end_part_names_the_link_whose_errors_rose_during_the_job(
 
 
 @pytest.mark.parametrize("job", ["", "42x", "٤2", " 42", "-1"])
-def test_a_job_id_that_is_not_digits_is_exit_2_and_nothing_written(
+def test_a_job_id_that_is_not_digits_is_one_line_exit_0_and_nothing_written(
     tmp_path: Path, tree: Path, job: str
 ) -> None:
     result = hook(tmp_path, "start", job=job)
-    assert result.exit_code == Exit.USAGE, result.output
+    assert result.exit_code == 0, result.output
     assert len(result.output.strip().splitlines()) == 1
     assert "is not a Slurm job id" in result.output
     assert not (tmp_path / "rec").exists()
@@ -110,7 +110,8 @@ def test_an_unwritable_record_dir_is_one_line_and_exit_0(tmp_path: Path, tree: P
     result = hook(tmp_path, "start")
     assert result.exit_code == 0
     (line,) = result.output.strip().splitlines()
-    assert line.startswith("topograph-slurm: warning: record node-start: cannot create directory")
+    assert line.startswith("topograph-slurm: warning: record node-start: job 42: record_dir ")
+    assert "not a directory" in line
 
 
 def binding(
@@ -121,6 +122,7 @@ def binding(
     CPU list near[i]."""
     matrix = tmp_path / "topo.txt"
     matrix.write_text(render_topo_matrix(near_cpus_topology(near)))
+    prolog(tmp_path)
     args = ["--config", os.devnull, "record", "task", "--record-dir", str(tmp_path / "rec")]
     args += ["--node", "gpu01", "--topo-matrix", str(matrix)]
     code = (
@@ -140,6 +142,15 @@ def binding(
     )
 
 
+def prolog(tmp_path: Path, job: str = "42") -> None:
+    """The Prolog as Slurm runs it for a job of this test's own uid: the job's part directory
+    and its tasks/ (where the TaskProlog writes)."""
+    flags = ["--record-dir", str(tmp_path / "rec"), "--node", "gpu01", "--sysfs", str(tmp_path)]
+    env = {"SLURM_JOB_ID": job, "SLURM_JOB_UID": str(os.geteuid()), "PATH": os.defpath}
+    args = ["--config", os.devnull, "record", "node-start", *flags]
+    CliRunner().invoke(main, args, env=env)
+
+
 needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 
 
@@ -149,7 +160,7 @@ def test_a_task_near_its_gpu_exports_ok(tmp_path: Path) -> None:
     done = binding(tmp_path, [str(first)], {first}, "0")
     assert (done.returncode, done.stdout) == (0, MISSING + "export TOPOGRAPH_BINDING=ok\n")
     assert "no job record" in done.stderr and len(done.stderr.splitlines()) == 1
-    task = part(tmp_path, "task-0.1.json")
+    task = part(tmp_path, "tasks/task-0.1.json")
     assert (task["part"], task["binding"], task["findings"]) == ("task", "ok", [])
 
 
@@ -158,7 +169,7 @@ def test_a_task_on_the_far_cpu_exports_far_numa_and_a_finding(tmp_path: Path) ->
     first, second = sorted(os.sched_getaffinity(0))[:2]
     done = binding(tmp_path, [str(second), str(first)], {first}, "0")
     assert (done.returncode, done.stdout) == (0, MISSING + "export TOPOGRAPH_BINDING=far-numa\n")
-    (finding,) = part(tmp_path, "task-0.1.json")["findings"]  # type: ignore[misc]
+    (finding,) = part(tmp_path, "tasks/task-0.1.json")["findings"]  # type: ignore[misc]
     assert (finding["kind"], finding["subject"]) == ("binding-far-numa", "gpu01/task-0.1")
 
 
@@ -256,30 +267,41 @@ def test_a_failing_nvidia_smi_is_a_finding_not_a_failure(tmp_path: Path, tree: P
     )
 
 
-def test_the_record_dir_defaults_under_the_state_dir(tmp_path: Path) -> None:
+def test_the_record_dir_is_one_place_whoever_runs_the_hook(tmp_path: Path) -> None:
+    """root (Prolog), SlurmUser (PrologSlurmctld) and the job's user (TaskProlog) must meet:
+    the default may not follow the state directory, which is per user."""
     from topograph_slurm.config import Settings, record_dir
 
-    assert record_dir(Settings(state_dir=str(tmp_path))) == tmp_path / "records"
+    default = Path("/var/lib/topograph-slurm/records")
+    assert record_dir(Settings(state_dir=str(tmp_path))) == default
+    assert record_dir(Settings()) == default
     assert record_dir(Settings(state_dir=str(tmp_path), record_dir="/shared/r")) == Path(
         "/shared/r"
     )
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="handing a directory to another uid needs root")
-def test_the_prolog_hands_the_part_directory_to_the_jobs_user(tmp_path: Path, tree: Path) -> None:
+def test_the_prolog_keeps_the_part_directory_and_hands_only_tasks_to_the_user(
+    tmp_path: Path, tree: Path
+) -> None:
     flags = ["--record-dir", str(tmp_path / "rec"), "--node", "gpu01", "--sysfs", str(tree)]
     env = {"SLURM_JOB_ID": "42", "SLURM_JOB_UID": "2000", "PATH": os.defpath}
     args = ["--config", os.devnull, "record", "node-start", *flags]
     assert CliRunner().invoke(main, args, env=env).exit_code == 0
     parts = tmp_path / "rec" / "job-42.d"
-    assert (parts.stat().st_uid, parts.stat().st_mode & 0o777) == (2000, 0o755)
-    assert (parts / "gpu01.start.json").stat().st_uid == 0  # the part itself stays root's
+    assert (parts.stat().st_uid, parts.stat().st_mode & 0o777) == (0, 0o755)
+    assert (parts / "gpu01.start.json").stat().st_uid == 0
+    tasks = parts / "tasks"
+    assert (tasks.stat().st_uid, tasks.stat().st_mode & 0o777) == (2000, 0o755)
 
 
 @pytest.mark.parametrize("node", ["../etc", "gpu 01", "-x"])
-def test_a_node_name_slurm_would_not_take_is_exit_2(tmp_path: Path, tree: Path, node: str) -> None:
+def test_a_node_name_slurm_would_not_take_is_one_line_and_exit_0(
+    tmp_path: Path, tree: Path, node: str
+) -> None:
     result = hook(tmp_path, "end", node=node)
-    assert result.exit_code == Exit.USAGE, result.output
+    assert result.exit_code == 0, result.output
+    assert len(result.output.splitlines()) == 1
     assert "invalid node name" in result.output
     assert not (tmp_path / "rec").exists()
 
@@ -302,7 +324,8 @@ def test_show_and_diff_read_the_parts_beside_the_record(tmp_path: Path, tree: Pa
             args = ["--config", os.devnull, "record", command, *flags]
             assert CliRunner().invoke(main, args, env=env).exit_code == 0
     parts = records / "job-8.d"
-    (parts / "task-0.0.json").write_text(
+    (parts / "tasks").mkdir()
+    (parts / "tasks" / "task-0.0.json").write_text(
         task_part("8", "gpu0001", "task-0.0", "far-numa", "CPUs 1, GPU 0 near CPUs 0", [])
     )
     shown = run(config, "record", "show", "8")

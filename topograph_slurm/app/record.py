@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,12 +25,14 @@ from topograph_slurm.model.numbers import natural
 from topograph_slurm.model.record import JobRecord, RecordDiff, RecordPart
 from topograph_slurm.model.result import Finding
 from topograph_slurm.sources import record as record_files
+from topograph_slurm.sources.record import RecordRoot
 
 #: Where a warning line goes (the CLI's stderr).
 Warn = Callable[[str], None]
 
 if TYPE_CHECKING:
     from topograph_slurm.analysis.record.build import RecordStart
+    from topograph_slurm.output import Access
 
 #: Where the layout's TP came from (the record's ``layout.source``).
 FROM_ADMIN_COMMENT = "admin-comment"
@@ -45,6 +48,8 @@ class StartRequest:
     job_id: str
     restart_count: str = ""
     topology: str | None = None
+    #: the job's uid (SLURM_JOB_UID): the one other reader of a private record
+    job_uid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +78,8 @@ def start(settings: Settings, request: StartRequest, warn: Warn) -> Started:
     written: Path | None = path
     troubles = []
     try:
-        _write(path, record)
-    except OutputError as err:
+        _write(settings, path, record, access(settings, request.job_uid))
+    except (OutputError, InputError) as err:
         written = None
         troubles.append(f"record not written: {err}")
     if record.refused:
@@ -177,26 +182,63 @@ def _topology_sha(topology: str | None) -> tuple[str, str]:
         return "", f"no topology sha256: cannot read {topology}: {err.strerror}"
 
 
-def _write(path: Path, record: JobRecord) -> None:
-    """The record written atomically, mode 0644 (the job's user reads it), its directory
-    made when missing."""
-    from topograph_slurm.output import write_file
+def _write(settings: Settings, path: Path, record: JobRecord, how: Access) -> None:
+    """The record, then its export file (what every task reads), each written atomically in
+    the checked record root; readable by everyone, or by the job's user only (*how*)."""
+    from topograph_slurm.output import write_at
+    from topograph_slurm.render.record import exports, one_line
 
+    variables = [(name, one_line(value)) for name, value in exports(path, record)]
+    small = record_files.JobExports(record.job_id, variables)
+    with writable_root(settings) as root:
+        write_at(root.fd, path.name, record_files.encode(record), str(path), how)
+        name = record_files.exports_name(record.job_id)
+        write_at(root.fd, name, record_files.encode_exports(small), str(root.path / name), how)
+
+
+def access(settings: Settings, job_uid: int | None) -> Access:
+    """Who reads what a hook writes for a job: everyone, or with ``record_private`` only the
+    job's user (*job_uid*; unknown: nobody but root and the writer)."""
+    from topograph_slurm.output import Access
+
+    if not settings.record_private:
+        return Access()
+    return Access(job_uid if job_uid is not None else os.geteuid())
+
+
+def writable_root(settings: Settings) -> RecordRoot:
+    """The record root, made when missing (mode 0755, this hook's own) and checked
+    (docs/record.md, "Trust model"); an InputError when it is not trusted, an OutputError
+    when this hook is not one of its writers (root, the root's owner)."""
+    from topograph_slurm.output import make_record_root
+
+    directory = record_dir(settings)
+    make_record_root(directory, None)
+    root = record_files.open_root(directory)
+    if os.geteuid() not in root.writers:
+        root.__exit__(None, None, None)
+        raise OutputError(
+            f"record_dir {directory} belongs to another user: this hook (uid {os.geteuid()}) "
+            "may not write there (hooks install gives it to SlurmUser)"
+        )
+    return root
+
+
+def task_exports(settings: Settings, job_id: str) -> tuple[Path, list[tuple[str, str]]]:
+    """The variables a task exports: the small export file ``record start`` wrote beside the
+    record (never the record itself, whose size grows with the job's nodes). An InputError
+    when the id is no number or the file is missing, unreadable or not written by root or the
+    record's writer (the TaskProlog then says so and lets the task run)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise OutputError(f"cannot make {path.parent}: {err.strerror}") from None
-    write_file(path, record_files.encode(record), mode=0o644)
-
-
-def task_record(settings: Settings, job_id: str) -> tuple[Path, JobRecord]:
-    """The job record a task exports from: an InputError when the id is no number or the
-    record is missing or unreadable (the TaskProlog then says so and lets the task run)."""
-    try:
-        path = record_files.record_file(record_dir(settings), job_id)
+        record_files.check_job_id(job_id)
     except TopographError as err:
         raise InputError(str(err)) from None
-    return path, record_files.read_record(path)
+    try:
+        with record_files.open_root(record_dir(settings)) as root:
+            path, found = record_files.read_exports(root, job_id)
+    except InputError as err:
+        raise InputError(f"no job record to export: {err}") from None
+    return path, found.variables
 
 
 def read_side(settings: Settings, spec: str) -> tuple[JobRecord, tuple[RecordPart, ...]]:
@@ -204,11 +246,20 @@ def read_side(settings: Settings, spec: str) -> tuple[JobRecord, tuple[RecordPar
     parts its job's hooks wrote beside it (``job-<ID>.d/``; none when no hook ran there)."""
     from topograph_slurm.sources.record_node import read_parts
 
-    if natural(spec) is not None:
-        path = record_files.record_file(record_dir(settings), spec)
-    else:
-        path = Path(spec)
-    return record_files.read_record(path), read_parts(record_files.parts_dir(path))
+    if natural(spec) is not None:  # in record_dir: trusted only from its writers
+        with record_files.open_root(record_dir(settings)) as root:
+            path, found = record_files.read_job_record(root, spec)
+            return found, read_parts(root.fd, record_files.parts_dir(path), root.writers)
+    path = Path(spec)  # a file named: shown as it is, its parts beside it whoever wrote them
+    found = record_files.read_record(path)
+    try:
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return found, ()
+    try:
+        return found, read_parts(parent, record_files.parts_dir(path), None)
+    finally:
+        os.close(parent)
 
 
 def compare(settings: Settings, a: str, b: str) -> RecordDiff:

@@ -41,6 +41,7 @@ _LAZY_COMMANDS = {
     "occupancy": ("topograph_slurm.cli.occupancy", "occupancy_command"),
     "record": ("topograph_slurm.cli.record", "record_group"),
     "doctor": ("topograph_slurm.cli.doctor", "doctor"),
+    "hooks": ("topograph_slurm.cli.hooks", "hooks_group"),
 }
 
 
@@ -149,9 +150,9 @@ def main(ctx: click.Context, verbose: int, quiet: bool, config_file: str | None)
     Exit codes: 0 ok, 1 --check or diff found a difference, 2 usage, 3 bad input, 4 collect
     failure, 5 config error, 6 write refused by a guard, 7 locked by another run,
     8 authentication, 9 output not writable, 10 Slurm refused a change (generate
-    --reconfigure: the previous topology is restored; health --apply), 12 reconfigure
-    deferred past its bound (jobs in their prolog; the previous topology is restored),
-    70 internal error, 130 interrupted.
+    --reconfigure: the previous topology is restored; health --apply), 11 record start's gate
+    refused the job, 12 reconfigure deferred past its bound (jobs in their prolog; the
+    previous topology is restored), 70 internal error, 130 interrupted.
     """
     ctx.ensure_object(dict)
     ctx.obj.update(verbose=0 if quiet else verbose, quiet=quiet, config_file=config_file)

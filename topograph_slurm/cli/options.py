@@ -204,8 +204,8 @@ FINITE_FLOAT = FiniteFloatRange()
 RECORD_DIR = click.option(
     "--record-dir",
     metavar="DIR",
-    help="Where job records live (default: config record_dir, else the state directory's "
-    "records/); a directory the controller and the nodes share.",
+    help="Where job records live (default: config record_dir, else "
+    "/var/lib/topograph-slurm/records); one directory the controller and the nodes share.",
 )
 #: ``--node``: the node a record hook runs on.
 NODE = click.option(

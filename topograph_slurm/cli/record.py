@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from topograph_slurm.app import record
+from topograph_slurm.cli.hook_runner import never_fail
 from topograph_slurm.cli.options import (
     RECORD_DIR,
     config_settings,
@@ -80,26 +81,31 @@ def _job_option(hook: str, **kwargs: Any) -> Callable[[F], F]:
 )
 @fabric_options
 @click.pass_context
+@never_fail("start")
 def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any) -> None:
     """Write the job's record, <record_dir>/job-<JOBID>.json, once per job start (a
     requeued job's replaces it; SLURM_JOB_RESTART_COUNT is in it). For PrologSlurmctld.
 
     What cannot be learned (Slurm, the fabric, the bench record) becomes a record-incomplete
     finding; the hook then says so in one line and exits 0: it never fails a job for its
-    own trouble (a broken config or an unwritable record_dir: nothing is written then).
-    Exit 1 only when the gate refuses (--refuse tp-crossing; the job is requeued and held),
-    explain's line on stderr; 2 for a job id that is no number (nothing written).
+    own trouble (a broken config, an untrusted or unwritable record_dir, a job id that is no
+    number: nothing is written then), whatever it is (cli/hook_runner.py). Exit 11 only when
+    the gate refuses (--refuse tp-crossing; the job is requeued and held), explain's line on
+    stderr.
     """
+    from topograph_slurm.model.numbers import natural
     from topograph_slurm.sources.record import check_job_id
 
     job_id = check_job_id(job_id)
     flags["record_refuse"] = list(flags["record_refuse"])
-    try:
-        settings = flag_settings(ctx, flags.pop("rewrites"), **flags)
-    except TopographError as err:  # a broken config is the hook's trouble, not the job's
-        warn(f"job {job_id}: record not written: {err}")
-        ctx.exit(Exit.OK)
-    request = record.StartRequest(job_id, os.environ.get("SLURM_JOB_RESTART_COUNT", ""), topology)
+    settings = flag_settings(ctx, flags.pop("rewrites"), **flags)
+    env = os.environ
+    request = record.StartRequest(
+        job_id,
+        env.get("SLURM_JOB_RESTART_COUNT", ""),
+        topology,
+        natural(env.get("SLURM_JOB_UID", "")),
+    )
     started = record.start(settings, request, warn)
     troubles = [f.message for f in started.record.findings if f.kind == RECORD_INCOMPLETE]
     if started.trouble:
@@ -108,7 +114,7 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
         warn(f"job {job_id}: {'; '.join(troubles)}")
     if started.refused:
         click.echo(f"topograph-slurm: job {job_id} refused: {started.refused}", err=True)
-        ctx.exit(Exit.DIFFERS)
+        ctx.exit(Exit.JOB_REFUSED)
     ctx.exit(Exit.OK)
 
 
@@ -123,6 +129,7 @@ def _binding_options(func: F) -> F:
 @RECORD_DIR
 @_binding_options
 @click.pass_context
+@never_fail("task")
 def task(
     ctx: click.Context,
     /,
@@ -134,7 +141,8 @@ def task(
     """Print the job record's TOPOGRAPH_* values as `export NAME=value` lines, the
     TaskProlog protocol that puts them in the task's environment, and this task's binding
     check (TOPOGRAPH_BINDING: its CPUs against the CPU affinity of its GPUs in this node's
-    topo -m; task-<step>.<proc>.json beside the record). For TaskProlog.
+    topo -m; job-<JOBID>.d/tasks/task-<step>.<proc>.json). For TaskProlog. It reads only the
+    small job-<JOBID>.exports that record start wrote, written by root or the record's writer.
 
     Without a readable record (or config) it prints `export TOPOGRAPH_RECORD_MISSING=1`,
     says why in one line on stderr and exits 0: the task always runs.
@@ -150,8 +158,7 @@ def task(
         settings, troubles = None, [str(err)]
     if settings is not None:
         try:
-            path, found = record.task_record(settings, job_id)
-            variables = text.exports(path, found)
+            variables = record.task_exports(settings, job_id)[1]
         except TopographError as err:  # nor does a missing or broken record
             troubles.append(str(err))
     binding, trouble = binding_exports(settings, job_id or None, node)

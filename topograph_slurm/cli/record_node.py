@@ -3,9 +3,9 @@
 exports (the TaskProlog of every task).
 
 The hooks' failure policy: a hook never fails a job or a node for its own trouble. It
-writes what it can, says what went wrong in one stderr line (slurmd's log) and exits 0; only
-a job id or node name that is not one is a usage error (exit 2), since nothing could be
-written under it.
+writes what it can, says what went wrong in one stderr line (slurmd's log) and exits 0
+(cli/hook_runner.py), a job id or node name that is not one included: nothing is written
+under it then.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 
 import click
 
-from topograph_slurm.cli.options import NODE, RECORD_DIR, flag_settings, warn
-from topograph_slurm.errors import Exit, TopographError, UsageError
+from topograph_slurm.cli.hook_runner import never_fail
+from topograph_slurm.cli.options import NODE, RECORD_DIR, flag_settings
+from topograph_slurm.errors import TopographError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,6 +48,7 @@ _SYSFS = click.option(
 @_hook_options
 @_SYSFS
 @click.pass_context
+@never_fail("node-start")
 def node_start(ctx: click.Context, /, job: str | None, node: str | None, **flags: Any) -> None:
     """Prolog (root, every node): keep this node's HCA port counters, rates and states (and
     NVLink error counters where nvidia-smi exists) as <node>.start.json.
@@ -58,15 +60,15 @@ def node_start(ctx: click.Context, /, job: str | None, node: str | None, **flags
     """
     from topograph_slurm.app.record_node import node_start
 
-    where = _hook(ctx, job, node, flags)
-    owner = _uid(os.environ.get("SLURM_JOB_UID", ""))
-    _never_fail("record node-start", lambda: node_start(_settings(ctx, flags), where, owner))
+    settings = _settings(ctx, flags)
+    node_start(settings, _where(settings, job, node))
 
 
 @click.command("node-end")
 @_hook_options
 @_SYSFS
 @click.pass_context
+@never_fail("node-end")
 def node_end(ctx: click.Context, /, job: str | None, node: str | None, **flags: Any) -> None:
     """Epilog (root, every node): read the counters again and write <node>.end.json naming
     every link whose error counters rose, whose width or speed dropped, that left
@@ -78,8 +80,8 @@ def node_end(ctx: click.Context, /, job: str | None, node: str | None, **flags: 
     """
     from topograph_slurm.app.record_node import node_end
 
-    where = _hook(ctx, job, node, flags)
-    _never_fail("record node-end", lambda: node_end(_settings(ctx, flags), where))
+    settings = _settings(ctx, flags)
+    node_end(settings, _where(settings, job, node))
 
 
 #: ``record task``'s options for the binding check (the job's own come from the group).
@@ -114,7 +116,7 @@ def binding_exports(settings: Any, job: str | None, node: str | None) -> tuple[s
         found, path = task_binding(settings, where, os.environ)
         status = found.status
         line = render(environment(Path(settings.templates) if settings.templates else None), status)
-        write_task(where, found, path)
+        write_task(settings, where, found, path)
     except (TopographError, OSError) as err:
         return line, f"binding: {_reason(err)} (exported TOPOGRAPH_BINDING={status})"
     return line, ""
@@ -124,35 +126,11 @@ def _settings(ctx: click.Context, flags: dict[str, Any]) -> Any:
     return flag_settings(ctx, (), **flags)
 
 
-def _hook(ctx: click.Context, /, job: str | None, node: str | None, flags: dict[str, Any]) -> Any:
-    """Which job and node: a bad one is the one failure a hook reports (exit 2)."""
-    try:
-        return _where(_settings(ctx, flags), job, node)
-    except UsageError:
-        raise
-    except TopographError as err:  # a broken config file: nothing to write with, still exit 0
-        warn(f"record: {err}")
-        ctx.exit(Exit.OK)
-
-
 def _where(settings: Any, job: str | None, node: str | None) -> Any:
     from topograph_slurm.app.record_node import hook
 
     return hook(settings, job, node, os.environ)
 
 
-def _never_fail(what: str, run: Callable[[], object]) -> None:
-    try:
-        run()
-    except (TopographError, OSError) as err:
-        warn(f"{what}: {_reason(err)}")
-
-
 def _reason(err: Exception) -> str:
     return err.strerror or str(err) if isinstance(err, OSError) else str(err)
-
-
-def _uid(text: str) -> int | None:
-    from topograph_slurm.model.numbers import natural
-
-    return natural(text)

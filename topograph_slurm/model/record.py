@@ -19,6 +19,13 @@ RECORD_VERSION = 1
 REFUSE_TP_CROSSING = "tp-crossing"
 REFUSALS = (REFUSE_TP_CROSSING,)
 
+#: Each record hook's deadline in seconds (the never-fail runner's alarm; the installed
+#: script's outer ``timeout`` adds HOOK_GRACE): well under what Slurm waits for a hook
+#: (docs/record.md, "Deadlines"), so a hung scontrol or file system costs the job a record,
+#: never its start.
+HOOK_DEADLINES = {"start": 30, "task": 10, "node-start": 20, "node-end": 20}
+HOOK_GRACE = 5
+
 
 @dataclass(frozen=True, slots=True)
 class RecordNode:

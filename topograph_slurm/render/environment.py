@@ -84,8 +84,24 @@ def lua_bool(value: object) -> str:
     return "true" if value else "false"
 
 
+#: The templates whose every printed value goes through :func:`printable`: the text a
+#: person reads on a terminal (reports, tables, ``record show``). The others' syntax has its
+#: own quoting rule (Lua, shell, JSON, HTML) and their values are checked where they are made.
+TEXT_SUFFIX = ".txt.j2"
+
+
+@jinja2.pass_context
+def _finalize(context: jinja2.runtime.Context, value: object) -> object:
+    """The one escaping rule of the text outputs: every ``{{ value }}`` of a text template
+    shown with :func:`printable`, whatever the template remembered to filter."""
+    name = context.name or ""
+    return printable(value) if name.endswith(TEXT_SUFFIX) else value
+
+
 def environment(override: Path | None = None) -> jinja2.Environment:
-    """A strict environment: undefined variables are errors, no HTML escaping."""
+    """A strict environment: undefined variables are errors, no HTML escaping; every value a
+    text template prints is escaped (:func:`printable`), so record and fabric strings cannot
+    drive the reader's terminal."""
     paths = [builtin_templates()]
     if override is not None:
         if not override.is_dir():
@@ -98,6 +114,7 @@ def environment(override: Path | None = None) -> jinja2.Environment:
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_finalize,
     )
     env.filters["hostlist"] = names.fold
     env.filters.update(lua_str=lua_str, lua_int=lua_int, lua_bool=lua_bool)

@@ -14,6 +14,8 @@ from topograph_slurm.render.environment import render
 
 #: What an exported value may hold: one line of printable ASCII; anything else becomes ``?``.
 _NOT_PRINTABLE = re.compile(r"[^\x20-\x7e]")
+#: What an exported name must be: ours, and a shell variable name.
+_EXPORT_NAME = re.compile(r"TOPOGRAPH_[A-Z0-9_]+")
 #: The export a TaskProlog prints when the job has no readable record.
 MISSING = [("TOPOGRAPH_RECORD_MISSING", "1")]
 
@@ -48,8 +50,9 @@ def one_line(value: str) -> str:
 
 
 def render_exports(env: jinja2.Environment, variables: list[tuple[str, str]]) -> str:
-    """``export NAME=value`` lines, each value as Slurm reads it: literally, one line."""
-    cleaned = [(name, one_line(value)) for name, value in variables]
+    """``export NAME=value`` lines, each value as Slurm reads it: literally, one line; a name
+    that is not one of ours (``TOPOGRAPH_*``) is left out."""
+    cleaned = [(name, one_line(value)) for name, value in variables if _EXPORT_NAME.fullmatch(name)]
     return render(env, "record.exports.j2", variables=cleaned)
 
 

@@ -54,6 +54,7 @@ class Scontrol:
                 [self.binary, *args],
                 capture_output=True,
                 text=True,
+                errors="replace",  # Slurm's JSON copies a job name's bytes >= 0x80 unchanged
                 timeout=self.timeout,
                 check=False,
             )

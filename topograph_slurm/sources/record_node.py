@@ -8,6 +8,7 @@ own part is."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -19,8 +20,7 @@ from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.record import RECORD_FORMAT, RECORD_VERSION, RecordPart
 from topograph_slurm.model.result import Finding, decode_finding
-from topograph_slurm.sources.files import read_regular
-from topograph_slurm.sources.record import check_head
+from topograph_slurm.sources.record import TASKS_DIR, check_head, open_dir_at, read_at
 
 NODE_START, NODE_END, TASK = "node-start", "node-end", "task"
 #: The most a part may hold: a node's ports and NVLinks are a few KiB.
@@ -50,9 +50,10 @@ def task_part(
 
 def read_part(text: str, where: str, part: str | None = None) -> dict[str, Any]:
     """A part's object, checked: format, version and (when given) *part*; InputError naming
-    *where* otherwise."""
+    *where* otherwise. A number JSON can write but no counter can hold (``1e400``, ``NaN``)
+    is refused as it is read."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError) as err:
         raise InputError(f"{where}: not JSON ({err})") from None
     if not isinstance(data, dict):
@@ -61,30 +62,71 @@ def read_part(text: str, where: str, part: str | None = None) -> dict[str, Any]:
     return data
 
 
-def load_part(path: Path, part: str | None = None) -> dict[str, Any]:
-    """The part in the file *path*, as :func:`read_part` checks it; an InputError naming the
-    file when it is missing, unreadable, too large or not UTF-8."""
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number a part holds")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text[:20]} is out of range")
+    return value
+
+
+def load_part(
+    directory: int, name: str, where: Path, owners: frozenset[int] | None, part: str | None = None
+) -> dict[str, Any]:
+    """The part *name* in the open directory *directory* (:func:`read_at`: no link, one of
+    *owners*), as :func:`read_part` checks it; an InputError naming *where* when it is
+    missing, untrusted, unreadable, too large or not UTF-8."""
+    data = read_at(directory, name, _PART_LIMIT, owners, str(where))
     try:
-        text = read_regular(path, _PART_LIMIT).decode("utf-8")
-    except OSError as err:
-        raise InputError(f"{path}: {err.strerror or err}") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 ({err.reason})") from None
-    return read_part(text, str(path), part)
+        raise InputError(f"{where}: not UTF-8 ({err.reason})") from None
+    return read_part(text, str(where), part)
 
 
-def read_parts(directory: Path) -> tuple[RecordPart, ...]:
-    """Every part in a job's ``job-<ID>.d/`` (none when it does not exist), in node and task
-    order; an unreadable one is kept as a record-incomplete finding naming it."""
-    if not directory.is_dir():
-        return ()
-    paths = sorted(directory.glob("*.json"), key=lambda path: natural_key(path.name))
-    return tuple(_part(path) for path in paths)
-
-
-def _part(path: Path) -> RecordPart:
+def read_parts(
+    parent: int, directory: Path, owners: frozenset[int] | None
+) -> tuple[RecordPart, ...]:
+    """Every part in a job's ``job-<ID>.d/`` (*directory*, opened in *parent*; none when it
+    does not exist), the node parts (trusted only from *owners*) then the task parts in
+    ``tasks/`` (the job's user's: shown, never trusted), in node and task order; an
+    unreadable or untrusted one is kept as a record-incomplete finding naming it."""
     try:
-        data = load_part(path)
+        fd = open_dir_at(parent, directory.name, owners, str(directory))
+    except InputError as err:
+        if not os.path.lexists(directory):
+            return ()
+        return (_unreadable(directory.name, err),)
+    try:
+        parts = _parts_in(fd, directory, owners)
+        try:
+            tasks = open_dir_at(fd, TASKS_DIR, None, str(directory / TASKS_DIR))
+        except InputError:
+            return parts
+        try:
+            return parts + _parts_in(
+                tasks, directory / TASKS_DIR, frozenset({os.fstat(tasks).st_uid})
+            )
+        finally:
+            os.close(tasks)
+    finally:
+        os.close(fd)
+
+
+def _parts_in(fd: int, directory: Path, owners: frozenset[int] | None) -> tuple[RecordPart, ...]:
+    names = sorted(
+        (name for name in os.listdir(fd) if name.endswith(".json") and not name.startswith(".")),
+        key=natural_key,
+    )
+    return tuple(_part(fd, name, directory / name, owners) for name in names)
+
+
+def _part(fd: int, name: str, path: Path, owners: frozenset[int] | None) -> RecordPart:
+    try:
+        data = load_part(fd, name, path, owners)
         return RecordPart(
             path.stem,
             str(data.get("part", "")),
@@ -93,8 +135,12 @@ def _part(path: Path) -> RecordPart:
             tuple(findings(data, str(path))),
         )
     except InputError as err:
-        trouble = Finding(FindingKind.RECORD_INCOMPLETE, path.stem, f"unreadable part: {err}")
-        return RecordPart(path.stem, "", "", "", (trouble,))
+        return _unreadable(path.stem, err)
+
+
+def _unreadable(name: str, err: InputError) -> RecordPart:
+    trouble = Finding(FindingKind.RECORD_INCOMPLETE, name, f"unreadable part: {err}")
+    return RecordPart(name, "", "", "", (trouble,))
 
 
 def reading(data: Mapping[str, Any], where: str) -> NodeCounters:
@@ -102,10 +148,10 @@ def reading(data: Mapping[str, Any], where: str) -> NodeCounters:
     try:
         ports = tuple(_port(entry) for entry in data["ports"])
         nvlinks = tuple(
-            NvlinkReading(int(e["gpu"]), int(e["link"]), _numbers(e["counters"]))
+            NvlinkReading(_whole(e["gpu"]), _whole(e["link"]), _numbers(e["counters"]))
             for e in data["nvlinks"]
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
         raise InputError(f"{where}: malformed counters ({type(err).__name__}: {err})") from None
     return NodeCounters(ports, nvlinks)
 
@@ -124,6 +170,13 @@ def _port(entry: Mapping[str, Any]) -> PortReading:
         for key in ("device", "port", "width", "speed", "state", "phys_state", "link_layer")
     }
     return PortReading(counters=_numbers(entry["counters"]), **texts)
+
+
+def _whole(value: Any) -> int:
+    """A GPU or link index: a JSON integer, never a float, text or bool."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{str(value)[:20]!r} is not a GPU or link index")
+    return value
 
 
 def _numbers(counters: Mapping[str, Any]) -> dict[str, int]:
