@@ -230,7 +230,7 @@ def _planted() -> list[tuple[str, DoctorFacts, str, str]]:
             "group-writable records",
             _with(right, r=FileFacts(WANTED.record_dir, True, True, 0o775, 0)),
             "record-dir",
-            WARN,
+            FAIL,
         ),
         (
             "records owned by a user",
