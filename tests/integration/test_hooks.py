@@ -212,3 +212,13 @@ def test_a_private_record_is_read_by_the_jobs_tasks_and_no_other_user(
     other = cluster.exec(f"runuser -u nobody -- cat {RECORDS}/job-{job}.exports")
     assert other.rc != 0, other
     assert cluster.exec(f"runuser -u alice -- cat {RECORDS}/job-{job}.exports").rc == 0
+
+
+def test_doctor_finds_the_installed_hooks_and_record_root_right(cluster: Cluster) -> None:
+    """What `hooks install` wrote is what `doctor` checks for: every hook line points at an
+    executable #! script running its record part, and the record root is trusted."""
+    done = cluster.exec(f"{TOOL_COMMAND} --config {CONFIG} doctor --json")
+    checks = {check["name"]: check for check in json.loads(done.stdout)["checks"]}
+    wanted = [f"hook-{key}" for key in ("PrologSlurmctld", "TaskProlog", "Prolog", "Epilog")]
+    for name in [*wanted, "prolog-flags", "record-dir"]:
+        assert checks[name]["status"] == "ok", (name, checks[name])
