@@ -224,3 +224,27 @@ def test_snapshot_without_any_topo_is_exit_3(tmp_path: Path) -> None:
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    ["a\nSwitchName=x Name=gpu File=/dev/null", "a b", "a;b", "$(reboot)", "gpu\u202e1", "-x"],
+    ids=["newline", "space", "semicolon", "command", "rtl-override", "dash"],
+)
+def test_nodes_outside_the_slurm_name_rule_exit_2_nothing_written(
+    tmp_path: Path, nodes: str
+) -> None:
+    """--nodes is the one name gres takes from a user: a newline would forge a gres.conf line
+    (slurmd reads it on every node). Every expanded name passes the Slurm name rule."""
+    target = tmp_path / "gres.conf"
+    code, out, err = _run("--topo-matrix", str(H100_TOPO), "--nodes", nodes, "-o", str(target))
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "invalid node name" in err
+    assert "--nodes" in err and not target.exists() and out == ""
+
+
+def test_nodes_hostlist_expands_and_every_name_is_checked(tmp_path: Path) -> None:
+    code, out, _ = _run("--topo-matrix", str(H100_TOPO), "--nodes", "gpu[1-3],login-1")
+    assert code == 0 and "NodeName=gpu[1-3],login-1 Name=gpu" in out
+    code, _, err = _run("--topo-matrix", str(H100_TOPO), "--nodes", "gpu[1-3],bad name")
+    assert code == 2 and "'bad name'" in err

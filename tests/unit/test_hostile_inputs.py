@@ -785,3 +785,29 @@ def test_option_numbers_are_ascii_digits_only(args: list[str], option: str) -> N
     assert result.exit_code == Exit.USAGE, result.output
     assert f"Invalid value for '{option}'" in result.stderr
     assert result.stdout == ""
+
+
+# --------------------------------------------------------------------------- names in gres.conf
+
+GRES_CAPTURE = (
+    Path(__file__).parents[1] / "fixtures/real/nvidia-smi-topo/h100-8gpu-8ib-5eth-13nic-dgx.txt"
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [*HOSTILE_NAMES.values(), "gpu[1-2],$(reboot)", "gpu\u202e1", "a;b"],
+    ids=[*HOSTILE_NAMES, "command in a hostlist", "rtl override", "semicolon"],
+)
+def test_a_hostile_gres_node_name_is_refused_before_anything_is_written(
+    tmp_path: Path, name: str
+) -> None:
+    """gres --nodes: every expanded name passes the Slurm name rule; slurmd reads gres.conf on
+    every node, so a forged line would stop them all."""
+    target = tmp_path / "gres.conf"
+    target.write_text(OLD)
+    result = invoke(
+        ["gres", "--topo-matrix", str(GRES_CAPTURE), "--nodes", name, "-o", str(target)]
+    )
+    line = assert_refused(result, Exit.USAGE, target)
+    assert "--nodes" in line and "\x1b" not in line

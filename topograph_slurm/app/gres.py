@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from topograph_slurm.errors import InputError
+from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuTopology, GresDevice, GresPlan
 from topograph_slurm.model.result import Finding
@@ -51,10 +51,15 @@ def plan(source: GresSource) -> GresPlan:
 
 
 def _capture_devices(source: GresSource) -> dict[str, tuple[GresDevice, ...]]:
-    from topograph_slurm.model.names import expand
+    """The capture's devices for every node of --nodes; each expanded name must pass the
+    Slurm name rule (a newline in one would start a line of its own in gres.conf)."""
+    from topograph_slurm.model import names
     from topograph_slurm.sources.nvidia_smi import parse_product_names, parse_topo_matrix
 
-    hosts = expand(str(source.nodes), "--nodes")
+    hosts = names.expand(str(source.nodes), "--nodes", UsageError)
+    if not hosts:
+        raise UsageError("--nodes names no node: gres.conf would hold no GPU")
+    names.check(hosts, "node", "--nodes", UsageError)
     topo_path = str(source.topo_matrix)
     try:
         topo = parse_topo_matrix(read_capture(topo_path))
