@@ -811,3 +811,25 @@ def test_a_hostile_gres_node_name_is_refused_before_anything_is_written(
     )
     line = assert_refused(result, Exit.USAGE, target)
     assert "--nodes" in line and "\x1b" not in line
+
+
+# --------------------------------------------------------------------------- names from Slurm
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_NAMES.values()), ids=list(HOSTILE_NAMES))
+def test_a_hostile_node_name_from_slurm_stops_occupancy_before_any_write(
+    tmp_path: Path, name: str
+) -> None:
+    """occupancy prints Slurm's names and writes them into the metrics: a name outside the
+    Slurm name rule (an escape that clears the screen, a newline) is bad input, exit 3, and
+    the --metrics file is not written."""
+    from tests.unit.test_occupancy import node, nodes
+    from tests.unit.test_occupancy import run as occupancy
+
+    metrics = tmp_path / "occupancy.prom"
+    result = occupancy(
+        tmp_path, "--metrics", str(metrics), node_list=[*nodes(), node(13) | {"name": name}]
+    )
+    line = assert_refused(result, Exit.INPUT)
+    assert "invalid node name" in line and "\x1b" not in line
+    assert not metrics.exists() and result.stdout == ""
