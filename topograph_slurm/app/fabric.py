@@ -260,7 +260,7 @@ def wants_nvlink(settings: Settings, snapshot: Snapshot | None, findings: list[F
     """Blocks from NVLink domains when asked, or (auto) when a snapshot's GPUs name a
     multi-node NVLink domain; an auto run whose GPUs name none (HGX, PCIe GPUs) takes the IB
     units and adds to *findings* why, with the nodes' NVLink findings health acts on."""
-    from topograph_slurm.analysis.nvlink.clique import ib_decides, names_multi_node
+    from topograph_slurm.analysis.nvlink.domains import ib_decides, names_multi_node
 
     has_gpus = snapshot is not None and any(n.gpus for n in snapshot.nodes.values())
     if settings.block_source == "nvlink" and not has_gpus:
