@@ -31,6 +31,8 @@ class GresSource:
     nodes: str | None = None
     nvidia_smi_q: str | None = None
     threads_per_core: int | None = None
+    sockets: int | None = None
+    numa_node_as_socket: bool = False
 
     @property
     def name(self) -> str:
@@ -66,7 +68,7 @@ def _capture_devices(source: GresSource) -> dict[str, tuple[GresDevice, ...]]:
     except InputError as err:
         raise InputError(f"{topo_path}: {err}") from None
     products = parse_product_names(read_capture(source.nvidia_smi_q)) if source.nvidia_smi_q else {}
-    return dict.fromkeys(hosts, _devices(topo_path, topo, products, source.threads_per_core))
+    return dict.fromkeys(hosts, _devices(topo_path, topo, products, source))
 
 
 def _snapshot_devices(
@@ -81,7 +83,7 @@ def _snapshot_devices(
         if node.topology is None:
             continue
         where = f"{source.snapshot}: {name}"
-        nodes[name] = _devices(where, node.topology, _products(node), source.threads_per_core)
+        nodes[name] = _devices(where, node.topology, _products(node), source)
     if not nodes:
         raise InputError(f"{source.snapshot}: no node has a readable nvidia-smi topo -m")
     return nodes, _unread(snapshot.findings, [n for n in snapshot.nodes if n not in nodes])
@@ -120,13 +122,14 @@ def _unread(findings: list[Finding], missing: list[str]) -> list[Finding]:
 
 
 def _devices(
-    where: str, topo: GpuTopology, products: dict[int, str], threads_per_core: int | None
+    where: str, topo: GpuTopology, products: dict[int, str], source: GresSource
 ) -> tuple[GresDevice, ...]:
     """One node's devices; an InputError names *where* the layout came from."""
-    from topograph_slurm.analysis.nvlink.gres import node_devices
+    from topograph_slurm.analysis.nvlink.gres import CoreLayout, node_devices
 
+    layout = CoreLayout(source.threads_per_core, source.sockets, source.numa_node_as_socket)
     try:
-        return node_devices(topo, products, threads_per_core)
+        return node_devices(topo, products, layout)
     except InputError as err:
         raise InputError(f"{where}: {err}") from None
 
