@@ -1,6 +1,6 @@
 """Rail-aware logical leaves: the switches a set of nodes shares as its first hop.
 
-On a rail- optimised fabric (DGX SuperPOD) each node has one HCA per rail and each rail of a
+On a rail-optimised fabric (DGX SuperPOD) each node has one HCA per rail and each rail of a
 scalable unit has its own leaf switch, so a node sits under eight leaves at once. Slurm's tree
 plugin wants each node under exactly one leaf, so the leaves that carry the same node set are
 folded into one *logical leaf*. A node whose rails disagree (one cable moved to another unit's
