@@ -10,7 +10,8 @@ must print each GPU with the Cores= and Links= as written.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,96 @@ def _gres_line(text: str, gpu: int) -> str:
         if re.search(rf"File=/dev/nvidia{gpu}\b", line):
             return line
     raise AssertionError(f"no GRES line for /dev/nvidia{gpu} in:\n{text}")
+
+
+#: capture → (node line as the capture's node has it, CPUs): a DGX A100 in NPS4 (2 sockets of
+#: 64 cores, NUMA nodes of 16) and a 96-core HGX booted with NUMA off (every GPU 0-191)
+A100_LINE = "Sockets=2 CoresPerSocket=64 ThreadsPerCore=2"
+OFF_LINE = "Sockets=2 CoresPerSocket=48 ThreadsPerCore=2"
+SOCKET_CASES = {
+    "a100": ("dgx-a100-8gpu-12nic-mlx5-columns.txt", A100_LINE, 256),
+    "off": ("hgx-8gpu-nv18-12nic-numa-off-tpgds.txt", OFF_LINE, 192),
+}
+
+
+def _gres_lines(capture: str, node: str, *flags: str) -> list[str]:
+    """gres' lines for *node* from *capture* (the header's comments left out)."""
+    topo = REAL / "nvidia-smi-topo" / capture
+    result = CliRunner().invoke(main, ["gres", "--topo-matrix", str(topo), "--nodes", node, *flags])
+    assert result.exit_code == 0, result.output
+    return [line for line in result.stdout.splitlines() if line.startswith("NodeName=")]
+
+
+def _socket_cluster(
+    make_cluster: Callable[..., Cluster], lines: dict[str, list[str]], numa_as_socket: bool
+) -> Cluster:
+    """One node per entry of *lines* (its gres.conf lines), each with its capture's node line."""
+    nodes = [NodeSpec(name, cpus=SOCKET_CASES[_case(name)][2], gpus=8) for name in lines]
+    gres_conf = "\n".join(line for node_lines in lines.values() for line in node_lines) + "\n"
+    spec = ClusterSpec(nodes=nodes, extra_files={"gres.conf": gres_conf})
+    conf = str(spec.render()["slurm.conf"])
+    for name in lines:
+        conf = re.sub(rf"(NodeName={name} CPUs=\d+)", rf"\1 {SOCKET_CASES[_case(name)][1]}", conf)
+    if numa_as_socket:
+        conf = conf.replace(
+            "SlurmdParameters=config_overrides",
+            "SlurmdParameters=config_overrides,numa_node_as_socket",
+        )
+    spec.extra_files = {"gres.conf": gres_conf, "slurm.conf": conf}
+    cluster = make_cluster(spec, wait=False)
+    deadline = time.monotonic() + 120
+    while not all(s.startswith(("idle", "inval")) for s in _states(cluster, lines)):
+        assert time.monotonic() < deadline, cluster.node_states()
+        time.sleep(1)
+    return cluster
+
+
+def _states(cluster: Cluster, nodes: Iterable[str]) -> list[str]:
+    found = cluster.node_states()
+    return [found.get(node, "") for node in nodes]
+
+
+def _case(node: str) -> str:
+    """The capture a test node was made from: ``a1`` → ``a100``, ``off2`` → ``off``."""
+    return "a100" if node.startswith("a") else "off"
+
+
+def _refusal(cluster: Cluster, node: str) -> str:
+    """slurmctld's verdict on *node*'s GRES: the node's state and reason line."""
+    show = cluster.exec(f"scontrol show node {node}").check("scontrol show node").stdout
+    return " ".join(
+        line.strip() for line in show.splitlines() if "State=" in line or "Reason=" in line
+    )
+
+
+def test_slurm_refuses_numa_cores_and_threads_but_takes_whole_sockets(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """What the socket rule is for, on real slurmctld: per-NUMA Cores= on the NPS4 A100
+    (``a1``) and Cores=0-191 on the 96-core NUMA-off node (``off1``), as gres wrote them
+    before, leave the nodes INVALID; whole sockets (``a2``) and no Cores= (``off2``) do not."""
+    old_a100 = _gres_lines(SOCKET_CASES["a100"][0], "a1", "--numa-node-as-socket")
+    assert " Cores=48-63 " in old_a100[0]  # NUMA node 3, inside socket 0
+    new_off = _gres_lines(SOCKET_CASES["off"][0], "off2")
+    assert not any("Cores=" in line for line in new_off)
+    old_off = [
+        line.replace("NodeName=off2", "NodeName=off1").replace(" Links=", " Cores=0-191 Links=")
+        for line in new_off
+    ]
+    lines = {
+        "a1": old_a100,
+        "a2": _gres_lines(SOCKET_CASES["a100"][0], "a2"),
+        "off1": old_off,
+        "off2": new_off,
+    }
+    assert [line.split(" Cores=")[1].split()[0] for line in lines["a2"]] == ["0-63"] * 4 + [
+        "64-127"
+    ] * 4
+    cluster = _socket_cluster(make_cluster, lines, numa_as_socket=False)
+    states = dict(zip(lines, _states(cluster, lines), strict=True))
+    assert states == {"a1": "inval", "a2": "idle", "off1": "inval", "off2": "idle"}, states
+    log = cluster.slurmctld_log()
+    assert "core specification 48-63 for node a1 doesn't match socket boundaries" in log
+    assert "invalid GRES core specification (0-191) on node off1" in log
+    job = cluster.exec("srun -w a2 --gres=gpu:8 bash -c 'echo $CUDA_VISIBLE_DEVICES'")
+    assert job.rc == 0 and job.stdout.strip() == "0,1,2,3,4,5,6,7", job

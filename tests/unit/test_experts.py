@@ -111,6 +111,25 @@ def test_held_out_global_case_matches_eplb() -> None:
     )  # fmt: skip
 
 
+def test_groups_that_split_the_domains_fall_back_to_global_as_vllm() -> None:
+    """vLLM's ``test_parameter_validation``: 4 experts, (8, 3, 2, 4) is not an error but the
+    global policy: every expert placed, 8 slots, the same arrays as with one group."""
+    weight = [[10, 20, 30, 40]]
+    plan = plan_experts(weight, 8, 3, [0, 0, 1, 1])
+    assert (plan.policy, plan.why_global) == (GLOBAL, "groups-split-domains")
+    assert sorted(set(plan.layers[0].physical_to_logical)) == [0, 1, 2, 3]
+    assert len(plan.layers[0].physical_to_logical) == 8
+    assert arrays(plan) == arrays(plan_experts(weight, 8, 1, [0] * 4))
+
+
+def test_groups_that_split_the_experts_fall_back_to_global() -> None:
+    """12 experts in 8 groups over 4 domains: the groups divide by the domains but cannot be
+    packed (EPLB would assert); the global plan, as with one group, and the reason."""
+    plan = plan_experts(PUBLISHED, 16, 8, [0, 0, 1, 1, 2, 2, 3, 3])
+    assert (plan.policy, plan.why_global) == (GLOBAL, "groups-split-experts")
+    assert arrays(plan) == arrays(plan_experts(PUBLISHED, 16, 1, [0] * 8))
+
+
 def test_float32_arithmetic_as_eplb_decides_a_near_tie() -> None:
     """Counts near 2**28 that float32 rounds together, (16, 2, 2, 4): float64 arithmetic gives
     ``[0, 2, 2, 1, 2, 3, 3, 3, ...]``; EPLB's float32 tensors give this (run as above)."""
@@ -353,11 +372,26 @@ def test_csv_loads_and_ep_take_the_first_ranks_and_out_writes_the_json(tmp_path:
 
 
 @pytest.mark.parametrize(
+    ("groups", "reason"),
+    [("8", "8 groups do not divide the 12 experts"), ("3", "3 groups do not divide by 4 nodes")],
+)
+def test_groups_eplb_cannot_pack_name_the_global_policy(
+    tmp_path: Path, groups: str, reason: str
+) -> None:
+    result = run(*SIM, "--loads", loads_file(tmp_path, PUBLISHED), "--replicas", "16",
+                 "--groups", groups)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"Policy: global: replicas over all 16 GPUs ({reason})" in result.stdout
+    data = json.loads(run(*SIM, "--loads", loads_file(tmp_path, PUBLISHED), "--replicas",
+                          "16", "--groups", groups, "--json").stdout)  # fmt: skip
+    assert data["policy"] == "global"
+
+
+@pytest.mark.parametrize(
     ("flags", "code", "fragment"),
     [
         (["--replicas", "20"], Exit.USAGE, "--replicas 20 must be a multiple of the 16 EP GPUs"),
-        (["--replicas", "16", "--groups", "5"], Exit.USAGE, "--groups 5 does not divide"),
-        (["--replicas", "16", "--groups", "0"], Exit.USAGE, "--groups 0 does not divide"),
+        (["--replicas", "16", "--groups", "0"], Exit.USAGE, "--groups 0 must be at least 1"),
         (["--replicas", "8", "--ep", "4"], Exit.USAGE, "--replicas 8 is fewer than the 12 logical"),
         (["--replicas", "16", "--ep", "17"], Exit.USAGE, "--ep 17 must be 1 to the job's 16"),
         (["--replicas", "16", "--ep", "0"], Exit.USAGE, "--ep 0 must be 1"),

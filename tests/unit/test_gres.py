@@ -3,11 +3,15 @@ a node that differs is a finding, --check, and bad input (one line, exit 3, noth
 
 The expected Cores= and Links= of each capture below were read off the capture by hand: the
 CPU Affinity column (two equal ranges = a core's two threads: the first range is the cores)
-and the matrix's ``NV#`` cells (a PCIe-only matrix has no Links=).
+and the matrix's ``NV#`` cells (a PCIe-only matrix has no Links=). Cores= is a whole socket
+(Slurm 24.11+ refuses any other core list, ``_check_core_range_matches_sock`` in
+src/interfaces/gres.c: one whole socket, or every core); a node whose GPUs all share one CPU
+affinity gets none (any core can be used).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -34,20 +38,18 @@ def _no_links(count: int) -> list[None]:
 
 
 #: capture → (Cores= per GPU, Links= per GPU), read from the capture by hand
-EXPECT: dict[str, tuple[list[str], list[str] | list[None]]] = {
-    # a workstation, 24 CPUs, no NUMA affinity; GPU0-GPU1 NV2
-    "2gpu-nvlink-nv2-workstation-stas00.txt": (["0-23"] * 2, _all(2, 2)),
-    # two consumer GPUs over PHB: no NVLink, so no Links=
-    "2gpu-pcie-phb-consumer-stas00.txt": (["0-11"] * 2, _no_links(2)),
+EXPECT: dict[str, tuple[list[str] | list[None], list[str] | list[None]]] = {
+    # a workstation, 24 CPUs, no NUMA affinity; GPU0-GPU1 NV2; one affinity: no Cores=
+    "2gpu-nvlink-nv2-workstation-stas00.txt": ([None] * 2, _all(2, 2)),
+    # two consumer GPUs over PHB: no NVLink, so no Links=; one affinity: no Cores=
+    "2gpu-pcie-phb-consumer-stas00.txt": ([None] * 2, _no_links(2)),
     # 8x A100 NV12, NUMA 0 = CPUs 0-23, NUMA 1 = 24-47 (single ranges: one thread per core)
     "a100-8gpu-sxm-nonic-compact-stas00.txt": (["0-23"] * 4 + ["24-47"] * 4, _all(8, 12)),
     # 4 RTX 6000 Ada over PCIe, CPUs 0-31 / 32-63
     "asus-esc8000a-e12-4x-rtx6000ada-4nic-pcie.txt": (["0-31"] * 2 + ["32-63"] * 2, _no_links(4)),
-    # DGX A100: 128 cores, 256 threads; 48-63,176-191 is cores 48-63 (NUMA 3), and so on
-    "dgx-a100-8gpu-12nic-mlx5-columns.txt": (
-        ["48-63"] * 2 + ["16-31"] * 2 + ["112-127"] * 2 + ["80-95"] * 2,
-        _all(8, 12),
-    ),
+    # DGX A100 in NPS4: 128 cores, 256 threads, 8 NUMA nodes of 16 cores; 48-63,176-191 is
+    # cores 48-63 (NUMA 3), inside socket 0 (cores 0-63): the whole socket is written
+    "dgx-a100-8gpu-12nic-mlx5-columns.txt": (["0-63"] * 4 + ["64-127"] * 4, _all(8, 12)),
     # DGX-1 topo -mp: PCIe only; 40 cores, 0-19,40-59 is cores 0-19
     "dgx1-v100-topo-mp-pcie-only-4nic.txt": (["0-19"] * 4 + ["20-39"] * 4, _no_links(8)),
     # GB200 tray: two 72-core Grace CPUs without SMT, NV18 all-to-all
@@ -56,12 +58,12 @@ EXPECT: dict[str, tuple[list[str], list[str] | list[None]]] = {
     "h100-8gpu-8ib-5eth-13nic-dgx.txt": (["0-55"] * 4 + ["56-111"] * 4, _all(8, 18)),
     # 8x H100 SXM: 104 cores, 0-51,104-155 is cores 0-51
     "h100-8gpu-sxm-ht-nonic-stas00.txt": (["0-51"] * 4 + ["52-103"] * 4, _all(8, 18)),
-    # NUMA off: every GPU 0-191, one range, so one thread per core by default
-    "hgx-8gpu-nv18-12nic-numa-off-tpgds.txt": (["0-191"] * 8, _all(8, 18)),
+    # NUMA off: every GPU 0-191 (96 cores with their threads): one affinity, no Cores=
+    "hgx-8gpu-nv18-12nic-numa-off-tpgds.txt": ([None] * 8, _all(8, 18)),
     # HGX H200 on two AMD sockets: 128 cores, 0-63,128-191 is cores 0-63
     "hgx-h200-8gpu-10nic-amd-2socket.txt": (["0-63"] * 4 + ["64-127"] * 4, _all(8, 18)),
-    # a Threadripper workstation, one NUMA node of 24 CPUs, PHB
-    "puget-wrx90-2x-rtx6000ada-2nic-pcie.txt": (["0-23"] * 2, _no_links(2)),
+    # a Threadripper workstation, one NUMA node of 24 CPUs, PHB: no Cores=
+    "puget-wrx90-2x-rtx6000ada-2nic-pcie.txt": ([None] * 2, _no_links(2)),
 }
 
 
@@ -83,7 +85,8 @@ def test_capture_lines(capture: str) -> None:
     code, out, _ = _run("--topo-matrix", str(TOPO / capture), "--nodes", "gpu[001-004]")
     cores, links = EXPECT[capture]
     expected = [
-        f"NodeName=gpu[001-004] Name=gpu File=/dev/nvidia{i} Cores={c}"
+        f"NodeName=gpu[001-004] Name=gpu File=/dev/nvidia{i}"
+        + (f" Cores={c}" if c else "")
         + (f" Links={lk}" if lk else "")
         for i, (c, lk) in enumerate(zip(cores, links, strict=True))
     ]
@@ -124,11 +127,51 @@ def test_gres_type(product: str, expected: str) -> None:
     assert gres_type(product) == expected
 
 
-def test_threads_per_core_for_a_numa_off_node() -> None:
+def test_a_numa_off_node_gets_no_cores_not_its_hyperthreads_as_cores() -> None:
+    """Every GPU 0-191 on a 96-core node: Cores=0-191 names cores past the node's 96 (slurmd
+    refuses it); any core can be used, so there is no Cores= at all."""
     numa_off = TOPO / "hgx-8gpu-nv18-12nic-numa-off-tpgds.txt"
-    code, out, _ = _run("--topo-matrix", str(numa_off), "--nodes", "n1", "--threads-per-core", "2")
-    assert code == 0
-    assert all(" Cores=0-95 " in line for line in _lines(out))
+    for extra in ([], ["--threads-per-core", "2"]):
+        code, out, _ = _run("--topo-matrix", str(numa_off), "--nodes", "n1", *extra)
+        assert code == 0
+        assert not any("Cores=" in line for line in _lines(out))
+        assert "every GPU has the same CPU affinity" in out
+
+
+NPS4 = TOPO / "dgx-a100-8gpu-12nic-mlx5-columns.txt"
+
+
+@pytest.mark.parametrize(
+    ("flags", "cores"),
+    [
+        ([], ["0-63"] * 4 + ["64-127"] * 4),
+        (["--sockets", "2"], ["0-63"] * 4 + ["64-127"] * 4),
+        (["--sockets", "1"], [None] * 8),  # one socket: every core, so none named
+        (["--sockets", "8"], ["48-63"] * 2 + ["16-31"] * 2 + ["112-127"] * 2 + ["80-95"] * 2),
+        (
+            ["--numa-node-as-socket"],
+            ["48-63"] * 2 + ["16-31"] * 2 + ["112-127"] * 2 + ["80-95"] * 2,
+        ),
+    ],
+    ids=["default", "sockets-2", "sockets-1", "sockets-8", "numa-node-as-socket"],
+)
+def test_nps4_cores_are_whole_sockets_unless_numa_nodes_are_sockets(
+    flags: list[str], cores: list[str | None]
+) -> None:
+    """A DGX A100 in NPS4: NUMA nodes of 16 cores inside sockets of 64. Slurm 24.11+ takes a
+    Cores= of one whole socket only, unless SlurmdParameters=numa_node_as_socket makes every
+    NUMA node a socket."""
+    code, out, _ = _run("--topo-matrix", str(NPS4), "--nodes", "n1", *flags)
+    assert code == 0, out
+    found = [re.search(r" Cores=(\S+)", line) for line in _lines(out)]
+    assert [m.group(1) if m else None for m in found] == cores
+    if "--numa-node-as-socket" in flags:
+        assert "SlurmdParameters=numa_node_as_socket" in out
+
+
+def test_sockets_that_do_not_divide_the_cores_are_a_usage_error() -> None:
+    code, _, err = _run("--topo-matrix", str(NPS4), "--nodes", "n1", "--sockets", "3")
+    assert code == 2 and "--sockets 3 does not divide the node's 128 cores" in err
 
 
 def _snapshot(tmp_path: Path, nodes: dict[str, Path]) -> Path:
@@ -224,3 +267,27 @@ def test_snapshot_without_any_topo_is_exit_3(tmp_path: Path) -> None:
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    ["a\nSwitchName=x Name=gpu File=/dev/null", "a b", "a;b", "$(reboot)", "gpu\u202e1", "-x"],
+    ids=["newline", "space", "semicolon", "command", "rtl-override", "dash"],
+)
+def test_nodes_outside_the_slurm_name_rule_exit_2_nothing_written(
+    tmp_path: Path, nodes: str
+) -> None:
+    """--nodes is the one name gres takes from a user: a newline would forge a gres.conf line
+    (slurmd reads it on every node). Every expanded name passes the Slurm name rule."""
+    target = tmp_path / "gres.conf"
+    code, out, err = _run("--topo-matrix", str(H100_TOPO), "--nodes", nodes, "-o", str(target))
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "invalid node name" in err
+    assert "--nodes" in err and not target.exists() and out == ""
+
+
+def test_nodes_hostlist_expands_and_every_name_is_checked(tmp_path: Path) -> None:
+    code, out, _ = _run("--topo-matrix", str(H100_TOPO), "--nodes", "gpu[1-3],login-1")
+    assert code == 0 and "NodeName=gpu[1-3],login-1 Name=gpu" in out
+    code, _, err = _run("--topo-matrix", str(H100_TOPO), "--nodes", "gpu[1-3],bad name")
+    assert code == 2 and "'bad name'" in err

@@ -785,3 +785,51 @@ def test_option_numbers_are_ascii_digits_only(args: list[str], option: str) -> N
     assert result.exit_code == Exit.USAGE, result.output
     assert f"Invalid value for '{option}'" in result.stderr
     assert result.stdout == ""
+
+
+# --------------------------------------------------------------------------- names in gres.conf
+
+GRES_CAPTURE = (
+    Path(__file__).parents[1] / "fixtures/real/nvidia-smi-topo/h100-8gpu-8ib-5eth-13nic-dgx.txt"
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [*HOSTILE_NAMES.values(), "gpu[1-2],$(reboot)", "gpu\u202e1", "a;b"],
+    ids=[*HOSTILE_NAMES, "command in a hostlist", "rtl override", "semicolon"],
+)
+def test_a_hostile_gres_node_name_is_refused_before_anything_is_written(
+    tmp_path: Path, name: str
+) -> None:
+    """gres --nodes: every expanded name passes the Slurm name rule; slurmd reads gres.conf on
+    every node, so a forged line would stop them all."""
+    target = tmp_path / "gres.conf"
+    target.write_text(OLD)
+    result = invoke(
+        ["gres", "--topo-matrix", str(GRES_CAPTURE), "--nodes", name, "-o", str(target)]
+    )
+    line = assert_refused(result, Exit.USAGE, target)
+    assert "--nodes" in line and "\x1b" not in line
+
+
+# --------------------------------------------------------------------------- names from Slurm
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_NAMES.values()), ids=list(HOSTILE_NAMES))
+def test_a_hostile_node_name_from_slurm_stops_occupancy_before_any_write(
+    tmp_path: Path, name: str
+) -> None:
+    """occupancy prints Slurm's names and writes them into the metrics: a name outside the
+    Slurm name rule (an escape that clears the screen, a newline) is bad input, exit 3, and
+    the --metrics file is not written."""
+    from tests.unit.test_occupancy import node, nodes
+    from tests.unit.test_occupancy import run as occupancy
+
+    metrics = tmp_path / "occupancy.prom"
+    result = occupancy(
+        tmp_path, "--metrics", str(metrics), node_list=[*nodes(), node(13) | {"name": name}]
+    )
+    line = assert_refused(result, Exit.INPUT)
+    assert "invalid node name" in line and "\x1b" not in line
+    assert not metrics.exists() and result.stdout == ""

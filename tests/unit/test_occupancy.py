@@ -215,3 +215,83 @@ def test_draw_occupancy_is_for_the_fabric_view_only(tmp_path: Path) -> None:
     result = run(tmp_path, "--occupancy", "--nodes", "node01", command="draw")
     assert result.exit_code == Exit.USAGE, result.output
     assert "--occupancy colours the fabric view" in result.output
+
+
+def test_a_unit_counts_only_for_pending_jobs_of_its_partitions(tmp_path: Path) -> None:
+    """Only ``debug`` (node01-04, b0) has a queue: job 202 wants 8 GPUs on one node, which no
+    node of b0 has free. b1 and b2 are only in ``gpu``, where nothing pends: no pending job
+    may use them, so they are not stranded, over the fabric as in every partition."""
+    queue = [*jobs()[:2], job(202, "PENDING", partition="debug", tres_per_node="gres/gpu:8")]
+    data = occupancy(tmp_path, job_list=queue)
+    units = {u["name"]: u["stranded"] for u in data["fabric"]["units"]}
+    assert units == {"b0": 10, "b1": 0, "b2": 0}
+    assert data["fabric"]["stranded"] == 10
+    assert (data["partitions"]["gpu"]["stranded"], data["partitions"]["debug"]["stranded"]) == (
+        0,
+        10,
+    )
+
+
+def test_nodes_the_topology_does_not_place_are_counted_in_the_metrics(tmp_path: Path) -> None:
+    """node13 is Slurm's but in no block: listed, and its count is a metric to alert on."""
+    path = tmp_path / "occupancy.prom"
+    result = run(tmp_path, "--metrics", str(path), node_list=[*nodes(), node(13)])
+    assert result.exit_code == Exit.OK, result.output
+    assert "Not in the topology: node13" in result.stdout
+    assert 'topograph_slurm_occupancy_unplaced_nodes{partition=""} 1' in path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("topology", "fragment"),
+    [
+        ('{"weight": [[90, 132, 40, 61]]}', "places none of Slurm's 12 nodes"),
+        ("BlockName=b0 Nodes=gpu[01-04]\nBlockSizes=4\n", "places none of Slurm's 12 nodes"),
+    ],
+    ids=["expert-load-json", "other-names"],
+)
+def test_a_topology_that_places_no_slurm_node_is_refused(
+    tmp_path: Path, topology: str, fragment: str
+) -> None:
+    """Not one unit ``fabric`` with "stranded 0": the worst answer for a timer that alerts."""
+    path = tmp_path / "occupancy.prom"
+    other = tmp_path / "other.conf"
+    other.write_text(topology)
+    result = run(tmp_path, "--metrics", str(path))  # writes the good topology file first
+    assert result.exit_code == Exit.OK
+    path.unlink()
+    answers_dir = tmp_path / "bin"
+    assert answers_dir.exists()
+    result = CliRunner().invoke(
+        main,
+        ["--config", str(tmp_path / "c.yaml"), "occupancy", "--topology", str(other),
+         "--metrics", str(path)],
+    )  # fmt: skip
+    assert result.exit_code == Exit.INPUT, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and str(other) in lines[0]
+    assert not path.exists() and result.stdout == ""
+
+
+def test_a_fabric_source_whose_names_are_not_slurms_is_refused(tmp_path: Path) -> None:
+    run(tmp_path)  # the stand-in scontrol and its config
+    result = CliRunner().invoke(
+        main,
+        ["--config", str(tmp_path / "c.yaml"), "occupancy", "--sim", "nodes=12,gpus=4,su=4"],
+    )
+    assert result.exit_code == Exit.INPUT, result.output
+    assert "places none of Slurm's 12 nodes" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name", ["x\x1b[2J\ny", "a b", "node01\u202e"], ids=["escape", "space", "rtl"]
+)
+def test_a_hostile_node_name_from_slurm_is_refused_before_anything_is_written(
+    tmp_path: Path, name: str
+) -> None:
+    path = tmp_path / "occupancy.prom"
+    hostile = [*nodes(), node(13) | {"name": name}]
+    result = run(tmp_path, "--metrics", str(path), node_list=hostile)
+    assert result.exit_code == Exit.INPUT, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "invalid node name" in lines[0] and "\x1b" not in lines[0]
+    assert not path.exists() and result.stdout == ""

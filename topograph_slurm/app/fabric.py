@@ -143,7 +143,7 @@ def read_fabric(
         )
         nvlink = settings.block_source == "nvlink"  # what was asked, if it cannot be had
         try:
-            nvlink = wants_nvlink(settings, inputs.snapshot)
+            nvlink = wants_nvlink(settings, inputs.snapshot, analysis.findings)
             domains = nvlink_domains(settings, inputs, analysis, version) if nvlink else None
         except InputError:
             if blocks_needed:
@@ -256,12 +256,27 @@ def gpu_affinity(snapshot: Snapshot) -> list[Finding]:
     return affinity_findings(snapshot.topologies) + layout_findings(snapshot)
 
 
-def wants_nvlink(settings: Settings, snapshot: Snapshot | None) -> bool:
-    """Blocks from NVLink domains when asked, or (auto) when a snapshot has GPU fabric data."""
+def wants_nvlink(settings: Settings, snapshot: Snapshot | None, findings: list[Finding]) -> bool:
+    """Blocks from NVLink domains when asked, or (auto) when a snapshot's GPUs name a
+    multi-node NVLink domain; an auto run whose GPUs name none (HGX, PCIe GPUs) takes the IB
+    units and adds to *findings* why, with the nodes' NVLink findings health acts on."""
+    from topograph_slurm.analysis.nvlink.domains import ib_decides, names_multi_node
+
     has_gpus = snapshot is not None and any(n.gpus for n in snapshot.nodes.values())
     if settings.block_source == "nvlink" and not has_gpus:
         raise InputError("--block-source nvlink needs a --snapshot with nvidia-smi output")
-    return settings.block_source == "nvlink" or (settings.block_source == "auto" and has_gpus)
+    if snapshot is None or not has_gpus or settings.block_source == "ib":
+        return False
+    if names_multi_node(snapshot.gpus):
+        return True
+    if settings.block_source == "nvlink":
+        raise InputError(
+            "--block-source nvlink: no GPU names a multi-node NVLink domain (all-zero or no "
+            "ClusterUUID): there are no NVLink blocks; use the IB units (auto or ib)"
+        )
+    if settings.block_source == "auto":
+        findings += ib_decides(snapshot.gpus)
+    return False
 
 
 def nvlink_domains(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from topograph_slurm.errors import InputError
+from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuTopology, GresDevice, GresPlan
 from topograph_slurm.model.result import Finding
@@ -31,6 +31,8 @@ class GresSource:
     nodes: str | None = None
     nvidia_smi_q: str | None = None
     threads_per_core: int | None = None
+    sockets: int | None = None
+    numa_node_as_socket: bool = False
 
     @property
     def name(self) -> str:
@@ -51,17 +53,22 @@ def plan(source: GresSource) -> GresPlan:
 
 
 def _capture_devices(source: GresSource) -> dict[str, tuple[GresDevice, ...]]:
-    from topograph_slurm.model.names import expand
+    """The capture's devices for every node of --nodes; each expanded name must pass the
+    Slurm name rule (a newline in one would start a line of its own in gres.conf)."""
+    from topograph_slurm.model import names
     from topograph_slurm.sources.nvidia_smi import parse_product_names, parse_topo_matrix
 
-    hosts = expand(str(source.nodes), "--nodes")
+    hosts = names.expand(str(source.nodes), "--nodes", UsageError)
+    if not hosts:
+        raise UsageError("--nodes names no node: gres.conf would hold no GPU")
+    names.check(hosts, "node", "--nodes", UsageError)
     topo_path = str(source.topo_matrix)
     try:
         topo = parse_topo_matrix(read_capture(topo_path))
     except InputError as err:
         raise InputError(f"{topo_path}: {err}") from None
     products = parse_product_names(read_capture(source.nvidia_smi_q)) if source.nvidia_smi_q else {}
-    return dict.fromkeys(hosts, _devices(topo_path, topo, products, source.threads_per_core))
+    return dict.fromkeys(hosts, _devices(topo_path, topo, products, source))
 
 
 def _snapshot_devices(
@@ -76,7 +83,7 @@ def _snapshot_devices(
         if node.topology is None:
             continue
         where = f"{source.snapshot}: {name}"
-        nodes[name] = _devices(where, node.topology, _products(node), source.threads_per_core)
+        nodes[name] = _devices(where, node.topology, _products(node), source)
     if not nodes:
         raise InputError(f"{source.snapshot}: no node has a readable nvidia-smi topo -m")
     return nodes, _unread(snapshot.findings, [n for n in snapshot.nodes if n not in nodes])
@@ -115,13 +122,14 @@ def _unread(findings: list[Finding], missing: list[str]) -> list[Finding]:
 
 
 def _devices(
-    where: str, topo: GpuTopology, products: dict[int, str], threads_per_core: int | None
+    where: str, topo: GpuTopology, products: dict[int, str], source: GresSource
 ) -> tuple[GresDevice, ...]:
     """One node's devices; an InputError names *where* the layout came from."""
-    from topograph_slurm.analysis.nvlink.gres import node_devices
+    from topograph_slurm.analysis.nvlink.gres import CoreLayout, node_devices
 
+    layout = CoreLayout(source.threads_per_core, source.sockets, source.numa_node_as_socket)
     try:
-        return node_devices(topo, products, threads_per_core)
+        return node_devices(topo, products, layout)
     except InputError as err:
         raise InputError(f"{where}: {err}") from None
 

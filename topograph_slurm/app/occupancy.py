@@ -7,10 +7,12 @@ from pathlib import Path
 
 import jinja2
 
-from topograph_slurm.analysis.occupancy.units import node_states, report
-from topograph_slurm.app.fabric import Warn
+from topograph_slurm.analysis.occupancy.units import node_states, report, unplaced
+from topograph_slurm.app.fabric import Warn, given_sources
 from topograph_slurm.app.view import FabricView, from_settings
 from topograph_slurm.config import Settings
+from topograph_slurm.errors import InputError
+from topograph_slurm.model import names
 from topograph_slurm.model.occupancy import OccupancyReport
 from topograph_slurm.slurm.jobs import scontrol_jobs
 from topograph_slurm.slurm.nodes import scontrol_node_gpus
@@ -20,10 +22,24 @@ from topograph_slurm.slurm.scontrol import Scontrol
 def read_occupancy(settings: Settings, topology: str | None, warn: Warn) -> OccupancyReport:
     """The occupancy of the fabric and of each partition, from ``scontrol show nodes --json``
     and ``scontrol show jobs --json``, on the units the view places (no path facts: only the
-    places matter)."""
+    places matter). Slurm's names pass the Slurm name rule (they reach a terminal and the
+    metrics); a topology file or fabric source that places none of Slurm's nodes is an
+    InputError, not one unit ``fabric`` with nothing stranded."""
     view = from_settings(settings, topology, warn, running=True, facts=False)
     scontrol = Scontrol.from_settings(settings)
-    return report(view.fmap, scontrol_node_gpus(scontrol), scontrol_jobs(scontrol))
+    nodes, jobs = scontrol_node_gpus(scontrol), scontrol_jobs(scontrol)
+    names.check([node.name for node in nodes], "node", "scontrol show nodes --json")
+    names.check([n for job in jobs for n in job.nodes], "node", "scontrol show jobs --json")
+    sources = given_sources(settings)
+    if nodes and (topology or sources) and len(unplaced(view.fmap, nodes)) == len(nodes):
+        where = topology or f"the --{sources[0]} fabric"
+        listed = names.fold(node.name for node in nodes)
+        shown = listed if len(listed) <= 60 else listed[:60] + "…"
+        raise InputError(
+            f"{where} places none of Slurm's {len(nodes)} nodes ({shown}): its node names "
+            "are not Slurm's, or it is no topology file"
+        )
+    return report(view.fmap, nodes, jobs)
 
 
 def view_node_states(settings: Settings, view: FabricView) -> dict[str, str]:

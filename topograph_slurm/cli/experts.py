@@ -34,7 +34,8 @@ _EXPERT_KEYS = ("loads", "replicas", "groups", "ep")
     type=ASCII_INT,
     default=1,
     show_default=True,
-    help="Expert groups (DeepSeek-V3's group-limited routing); must divide the experts.",
+    help="Expert groups (DeepSeek-V3's group-limited routing); used when they divide the "
+    "experts and divide by the domains, else the global policy (as EPLB and vLLM).",
 )
 @click.option(
     "--ep", type=ASCII_INT, help="Expert-parallel size: the first EP ranks (default: all)."
@@ -55,7 +56,8 @@ def experts(
 
     That domain is a multi-node NVLink domain when the job's nodes sit in one (a snapshot
     with GPU fabric data, or the blocks of --topology), else one node's GPUs. With as many
-    GPUs in every domain and --groups dividing by the domains, the hierarchical policy
+    GPUs in every domain and --groups dividing the experts and dividing by the domains,
+    the hierarchical policy
     packs expert groups onto domains, replicates hot experts inside each, and packs the
     replicas onto its GPUs; otherwise the global policy replicates over all GPUs at once.
 

@@ -186,12 +186,6 @@ def _write(
     "plugstack line) into DIR from the config's 'filter' facts and this fabric.",
 )
 @click.option(
-    "--block-source",
-    metavar=choices_metavar("block_source"),
-    help="Blocks from NVLink domains (snapshot), IB scalable units, or auto (default: NVLink "
-    "when the snapshot has GPU fabric data).",
-)
-@click.option(
     "--nvlink-unhealthy",
     metavar=choices_metavar("nvlink_unhealthy"),
     help="Nodes whose NVLink fabric is not healthy: leave them out of blocks (default) or keep "

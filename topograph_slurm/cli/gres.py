@@ -24,6 +24,17 @@ from topograph_slurm.errors import Exit
     type=AsciiIntRange(1, 8),
     help="Hardware threads per core (default: read from the CPU affinity lists).",
 )
+@click.option(
+    "--sockets",
+    type=AsciiIntRange(1, 64),
+    help="Sockets per node, as the node line's Sockets= (default: two when the NUMA nodes "
+    "split evenly in two, else one): Cores= is the GPU's whole socket.",
+)
+@click.option(
+    "--numa-node-as-socket",
+    is_flag=True,
+    help="slurm.conf sets SlurmdParameters=numa_node_as_socket: Cores= is the GPU's NUMA node.",
+)
 @click.option("-o", "--output", metavar="PATH", help="Write gres.conf here (default: stdout).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when PATH would change.")
 @click.option("--diff", is_flag=True, help="Show the change to PATH.")
@@ -35,13 +46,16 @@ def gres(
     nodes: str | None,
     nvidia_smi_q: str | None,
     threads_per_core: int | None,
+    sockets: int | None,
+    numa_node_as_socket: bool,
     output: str | None,
     check: bool,
     diff: bool,
 ) -> None:
     """Write Slurm's gres.conf from the GPUs each node measured: one line per GPU with
     Type= (nvidia-smi -q's product name), File=/dev/nvidiaN, Cores= (the Slurm core indices
-    of the GPU's NUMA node) and Links= (NVLinks to each GPU), identical nodes folded into one
+    of the GPU's socket, as Slurm 24.11+ takes them; none when every GPU shares one CPU
+    affinity) and Links= (NVLinks to each GPU), identical nodes folded into one
     NodeName= hostlist. A node whose layout differs from its type's is a finding on stderr.
 
     \b
@@ -59,10 +73,13 @@ def gres(
         raise click.UsageError("--topo-matrix needs --nodes HOSTLIST")
     if snapshot is not None and (nodes or nvidia_smi_q):
         raise click.UsageError("--nodes and --nvidia-smi-q go with --topo-matrix")
-    source = GresSource(snapshot, topo_matrix, nodes, nvidia_smi_q, threads_per_core)
+    source = GresSource(
+        snapshot, topo_matrix, nodes, nvidia_smi_q, threads_per_core, sockets, numa_node_as_socket
+    )
     result = plan(source)
     templates = config_settings(ctx).templates
-    text = render_gres(environment(Path(templates) if templates else None), result, source.name)
+    env = environment(Path(templates) if templates else None)
+    text = render_gres(env, result, source.name, numa_node_as_socket)
     for finding in result.findings:
         warn(f"{finding.kind}: {finding.subject}: {finding.message}")
     for note in result.notes:

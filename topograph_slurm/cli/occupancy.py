@@ -37,7 +37,8 @@ def occupancy_command(
     (free GPUs in units where no pending job's TP group or segment fits); the largest TP
     group placeable now. The units come from --topology FILE, a fabric source, else the
     topology slurmctld runs. Exit 0 whatever it finds (a
-    timer runs it), non-zero only on an error.
+    timer runs it), non-zero only on an error: a topology file or fabric source that places
+    none of Slurm's nodes is one (exit 3), so are node names outside Slurm's name rule.
 
     \b
     Examples:

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from topograph_slurm.config import RewriteRule, Settings, load_settings, override
+from topograph_slurm.config import RewriteRule, Settings, choices_metavar, load_settings, override
 from topograph_slurm.model.numbers import decimal
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -130,6 +130,12 @@ _FABRIC_OPTIONS = [
         metavar="DIR",
         help="Build from a `collect` snapshot: its UFM answers or ibnetdiscover output, and the "
         "NVLink domains of its nvidia-smi outputs.",
+    ),
+    click.option(
+        "--block-source",
+        metavar=choices_metavar("block_source"),
+        help="Blocks from NVLink domains (snapshot), IB scalable units, or auto (default: NVLink "
+        "when a snapshot's GPUs name a multi-node NVLink domain, else the IB units).",
     ),
 ]
 

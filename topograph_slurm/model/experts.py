@@ -9,6 +9,13 @@ from dataclasses import dataclass
 
 #: EPLB's two policies: groups packed onto domains first, or replicas over all GPUs at once.
 HIERARCHICAL, GLOBAL = "hierarchical", "global"
+#: Why a plan is global (``ExpertPlan.why_global``): the groups do not divide the experts,
+#: or do not divide by the domains, or the domains hold unequal GPU counts.
+GROUPS_SPLIT_EXPERTS, GROUPS_SPLIT_DOMAINS, UNEVEN_DOMAINS = (
+    "groups-split-experts",
+    "groups-split-domains",
+    "uneven-domains",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +67,13 @@ class LayerEstimate:
 
 @dataclass(frozen=True, slots=True)
 class ExpertPlan:
-    """A whole model's plan: the policy used, each layer's arrays, and each layer's estimate
-    for the default layout (experts laid contiguously over the GPUs, no replicas) and for
-    the plan."""
+    """A whole model's plan: the policy used (and why not the hierarchical one, empty when
+    it was used), each layer's arrays, and each layer's estimate for the default layout (experts
+    laid contiguously over the GPUs, no replicas) and for the plan."""
 
     layout: ExpertLayout
     policy: str
+    why_global: str
     layers: list[LayerPlan]
     before: list[LayerEstimate]
     after: list[LayerEstimate]

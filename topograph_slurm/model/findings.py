@@ -204,6 +204,13 @@ class FindingKind(StrEnum):
         "only ClusterUUID and CliqueId were collected: the NVLink domain is taken from them "
         "alone, registration and health are not judged",
     )
+    BLOCK_SOURCE = (
+        "block-source",
+        INFO,
+        RUN,
+        "block source auto found no GPU naming a multi-node NVLink domain (all-zero "
+        "ClusterUUID: single-node NVSwitch, or no fabric): the InfiniBand units are the blocks",
+    )
     # NVLink: domains into blocks, GPUs per node (analysis/nvlink/domains.py, gpus.py)
     NVLINK_RACK_MISSING = (
         "nvlink-rack-missing",

@@ -25,6 +25,7 @@ def experts_data(
     per_gpu = layout.slots_per_gpu
     return {
         "policy": plan.policy,
+        "why_global": plan.why_global,
         "domain_kind": domain_kind,
         "loads_from": loads_from,
         "ranks_from": ranks_from,

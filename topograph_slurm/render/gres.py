@@ -35,12 +35,22 @@ def _device(device: GresDevice) -> dict[str, Any]:
     }
 
 
-def render_gres(env: jinja2.Environment, plan: GresPlan, source: str) -> str:
+def render_gres(
+    env: jinja2.Environment, plan: GresPlan, source: str, numa_node_as_socket: bool = False
+) -> str:
     """The whole file. *source* (the snapshot or capture read) lands in a comment, so it is
-    shown printable: a path with a newline must not start a line Slurm reads."""
+    shown printable: a path with a newline must not start a line Slurm reads. With
+    *numa_node_as_socket* the header says slurm.conf must set it (Cores= are NUMA nodes)."""
     groups = [
         {"nodes": fold(group.nodes), "devices": [_device(d) for d in group.devices]}
         for group in plan.groups
     ]
     notes = [printable(note) for note in plan.notes]
-    return render(env, "gres.conf.j2", source=printable(source), notes=notes, groups=groups)
+    return render(
+        env,
+        "gres.conf.j2",
+        source=printable(source),
+        notes=notes,
+        groups=groups,
+        numa_node_as_socket=numa_node_as_socket,
+    )

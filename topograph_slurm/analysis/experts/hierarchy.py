@@ -1,7 +1,10 @@
 """EPLB's plan for a model: the hierarchical policy (expert groups packed onto the fast
 domains so the domains' loads balance, hot experts replicated inside each domain, replicas
-packed onto the domain's GPUs) when every domain holds as many EP GPUs and the groups divide
-by the domains, else the global one (replicas over all GPUs at once, groups ignored).
+packed onto the domain's GPUs) when every domain holds as many EP GPUs, the groups divide
+by the domains and the experts by the groups, else the global one (replicas over all GPUs
+at once, groups ignored). DeepSeek's EPLB and vLLM fall back to the global policy when the
+groups do not divide by the domains (vLLM's ``test_parameter_validation``); groups that do
+not divide the experts cannot be packed either, so they fall back the same way.
 
 The GPUs come in rank order with the domain of each. EPLB numbers GPUs domain by domain; a
 job whose ranks interleave domains gets the same plan with each GPU's block of slots moved
@@ -21,7 +24,10 @@ from topograph_slurm.analysis.experts.replicate import replicate
 from topograph_slurm.errors import UsageError
 from topograph_slurm.model.experts import (
     GLOBAL,
+    GROUPS_SPLIT_DOMAINS,
+    GROUPS_SPLIT_EXPERTS,
     HIERARCHICAL,
+    UNEVEN_DOMAINS,
     ExpertLayout,
     ExpertPlan,
     LayerPlan,
@@ -37,9 +43,9 @@ def plan_experts(
     _check_layout(experts, replicas, groups, len(gpu_domains))
     order = sorted(range(len(gpu_domains)), key=gpu_domains.__getitem__)
     sizes = sorted(gpu_domains.count(d) for d in set(gpu_domains))
-    even = sizes[0] == sizes[-1]
     domains = len(sizes)
-    policy = HIERARCHICAL if even and groups % domains == 0 else GLOBAL
+    why_global = _why_global(experts, groups, domains, sizes[0] == sizes[-1])
+    policy = GLOBAL if why_global else HIERARCHICAL
     layout = ExpertLayout(replicas, groups, len(gpu_domains), domains)
     packed_groups, packed_domains = (groups, domains) if policy == HIERARCHICAL else (1, 1)
     slots = [
@@ -51,6 +57,7 @@ def plan_experts(
     return ExpertPlan(
         layout,
         policy,
+        why_global,
         layers,
         [estimate(row, contiguous(experts, layout.gpus), gpu_domains, groups) for row in loads],
         [
@@ -73,8 +80,18 @@ def _check_layout(experts: int, replicas: int, groups: int, gpus: int) -> None:
         raise UsageError(f"--replicas {replicas} must be a multiple of the {gpus} EP GPUs")
     if replicas < experts:
         raise UsageError(f"--replicas {replicas} is fewer than the {experts} logical experts")
-    if groups < 1 or experts % groups:
-        raise UsageError(f"--groups {groups} does not divide the {experts} logical experts")
+    if groups < 1:
+        raise UsageError(f"--groups {groups} must be at least 1")
+
+
+def _why_global(experts: int, groups: int, domains: int, even: bool) -> str:
+    """Which of ``model.experts.WHY_GLOBAL`` keeps the hierarchical policy out (empty when
+    none does)."""
+    if groups % domains:
+        return GROUPS_SPLIT_DOMAINS
+    if experts % groups:
+        return GROUPS_SPLIT_EXPERTS
+    return "" if even else UNEVEN_DOMAINS
 
 
 _Slots = tuple[list[int], list[int], list[int]]

@@ -6,12 +6,13 @@ plugin wants each node under exactly one leaf, so the leaves that carry the same
 folded into one *logical leaf*. A node whose rails disagree (one cable moved to another unit's
 leaf) must not merge two units: it joins the group that holds the majority of its rails and is
 reported as a finding. Nodes whose leaves a group holds only partly because a few of them are
-shared with it (a whole unit's rail moved to another unit's leaf) are folded into that group
-and reported too. With no majority (two rails split 1:1, four split 2:2) it joins the group
-of its first rail (lowest HCA GUID): a rule that depends on the node alone, so the same fabric
-from UFM or ibnetdiscover places it the same way. Each leaf switch belongs to exactly one
-logical leaf, and a logical leaf is named after its first switch, so the names are as unique as
-the switch names.
+shared with it (a whole unit's rail moved to another unit's leaf) are folded into that group and
+reported too, unless they reach every leaf of the group and more (the group's own nodes are then
+the ones short of a rail: ``missing-rail``, whatever their share). With no majority (two rails
+split 1:1, four split 2:2) it joins the group of its first rail (lowest HCA GUID): a rule that
+depends on the node alone, so the same fabric from UFM or ibnetdiscover places it the same way.
+Each leaf switch belongs to exactly one logical leaf, and a logical leaf is named after its
+first switch, so the names are as unique as the switch names.
 """
 
 from __future__ import annotations
@@ -85,7 +86,9 @@ def group_leaves(
             (only,) = votes
             members[only].extend(nodes)
             strays.update({leaf: only for leaf in unclaimed if leaf not in strays})
-            if 2 * len(unclaimed) >= len(signature):  # most of its leaves came along with it
+            # most of its leaves came along with it, and not merely because the group's own
+            # nodes lack them (half a unit missing a rail: the whole nodes are not strays)
+            if 2 * len(unclaimed) >= len(signature) and not signature >= primaries[only]:
                 folded.append((nodes, signature, unclaimed))
             continue
         tied = _tied(votes)

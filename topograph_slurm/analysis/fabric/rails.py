@@ -8,7 +8,12 @@ collective through that node then crosses rails at the spine. The fabric alone s
 HCA named ``mlx5_0`` of every node of the unit sits on one leaf but this node's.
 
 A rail is an HCA name of the unit's nodes; its leaf is the leaf of the unit holding a strict
-majority of the HCAs of that name, at least two. A unit is judged only when it is rail-optimised:
+majority of the HCAs of that name, at least two. Inside a unit a tie cannot decide (two of
+four nodes with their cables swapped), so then the fabric does: leaves whose names end in the
+same number (``su1-LEAF-R0``, ``su2-LEAF-R0``) are one rail's leaves in every unit, and the HCA
+name holding a strict majority of that rail's HCAs over the whole fabric is the rail's name;
+the unit's one leaf with that number is then its leaf. No such number (one a unit's leaves
+share, or none at all), no claim. A unit is judged only when it is rail-optimised:
 most of its nodes have each HCA in the unit on a leaf of its own (not several HCAs per leaf).
 HCAs whose name a node repeats (a dual-port HCA, a description naming no HCA), cabled to
 another unit's leaf (a rail disagreement, found by :mod:`.leaf`) or whose rail has no leaf are
@@ -17,6 +22,7 @@ not judged. Pure functions, no I/O.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from itertools import chain
@@ -27,6 +33,7 @@ from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding, LeafGroup
 
 _HCA, _LEAF = itemgetter(0), itemgetter(1)  # of a rail (hca guid, leaf switch guid)
+_LAST_NUMBER = re.compile(r"\d+")
 
 
 def _by_name(item: tuple[str, tuple[str, str]]) -> tuple[tuple[str | int, ...], str]:
@@ -63,12 +70,58 @@ def _rail_leaves(placed: Mapping[str, Placed]) -> dict[str, str]:
     for held in placed.values():
         for name, (_hca, leaf) in held.items():
             votes.setdefault(name, Counter())[leaf] += 1
-    leaves = {}
-    for name, counted in votes.items():
-        ((leaf, most),) = counted.most_common(1)
+    return _majorities(votes)
+
+
+def _majorities(votes: Mapping[str, Counter[str]]) -> dict[str, str]:
+    """Each key with the value holding a strict majority (at least two) of its votes."""
+    won = {}
+    for key, counted in votes.items():
+        ((value, most),) = counted.most_common(1)
         if most >= 2 and 2 * most > counted.total():
-            leaves[name] = leaf
-    return leaves
+            won[key] = value
+    return won
+
+
+def _rail_number(switch: str) -> str | None:
+    """The last number of a leaf switch's name (``su1-LEAF-R0`` → ``0``), None without one."""
+    found = _LAST_NUMBER.findall(switch)
+    return (found[-1].lstrip("0") or "0") if found else None
+
+
+def _fabric_rails(
+    rails: Mapping[str, list[tuple[str, str]]],
+    hca_names: Mapping[str, str],
+    switch_names: Mapping[str, str],
+) -> dict[str, str]:
+    """Each rail number with the HCA name holding a strict majority (at least two) of the
+    HCAs on leaves of that number, over the whole fabric."""
+    votes: dict[str, Counter[str]] = {}
+    for held in rails.values():
+        for hca, leaf in held:
+            number, name = _rail_number(switch_names.get(leaf, leaf)), hca_names.get(hca)
+            if number is not None and name is not None:
+                votes.setdefault(number, Counter())[name] += 1
+    return _majorities(votes)
+
+
+def _ties_by_rail_number(
+    leaf_of: dict[str, str],
+    group: LeafGroup,
+    fabric_rails: Mapping[str, str],
+    switch_names: Mapping[str, str],
+) -> dict[str, str]:
+    """*leaf_of* with the rails the unit's own votes left open taken from the fabric: the
+    unit's one leaf whose number the fabric gives that HCA name (none when the unit's leaves
+    share a number)."""
+    numbers = Counter(_rail_number(switch_names.get(leaf, leaf)) for leaf in group.switches)
+    decided = dict(leaf_of)
+    for leaf in group.switches:
+        number = _rail_number(switch_names.get(leaf, leaf))
+        name = fabric_rails.get(number) if number is not None else None
+        if name is not None and numbers[number] == 1:
+            decided.setdefault(name, leaf)
+    return decided
 
 
 def _one_leaf_per_name(
@@ -94,6 +147,7 @@ def misaligned_rails(
     an HCA it does not name is not judged.
     """
     findings = []
+    fabric_rails: dict[str, str] | None = None  # rail number -> HCA name, read when needed
     for group in groups:
         if len(group.switches) < 2 or _one_leaf_per_name(group, rails, hca_names):
             continue
@@ -102,6 +156,10 @@ def misaligned_rails(
         if not _rail_optimised(placed):
             continue
         leaf_of = _rail_leaves(placed)
+        if len(leaf_of) < len({name for held in placed.values() for name in held}):
+            if fabric_rails is None:
+                fabric_rails = _fabric_rails(rails, hca_names, switch_names)
+            leaf_of = _ties_by_rail_number(leaf_of, group, fabric_rails, switch_names)
         for node, held in placed.items():
             wrong = [
                 (name, hca, leaf, leaf_of[name])

@@ -117,20 +117,23 @@ def _degraded(
 def missing_rails(
     groups: list[LeafGroup], rails: Mapping[str, list[tuple[str, str]]]
 ) -> list[Finding]:
-    """Nodes with fewer connected HCAs than most nodes of their logical leaf."""
+    """Nodes with fewer connected HCAs than their logical leaf's full count: the most HCAs
+    two of its nodes have, or one has when that is what most of the fabric's nodes have. The
+    nodes with fewer are the ones missing a rail, whatever their share of the leaf (half a
+    unit, most of it); one node with an extra HCA sets no norm for the others."""
+    counts = {node: len(set(map(_HCA, held))) for node, held in rails.items()}
+    usual = Counter(counts.values()).most_common(1)[0][0] if counts else 0
     findings = []
     for group in groups:
-        counts = {node: len(set(map(_HCA, rails[node]))) for node in group.nodes}
-        if not counts:
-            continue
-        norm = Counter(counts.values()).most_common(1)[0][0]
-        for node, count in sorted(counts.items()):
-            if count < norm:
+        held = Counter(counts[node] for node in group.nodes)
+        norm = max((n for n, nodes in held.items() if nodes > 1 or n == usual), default=0)
+        for node in sorted(group.nodes):
+            if counts[node] < norm:
                 findings.append(
                     Finding(
                         FindingKind.MISSING_RAIL,
                         node,
-                        f"{count} connected HCAs, peers under {group.name} have {norm}",
+                        f"{counts[node]} connected HCAs, peers under {group.name} have {norm}",
                     )
                 )
     return findings

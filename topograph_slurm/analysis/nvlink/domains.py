@@ -33,7 +33,7 @@ Decisions a sysadmin should know about:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ClusterShell.NodeSet import NodeSet
@@ -45,10 +45,10 @@ from topograph_slurm.analysis.fabric.block import (
     typical_base,
     validate_block_sizes,
 )
-from topograph_slurm.analysis.nvlink.clique import group_domains
+from topograph_slurm.analysis.nvlink.clique import domain_results, group_domains
 from topograph_slurm.errors import ConfigError
 from topograph_slurm.model.findings import FindingKind
-from topograph_slurm.model.gpu import ZERO_UUID, Domain, DomainKind, DomainResult
+from topograph_slurm.model.gpu import ZERO_UUID, Domain, DomainKind, DomainResult, GpuFabric
 from topograph_slurm.model.names import natural_key, sanitize, unique
 from topograph_slurm.model.result import Block, BlockTopology, Finding, Tree
 from topograph_slurm.model.slurm_version import SlurmVersion
@@ -328,3 +328,34 @@ def _plan(
 def blocks_node_count(topology: BlockTopology) -> int:
     """Distinct nodes in all blocks (for templates and reports)."""
     return len({node for block in topology.blocks for node in block.nodes})
+
+
+def names_multi_node(gpus_by_node: Mapping[str, list[GpuFabric]]) -> bool:
+    """Whether any GPU names a multi-node NVLink domain: a ClusterUUID that is not all zero,
+    registered or not, healthy or not (a GB200 tray with a fault still belongs to its rack).
+    Without one (HGX nodes: all-zero ClusterUUID; PCIe or older GPUs: no fabric) there is no
+    NVLink domain larger than a node, so the InfiniBand fabric decides the blocks."""
+    return any(
+        gpu.cluster_uuid not in (None, ZERO_UUID) for gpus in gpus_by_node.values() for gpu in gpus
+    )
+
+
+def ib_decides(gpus_by_node: Mapping[str, list[GpuFabric]]) -> list[Finding]:
+    """When no GPU names a multi-node domain: the finding that says the InfiniBand units are
+    the blocks and why (how many single-node NVSwitch nodes, how many without fabric), and
+    each node's NVLink findings that ``health`` acts on (a node whose GPUs fell off the bus or
+    whose NVSwitch fabric did not come up is still news when the blocks come from IB)."""
+    results = domain_results(gpus_by_node)
+    single = sum(r.kind is DomainKind.SINGLE_NODE for r in results.values())
+    message = (
+        f"no GPU names a multi-node NVLink domain ({single} of {len(results)} nodes a "
+        "healthy single-node NVSwitch, all-zero ClusterUUID): the blocks are the InfiniBand "
+        "units"
+    )
+    acted_on = [
+        replace(f, subject=node)
+        for node in sorted(results, key=natural_key)
+        for f in results[node].findings
+        if isinstance(f.kind, FindingKind) and f.kind.severity is not None
+    ]
+    return [Finding(FindingKind.BLOCK_SOURCE, "nvidia-smi", message), *acted_on]

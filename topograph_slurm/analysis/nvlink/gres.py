@@ -13,8 +13,18 @@ second threads in the same order (CPU id = core index + number of cores). So:
   GPU (``0-51,104-155`` and ``52-103,156-207``) are one core's two threads: the distance is
   the node's core count and a CPU id ``c`` is core ``c mod cores`` (cores 0-51 and 52-103);
 * anything else is taken as one thread per core (CPU id = core index), unless the caller
-  says the node's threads per core (a node booted with NUMA off lists ``0-191`` for every GPU,
-  which cannot tell 192 cores from 96 with two threads).
+  says the node's threads per core.
+
+Slurm 24.11+ takes a GPU's Cores= only as **one whole socket** or every core
+(``_check_core_range_matches_sock`` in src/interfaces/gres.c: "doesn't match socket
+boundaries"), unless ``SlurmdParameters=numa_node_as_socket`` makes each NUMA node a socket.
+So a GPU's NUMA node cores are widened to the socket holding them (a DGX A100 in NPS4 has NUMA
+nodes of 16 cores in sockets of 64), and a GPU whose cores span sockets gets no Cores=. The
+sockets are the caller's (the node line's ``Sockets=``), else two when the node's NUMA nodes
+split evenly into two halves (the dual-socket servers GPUs come in), else one. A node whose
+GPUs all share one CPU affinity (NUMA off lists ``0-191`` for every GPU of a 96-core node; a
+workstation) gets no Cores=: any core can be used, and naming its threads as cores would name
+cores the node does not have.
 
 **Links=** follows Slurm's own NVML detection: one number per GPU index, ``-1`` for the GPU
 itself, the count of bonded NVLinks (``NV18`` → 18) to a peer, ``0`` for a PCIe path (Slurm
@@ -29,8 +39,9 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from topograph_slurm.errors import InputError
+from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuTopology, GresDevice, GresGroup, GresPlan
 from topograph_slurm.model.names import fold, natural_key
@@ -106,24 +117,68 @@ def gres_type(product: str) -> str:
     return _UNSAFE.sub("_", words[0]).strip("_") or "gpu"
 
 
+@dataclass(frozen=True, slots=True)
+class CoreLayout:
+    """What the node line says about cores that ``topo -m`` cannot: hardware threads per core,
+    sockets (``Sockets=``), and whether slurm.conf sets ``numa_node_as_socket`` (None: infer
+    threads and sockets as the module says)."""
+
+    threads_per_core: int | None = None
+    sockets: int | None = None
+    numa_node_as_socket: bool = False
+
+
 def node_devices(
-    topo: GpuTopology, products: Mapping[int, str], threads_per_core: int | None = None
+    topo: GpuTopology, products: Mapping[int, str], layout: CoreLayout | None = None
 ) -> tuple[GresDevice, ...]:
     """Every GPU of one node as its gres.conf line. A node without GPUs is an InputError:
     there is nothing to describe and a gres.conf without its GPUs would hide them."""
     if not topo.gpus:
         raise InputError("nvidia-smi topo -m lists no GPUs")
-    cores = core_count(topo, threads_per_core)
+    layout = layout or CoreLayout()
+    cores = core_count(topo, layout.threads_per_core)
+    numa = {gpu: gpu_cores(topo.cpu_affinity.get(gpu), cores) for gpu in topo.gpus}
+    socket_cores = _whole_sockets(numa, cores, layout)
     has_nvlink = any(topo.nvlinks(a, b) for a, b in topo.gpu_links)
     return tuple(
         GresDevice(
             gpu,
             gres_type(products[gpu]) if gpu in products else None,
-            gpu_cores(topo.cpu_affinity.get(gpu), cores),
+            socket_cores[gpu],
             gpu_links(topo, gpu) if has_nvlink else None,
         )
         for gpu in topo.gpus
     )
+
+
+def _whole_sockets(
+    numa: Mapping[int, tuple[int, ...] | None], cores: int | None, layout: CoreLayout
+) -> dict[int, tuple[int, ...] | None]:
+    """Each GPU's Cores= as Slurm 24.11+ takes it: its socket's cores (its NUMA node's when
+    NUMA nodes are Slurm's sockets), None when any core can be used or it has no affinity."""
+    known = {found for found in numa.values() if found}
+    if len(known) < 2:  # one affinity for every GPU (or none): any core can be used
+        return dict.fromkeys(numa)
+    if layout.numa_node_as_socket:
+        return dict(numa)
+    total = cores or max(max(found) for found in known) + 1
+    sockets = layout.sockets or _sockets(total, min(map(len, known)))
+    if total % sockets:
+        raise UsageError(f"--sockets {sockets} does not divide the node's {total} cores")
+    per = total // sockets
+    out: dict[int, tuple[int, ...] | None] = {}
+    for gpu, found in numa.items():
+        held = sorted({core // per for core in found}) if found else []
+        one = len(held) == 1 and per < total  # every core is no socket of its own
+        out[gpu] = tuple(range(held[0] * per, (held[0] + 1) * per)) if one else None
+    return out
+
+
+def _sockets(cores: int, numa_size: int) -> int:
+    """Sockets when the caller does not say: two when the node's NUMA nodes split evenly into
+    two halves (dual-socket GPU servers, NPS1 to NPS4, SNC off or on), else one."""
+    numa_nodes = cores // max(numa_size, 1)
+    return 2 if numa_nodes >= 2 and numa_nodes % 2 == 0 else 1
 
 
 def _kind(devices: tuple[GresDevice, ...]) -> tuple[int, tuple[str | None, ...]]:
@@ -180,5 +235,8 @@ def _notes(groups: list[GresGroup]) -> tuple[str, ...]:
             "is known (collect nvidia-smi -q for the GPU's product name)"
         )
     if any(d.cores is None for d in devices):
-        notes.append("no Cores= where nvidia-smi topo -m shows no CPU affinity")
+        notes.append(
+            "no Cores= where any core can be used (every GPU has the same CPU affinity, or a "
+            "GPU's cores span sockets) or nvidia-smi topo -m shows no CPU affinity"
+        )
     return tuple(notes)

@@ -6,7 +6,8 @@ else a leaf). A pending job's *piece* is what must sit inside one unit: its segm
 one (the record's, else Slurm's), else its TP group when the ``--tp-size`` record says so,
 else the whole job; never more nodes than the largest unit holds (a job larger than every unit
 takes whole units). A unit's free GPUs are *stranded* when jobs pend and no pending job's piece
-fits in the unit's free GPUs now.
+fits in the unit's free GPUs now, counting only the pending jobs that may use the unit (a job
+whose partitions hold none of the unit's nodes is no reason to call the unit stranded).
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from topograph_slurm.model.occupancy import (
     UnitOccupancy,
 )
 from topograph_slurm.model.placement import LEVEL_FABRIC, FabricMap
+
+
+def unplaced(fmap: FabricMap, nodes: Sequence[NodeGpus]) -> list[str]:
+    """Slurm's nodes *fmap* places in no unit: its names are not Slurm's for them."""
+    return [node.name for node in nodes if node.name not in fmap.places]
 
 
 def unit_level(fmap: FabricMap) -> str:
@@ -55,11 +61,10 @@ def occupancy(fmap: FabricMap, nodes: Sequence[NodeGpus], jobs: Sequence[QueueJo
     level = unit_level(fmap)
     members: dict[str, list[NodeGpus]] = {}
     result = Occupancy(level)
+    result.unplaced = [] if level == LEVEL_FABRIC else unplaced(fmap, nodes)
     for node in nodes:
         if node.name in fmap.places or level == LEVEL_FABRIC:
             members.setdefault(unit_of(fmap, node.name, level), []).append(node)
-        else:
-            result.unplaced.append(node.name)
     largest = max((len(unit) for unit in members.values()), default=0)
     needs = sorted(
         {need_of(job, largest) for job in jobs if job.pending},
@@ -90,6 +95,8 @@ def need_of(job: QueueJob, largest_unit: int) -> Need:
 def _unit(name: str, nodes: list[NodeGpus], needs: Sequence[Need]) -> UnitOccupancy:
     whole = sum(node.gpus for node in nodes if _idle(node))
     free = sum(node.free for node in nodes)
+    held = {partition for node in nodes for partition in node.partitions}
+    needs = [need for need in needs if not need.partitions or held.intersection(need.partitions)]
     return UnitOccupancy(
         name,
         len(nodes),
