@@ -266,6 +266,8 @@ def _write_guarded(
     under the lock: stale temps removed, compared, *guard* asked, written when changed."""
     if _is_device(path):
         return _write_through(path, content, check)
+    if path.is_dir():
+        raise OutputError(f"cannot write {path}: it is a directory")
     if check:
         return _plan(path, content, with_diff=True, count=count)
     target = trusted_target(path)
