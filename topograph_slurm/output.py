@@ -745,8 +745,7 @@ def write_directory(
     the trees a killed run left beside *dest* are removed first (:func:`_remove_stale_dirs`).
     *what* names the tree in errors. Raises :class:`OutputError`.
     """
-    dest = Path(os.path.abspath(dest))
-    if not dest.name:
+    if not Path(os.path.abspath(dest)).name:
         raise OutputError(f"refusing to replace {dest} with a {what}")
     lock: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if state_dir is not None:
