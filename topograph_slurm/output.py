@@ -745,8 +745,10 @@ def write_directory(
     the trees a killed run left beside *dest* are removed first (:func:`_remove_stale_dirs`).
     *what* names the tree in errors. Raises :class:`OutputError`.
     """
+    given = dest
     if not Path(os.path.abspath(dest)).name:
         raise OutputError(f"refusing to replace {dest} with a {what}")
+    dest = trusted_target(Path(os.path.abspath(dest)).parent) / Path(os.path.abspath(dest)).name
     lock: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if state_dir is not None:
         make_state_dir(state_dir)
@@ -754,7 +756,7 @@ def write_directory(
     with lock:
         if not replaceable(dest):
             raise OutputError(
-                f"{dest} exists and is not a topograph-slurm {what}; not replacing it"
+                f"{given} exists and is not a topograph-slurm {what}; not replacing it"
             )
         parent = dest.parent
         try:
@@ -762,7 +764,7 @@ def write_directory(
             _remove_stale_dirs(dest)
             tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-{_writer_tag()}-", dir=parent))
         except OSError as err:
-            raise OutputError(f"cannot create a {what} beside {dest}: {_reason(err)}") from None
+            raise OutputError(f"cannot create a {what} beside {given}: {_reason(err)}") from None
         try:
             _write_tree_files(tmp, files)
             os.chmod(tmp, 0o755)
@@ -770,7 +772,7 @@ def write_directory(
             _swap_in(tmp, dest)
         except OSError as err:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise OutputError(f"cannot write {what} {dest}: {_reason(err)}") from None
+            raise OutputError(f"cannot write {what} {given}: {_reason(err)}") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -119,12 +119,25 @@ def test_a_link_planted_above_the_file_is_not_followed(tmp_path: Path, command: 
     victim = tmp_path / "victim"
     victim.mkdir()
     shared = tmp_path / "shared"
-    shared.mkdir(mode=0o777)
+    shared.mkdir()
     os.chmod(shared, 0o777)
     (shared / "etc").symlink_to(victim)
     os.lchown(shared / "etc", OTHER_UID, OTHER_UID)
     result = run(*COMMANDS[command](tmp_path, str(shared / "etc" / "out.txt")))
     one_error(result, Exit.OUTPUT, "could have been planted")
+    assert list(victim.iterdir()) == []
+
+
+@needs_root
+def test_pools_out_through_a_link_planted_above_it_is_refused(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    (shared / "etc").symlink_to(victim)
+    os.lchown(shared / "etc", OTHER_UID, OTHER_UID)
+    one_error(pools_out(shared / "etc" / "serve"), Exit.OUTPUT, "could have been planted")
     assert list(victim.iterdir()) == []
 
 

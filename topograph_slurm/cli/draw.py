@@ -135,10 +135,7 @@ def draw(
         text = render_svg(env, pictures[0])
     else:
         text = render_page(env, pictures[0].title, pictures)
-    if output and output != "-":
-        write_output(ctx, output, text)
-    else:
-        click.echo(text, nl=False)
+    write_output(ctx, output or "-", text)
 
 
 def _templates(ctx: click.Context, flag: str | None) -> Path | None:

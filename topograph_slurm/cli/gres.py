@@ -14,7 +14,6 @@ from topograph_slurm.cli.options import (
     warn,
     write_output,
 )
-from topograph_slurm.errors import Exit
 
 
 @click.command()
@@ -82,14 +81,4 @@ def gres(
         warn(f"{finding.kind}: {finding.subject}: {finding.message}")
     for note in result.notes:
         log(ctx, f"note: {note}")
-    ctx.exit(_write(ctx, text, output, check, diff))
-
-
-def _write(ctx: click.Context, text: str, output: str | None, check: bool, diff: bool) -> int:
-    """Print the file, or write it as generate writes its topology; --check's exit code."""
-    if output in (None, "-"):
-        if check or diff:
-            raise click.UsageError("--check and --diff need -o PATH")
-        click.echo(text, nl=False)
-        return Exit.OK
-    return write_output(ctx, str(output), text, check=check, diff=diff)
+    ctx.exit(write_output(ctx, output or "-", text, check=check, diff=diff))

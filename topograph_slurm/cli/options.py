@@ -249,8 +249,15 @@ def write_output(
 ) -> int:
     """Write one output file through the guarded writer (``output.write_output``: atomic,
     only on change, locked in the state directory); print the diff for --check/--diff, log
-    what happened; the exit code (1 when --check finds *path* out of date)."""
+    what happened; the exit code (1 when --check finds *path* out of date). ``-`` is stdout,
+    as for generate's -o."""
     from topograph_slurm.output import write_output as write
+
+    if path == "-":
+        if check or diff:
+            raise click.UsageError("--check and --diff need a file, not stdout")
+        click.echo(text, nl=False)
+        return Exit.OK
 
     settings = config_settings(ctx)
     outcome = write(
