@@ -284,23 +284,21 @@ def test_a_pools_out_killed_inside_leaves_trees_the_next_run_removes(
 
 
 def test_a_node_end_killed_inside_leaves_a_temp_the_next_part_write_removes(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``record node-end`` killed in its write left ``.NODE.end.json.*.tmp`` for good."""
+    """``record node-end`` killed in its write left ``.NODE.end.json.*.tmp`` for good; the
+    next part written into that job's directory (another node's Epilog) removes it."""
     ib_sysfs.lay_out(tmp_path / "sys")
     conf = config(tmp_path)
     flags = ["--record-dir", str(tmp_path / "rec"), "--sysfs", str(tmp_path / "sys")]
-    os.environ["SLURM_JOB_ID"] = "42"
-    try:
-        kill_inside(
-            "os.replace", tmp_path, "--config", conf, "record", "node-end", *flags, "--node", "a1"
-        )
-        parts = tmp_path / "rec" / "job-42.d"
-        assert [p.name for p in parts.iterdir() if p.name.endswith(".tmp")]
-        ended = CliRunner().invoke(
-            main, ["--config", conf, "record", "node-end", *flags, "--node", "a2"]
-        )
-    finally:
-        del os.environ["SLURM_JOB_ID"]
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    kill_inside(
+        "os.replace", tmp_path, "--config", conf, "record", "node-end", *flags, "--node", "a1"
+    )
+    parts = tmp_path / "rec" / "job-42.d"
+    assert [p.name for p in parts.iterdir() if p.name.startswith(".a1.end.json.")]
+    ended = CliRunner().invoke(
+        main, ["--config", conf, "record", "node-end", *flags, "--node", "a2"]
+    )
     assert ended.exit_code == Exit.OK, ended.output
     assert sorted(p.name for p in parts.iterdir()) == ["a2.end.json"]
