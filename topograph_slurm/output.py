@@ -120,13 +120,9 @@ def output_lock(path: Path, timeout: float = 30.0, state_dir: Path | None = None
     Polls for up to ``timeout`` seconds, then raises :class:`LockedError`. Re-entrant within a
     thread, so a caller may hold the lock around generation and still call
     :func:`write_topology`. The lock file is never deleted: unlinking a flock file lets a
-    waiter lock an orphaned inode while a newcomer locks a fresh one. With *state_dir*, a lock
-    file an older release left beside *path* (``/etc/slurm/.gres.conf.lock``, copied to every
-    node by a site's rsync) is removed when no run holds it.
+    waiter lock an orphaned inode while a newcomer locks a fresh one.
     """
     lock = lock_path(path, state_dir)
-    if state_dir is not None:  # an older release's lock beside the target, for good otherwise
-        _remove_free_lock(lock_path(path))
     key = os.path.abspath(lock)
     counts: dict[str, int] = _held.__dict__.setdefault("counts", {})
     if counts.get(key):
@@ -228,7 +224,7 @@ def write_output(
     writes nothing and takes no lock."""
     target = file_name(path)
     if not check:
-        make_state_dir(state_dir)
+        _take_state(target, state_dir)
     return _write_guarded(
         target,
         content,
@@ -239,6 +235,14 @@ def write_output(
         count=None,
         guard=None,
     )
+
+
+def _take_state(target: Path, state_dir: Path) -> None:
+    """Before a write locked in *state_dir*: make it, and remove the lock file an older
+    release left beside *target* (``/etc/slurm/.gres.conf.lock``, copied to every node by a
+    site's rsync) when no run holds it."""
+    make_state_dir(state_dir)
+    _remove_free_lock(lock_path(target))
 
 
 def file_name(path: str | Path) -> Path:
@@ -308,7 +312,7 @@ def write_tree(
         return [_plan(directory / n, files[n], with_diff=True) for n in sorted(files)]
     _make_dir(directory)  # idempotent, so safe before the lock
     if state_dir is not None:
-        make_state_dir(state_dir)
+        _take_state(directory, state_dir)
     with output_lock(directory, lock_timeout, state_dir):
         plans = []  # every target read and trusted first: a refused one leaves all unwritten
         for name in sorted(files):
@@ -751,7 +755,7 @@ def write_directory(
     dest = trusted_target(Path(os.path.abspath(dest)).parent) / Path(os.path.abspath(dest)).name
     lock: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if state_dir is not None:
-        make_state_dir(state_dir)
+        _take_state(dest, state_dir)
         lock = output_lock(dest, lock_timeout, state_dir)
     with lock:
         if not replaceable(dest):
