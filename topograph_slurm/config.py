@@ -96,9 +96,10 @@ def _path(value: str) -> None:
         raise ValueError(f"must be a file name, got {value!r}")
 
 
-def _output_path(value: str) -> None:
+def output_path(value: str) -> None:
     """A file to write, never a directory's name (``/etc/slurm/``, ``/``, ``.``): generate would
-    write beside the directory or fail on it every run. ``-`` is stdout."""
+    write beside the directory or fail on it every run. ``-`` is stdout. Every command's
+    ``-o``/``--out`` takes this rule (``cli.options.OUTPUT_FILE``)."""
     _path(value)
     if value != "-" and os.path.basename(value) in ("", ".", ".."):
         raise ValueError(f"must name a file, not a directory, got {value!r}")
@@ -161,8 +162,10 @@ def _block_sizes(sizes: list[int]) -> None:
         raise ValueError(f"must be positive integers, got {sizes}")
 
 
-def _metrics_path(value: str) -> None:
-    _path(value)
+def metrics_path(value: str) -> None:
+    """A file node_exporter's textfile collector reads: a file name (:func:`output_path`)
+    ending in ``.prom``; every ``--metrics`` takes this rule."""
+    output_path(value)
     if not value.endswith(".prom"):  # node_exporter's textfile collector reads *.prom only
         raise ValueError(f"must end in .prom (node_exporter reads only those), got {value!r}")
 
@@ -235,8 +238,8 @@ class Settings:
     slurm_nodes: str | None = field(default=AUTO, metadata=_rule(check=_hostlist))
     hcas: str | None = field(default=None, metadata=_rule(check=_regex))
     format: str = field(default="tree", metadata=_rule(choices=FORMATS))
-    output: str | None = field(default=None, metadata=_rule(check=_output_path))
-    report: str | None = field(default=None, metadata=PATH)
+    output: str | None = field(default=None, metadata=_rule(check=output_path))
+    report: str | None = field(default=None, metadata=_rule(check=output_path))
     report_format: str = field(default="text", metadata=_rule(choices=REPORT_FORMATS))
     max_tiers: int | None = field(default=None, metadata=_rule(low=1, integer=True))
     slurm_version: str = field(default=AUTO, metadata=_rule(check=_version, number_as_text=True))
@@ -277,7 +280,7 @@ class Settings:
     #: config's SlurmctldLogFile).
     slurmctld_log: str | None = field(default=None, metadata=PATH)
     #: Prometheus textfile-collector metrics of the run (node_exporter), written atomically.
-    metrics: str | None = field(default=None, metadata=_rule(check=_metrics_path))
+    metrics: str | None = field(default=None, metadata=_rule(check=metrics_path))
     #: health: the prefix of every feature it sets (others are an admin's and stay as they are)
     health_feature_prefix: str = field(
         default="topo_", metadata=_rule(check=_feature_prefix, flag="--feature-prefix")

@@ -176,6 +176,34 @@ def test_metrics_parse_with_prometheus_clients_parser(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("occupancy.txt", "must end in .prom"),
+        ("metrics/", "must name a file, not a directory"),
+        ("/", "must name a file, not a directory"),
+    ],
+)
+def test_metrics_takes_generates_rule_and_writes_nothing_else(
+    tmp_path: Path, name: str, why: str
+) -> None:
+    """``--metrics x.txt`` was accepted where generate requires .prom (node_exporter reads
+    only those), and ``--metrics DIR/`` made a file named DIR."""
+    path = name if name == "/" else f"{tmp_path}/{name}"
+    result = run(tmp_path, "--metrics", path)
+    assert result.exit_code == Exit.USAGE, result.output
+    assert why in result.stderr and result.stdout == ""
+    assert not (tmp_path / "metrics").exists() and not (tmp_path / "occupancy.txt").exists()
+
+
+def test_metrics_unchanged_are_not_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / "occupancy.prom"
+    assert run(tmp_path, "--metrics", str(path)).exit_code == Exit.OK
+    before = path.stat()
+    assert run(tmp_path, "--metrics", str(path)).exit_code == Exit.OK
+    assert (path.stat().st_ino, path.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+@pytest.mark.parametrize(
     ("node_list", "job_list"),
     [
         ([{"gres": "gpu:4"}], None),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -17,14 +18,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from topograph_slurm import output
 from topograph_slurm.errors import Exit, LockedError, RefusedError
 from topograph_slurm.model.summary import FabricSummary
 from topograph_slurm.output import (
     OutputError,
+    _writer_tag,
     lock_path,
     output_lock,
     unified_diff,
+    write_directory,
     write_file,
+    write_output,
     write_summary,
     write_topology,
     write_tree,
@@ -484,7 +489,7 @@ def test_parent_is_a_file_is_a_clean_error(tmp_path: Path) -> None:
 
 def test_target_is_a_directory_is_a_clean_error(tmp_path: Path) -> None:
     (tmp_path / "topology.conf").mkdir()
-    with pytest.raises(OutputError, match="cannot read"):
+    with pytest.raises(OutputError, match=r"cannot write .*topology\.conf: it is a directory"):
         write_topology(tmp_path / "topology.conf", tree(2))
 
 
@@ -798,3 +803,124 @@ def test_a_report_to_a_fifo_is_written_through(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert got and b"topograph-slurm report" in got[0]
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+# --------------------------------------------------------------------------- write_output
+
+
+@pytest.mark.parametrize("name", ["out/", "out/.", "out/..", "/", "", "."])
+def test_write_output_refuses_a_directory_name(tmp_path: Path, name: str) -> None:
+    """``Path('x/')`` drops the slash: the writer is handed the text as typed."""
+    path = name if name in ("/", "", ".") else f"{tmp_path}/{name}"
+    with pytest.raises(OutputError, match="names a directory"):
+        write_output(path, "x\n", state_dir=tmp_path / "state")
+    assert not (tmp_path / "out").exists()
+
+
+def test_write_output_refuses_an_existing_directory(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    for check in (False, True):
+        with pytest.raises(OutputError, match="it is a directory"):
+            write_output(tmp_path / "out", "x\n", state_dir=tmp_path / "state", check=check)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_write_output_locks_in_the_state_dir_and_removes_a_free_old_lock(tmp_path: Path) -> None:
+    target, state = tmp_path / "gres.conf", tmp_path / "state"
+    (tmp_path / ".gres.conf.lock").write_text("")
+    assert write_output(target, "x\n", state_dir=state).written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gres.conf", "state"]
+    assert [p.suffix for p in state.iterdir()] == [".lock"]
+    assert not write_output(target, "x\n", state_dir=state).written  # only on change
+
+
+def test_an_old_lock_a_run_still_holds_is_left(tmp_path: Path) -> None:
+    target, old = tmp_path / "gres.conf", tmp_path / ".gres.conf.lock"
+    with output_lock(target):  # an older release's run, its lock beside the target
+        assert write_output(target, "x\n", state_dir=tmp_path / "state").written
+        assert old.exists()
+
+
+# --------------------------------------------------------------------------- leftovers
+
+
+def _temp(directory: Path, name: str, *, host: str | None = None, pid: int, age: float = 0) -> Path:
+    """A temp file as _atomic_replace names it, for *host* (default: this one) and *pid*."""
+    mine = _writer_tag().split("-")[0]
+    path = directory / f".{name}.{host or mine}-{pid}.abcd_123.tmp"
+    path.write_text("half a file")
+    if age:
+        then = time.time() - age
+        os.utime(path, (then, then))
+    return path
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_later_write_removes_temps_whose_writer_is_gone(tmp_path: Path) -> None:
+    dead = _temp(tmp_path, "a1.end.json", pid=_dead_pid())
+    old_elsewhere = _temp(tmp_path, "a2.end.json", host="0badc0de", pid=1, age=7200)
+    live = _temp(tmp_path, "a3.end.json", pid=os.getppid())
+    fresh_elsewhere = _temp(tmp_path, "a4.end.json", host="0badc0de", pid=1)
+    not_ours = tmp_path / ".a5.end.json.abcd_123.tmp.keep"
+    not_ours.write_text("admin's")
+    write_file(tmp_path / "a6.end.json", "{}\n")
+    assert not dead.exists() and not old_elsewhere.exists()
+    assert live.exists() and fresh_elsewhere.exists() and not_ours.exists()
+
+
+def test_a_link_named_as_a_temp_is_left(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    link = tmp_path / f".x.{_writer_tag().split('-')[0]}-{_dead_pid()}.abcd_123.tmp"
+    link.symlink_to(victim)
+    write_file(tmp_path / "x", "new\n")
+    assert link.is_symlink() and victim.read_text() == "precious\n"
+
+
+@needs_root
+def test_another_users_temp_with_a_dead_writer_is_left(tmp_path: Path) -> None:
+    theirs = _temp(tmp_path, "x", pid=_dead_pid(), age=7200)
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    write_file(tmp_path / "x", "new\n")
+    assert theirs.exists()
+
+
+def test_a_directory_tree_is_made_durable_by_one_sync_not_one_per_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One fsync per file cost pools --out 15.9 s for 24,578 files and a 16k snapshot 215 s."""
+    calls: list[str] = []
+    real_fsync, real_syncfs = os.fsync, output._syncfs
+    monkeypatch.setattr(os, "fsync", lambda fd: calls.append("fsync") or real_fsync(fd))
+    monkeypatch.setattr(output, "_syncfs", lambda fd: calls.append("syncfs") or real_syncfs(fd))
+    files = {f"nodes/n{i:03d}/topo.txt": f"{i}\n" for i in range(200)}
+    write_directory(tmp_path / "snap", files, replaceable=lambda _: True)
+    assert calls.count("syncfs") == 1 and calls.count("fsync") <= 1  # the parent directory
+    assert (tmp_path / "snap" / "nodes" / "n199" / "topo.txt").read_text() == "199\n"
+
+
+def test_write_directory_locks_in_the_state_dir(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    write_directory(tmp_path / "snap", {"a": "1\n"}, replaceable=lambda _: True, state_dir=state)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snap", "state"]
+    fd = os.open(lock_path(tmp_path / "snap", state), os.O_RDONLY)  # another run's hold
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(LockedError):
+            write_directory(
+                tmp_path / "snap", {"a": "2\n"}, replaceable=lambda _: True, state_dir=state,
+                lock_timeout=0,
+            )  # fmt: skip
+    finally:
+        os.close(fd)
+    assert (tmp_path / "snap" / "a").read_text() == "1\n"
+
+
+def test_write_directory_refuses_the_root(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="refusing to replace /"):
+        write_directory(Path("/"), {"a": "1\n"}, replaceable=lambda _: True)

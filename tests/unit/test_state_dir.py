@@ -46,12 +46,16 @@ def test_nothing_but_the_target_sits_beside_it(tmp_path: Path, etc: Path) -> Non
     assert [p.name for p in etc.iterdir()] == ["topology.conf"]
     assert [p.name for p in other.parent.iterdir()] == ["topology.conf"]
     kept = sorted(p.name for p in state.iterdir())
-    assert len(kept) == 4 and kept == sorted(
-        state_file(state, target, suffix).name
-        for target in (out, other)
-        for suffix in (".fabric.json", ".lock")
+    report = state_file(state, tmp_path / "report.json", ".lock").name  # --report's own lock
+    assert len(kept) == 5 and kept == sorted(
+        [report]
+        + [
+            state_file(state, target, suffix).name
+            for target in (out, other)
+            for suffix in (".fabric.json", ".lock")
+        ]
     )  # one target's state never overwrites the other's
-    assert all(name.startswith("topology.conf-") for name in kept)
+    assert all(name.startswith("topology.conf-") for name in kept if name != report)
 
 
 def test_the_default_is_var_lib_for_root_and_xdg_for_a_user(

@@ -3,10 +3,6 @@ topology slurmctld runs), Slurm's nodes and jobs, and what fills which unit."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import jinja2
-
 from topograph_slurm.analysis.occupancy.units import node_states, report, unplaced
 from topograph_slurm.app.fabric import Warn, given_sources
 from topograph_slurm.app.view import FabricView, from_settings
@@ -48,11 +44,3 @@ def view_node_states(settings: Settings, view: FabricView) -> dict[str, str]:
     nodes = scontrol_node_gpus(scontrol)
     found = report(view.fmap, nodes, scontrol_jobs(scontrol)).fabric
     return node_states(view.fmap, nodes, found)
-
-
-def write_metrics(env: jinja2.Environment, occupancy: OccupancyReport, path: str) -> None:
-    """The Prometheus text of *occupancy* written to *path* (atomic, as generate's metrics)."""
-    from topograph_slurm.output import write_file
-    from topograph_slurm.render.occupancy import render_occupancy_metrics
-
-    write_file(Path(path), render_occupancy_metrics(env, occupancy))

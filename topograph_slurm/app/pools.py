@@ -3,6 +3,8 @@ instances on the fabric, with the health the fabric and a bench record show."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +15,8 @@ import jinja2
 from topograph_slurm.analysis.placement.explain import PathFacts
 from topograph_slurm.app.fabric import Warn
 from topograph_slurm.app.placement import PlacedJob, prepare_job
-from topograph_slurm.config import Settings
-from topograph_slurm.errors import UsageError
+from topograph_slurm.config import Settings, state_dir
+from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model.placement import MEGATRON_ORDER
 from topograph_slurm.model.pools import (
     Deployment,
@@ -131,23 +133,48 @@ def plan_pools(job: PlacedJob, request: PoolRequest) -> PoolPlan:
     return place(wanted, job.order, job.gpus, job.view.fmap, job.view.facts)
 
 
-def write_out(env: jinja2.Environment, plan: PoolPlan, directory: str) -> Path:
+def write_out(env: jinja2.Environment, plan: PoolPlan, directory: str, settings: Settings) -> Path:
     """``--out DIR``: the instances' hostfiles, the hetjob line and the plan, replacing the
-    directory as a whole (a new one, an empty one, or one a previous run wrote)."""
+    directory as a whole (a new one, an empty one, or one a previous run wrote:
+    :func:`_ours_or_empty`), under its lock in the state directory."""
     from topograph_slurm.output import write_directory
     from topograph_slurm.render.pools import pools_files
 
     return write_directory(
-        Path(directory), pools_files(env, plan), replaceable=_ours_or_empty, what="pools directory"
+        Path(directory),
+        pools_files(env, plan),
+        replaceable=_ours_or_empty,
+        what="pools directory",
+        state_dir=state_dir(settings),
+        lock_timeout=settings.lock_timeout,
     )
 
 
 def _ours_or_empty(path: Path) -> bool:
-    from topograph_slurm.render.pools import PLAN_FILE
+    """Absent, an empty directory, or one holding nothing but regular files its
+    ``pools.json`` lists (:func:`.render.pools.out_files`): a hand-written pools.json beside
+    a serve.sh or a notes/ directory makes it the user's, never replaced."""
+    from topograph_slurm.render.pools import PLAN_FILE, out_files
+    from topograph_slurm.sources.pools_file import load_pools
 
-    if not path.exists():
+    try:
+        if not stat.S_ISDIR(path.lstat().st_mode):
+            return False
+        with os.scandir(path) as listing:
+            entries = [(e.name, e.is_file(follow_symlinks=False)) for e in listing]
+    except FileNotFoundError:
         return True
-    return path.is_dir() and (not any(path.iterdir()) or (path / PLAN_FILE).is_file())
+    except OSError:
+        return False
+    if not entries:
+        return True
+    if not all(regular for _, regular in entries) or PLAN_FILE not in dict(entries):
+        return False
+    try:
+        listed = load_pools(str(path / PLAN_FILE)).instances
+    except InputError:
+        return False
+    return {name for name, _ in entries} <= out_files(instance.name for instance in listed)
 
 
 def check_file(

@@ -23,7 +23,7 @@ from topograph_slurm.collect.plan import (
     CollectPlan,
     expand_nodes,
 )
-from topograph_slurm.config import Settings, load_settings, override
+from topograph_slurm.config import Settings, load_settings, override, state_dir
 from topograph_slurm.errors import CollectError, Exit
 from topograph_slurm.slurm.nodes import scontrol_nodes
 from topograph_slurm.slurm.scontrol import Scontrol
@@ -229,6 +229,7 @@ def collect(
             on_progress=bar.advance,
             extra_files=extra_files,
             extra_manifest=extra_manifest,
+            state_dir=state_dir(settings),
         )
     if not quiet or outcome.failed_nodes:
         click.echo(_summary(outcome), err=True)

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from topograph_slurm.app import draw as use_case
-from topograph_slurm.cli.options import config_settings, warn
+from topograph_slurm.cli.options import OUTPUT_FILE, config_settings, warn, write_output
 from topograph_slurm.cli.placement import job_options, split_flags
 from topograph_slurm.errors import UsageError
 from topograph_slurm.render.draw.picture import (
@@ -48,7 +48,13 @@ from topograph_slurm.render.environment import environment
     "--json, as `occupancy`): every GPU busy, some free, all free, stranded, down; without "
     "--topology or a fabric source, on the topology slurmctld runs.",
 )
-@click.option("-o", "--output", metavar="FILE", help="Write here (atomic) instead of stdout.")
+@click.option(
+    "-o",
+    "--output",
+    type=OUTPUT_FILE,
+    metavar="FILE",
+    help="Write here (atomic, only on change) instead of stdout.",
+)
 @click.option(
     "--templates",
     metavar="DIR",
@@ -129,12 +135,7 @@ def draw(
         text = render_svg(env, pictures[0])
     else:
         text = render_page(env, pictures[0].title, pictures)
-    if output and output != "-":
-        from topograph_slurm.output import write_file
-
-        write_file(Path(output), text)
-    else:
-        click.echo(text, nl=False)
+    write_output(ctx, output or "-", text)
 
 
 def _templates(ctx: click.Context, flag: str | None) -> Path | None:

@@ -3,12 +3,11 @@ GPUs, EPLB's "node" being the fabric's fastest domain."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
-from topograph_slurm.cli.options import ASCII_INT, warn
+from topograph_slurm.cli.options import ASCII_INT, OUTPUT_FILE, warn, write_output
 from topograph_slurm.cli.placement import NODE_KEYS, node_options, split_flags
 
 _EXPERT_KEYS = ("loads", "replicas", "groups", "ep")
@@ -44,8 +43,10 @@ _EXPERT_KEYS = ("loads", "replicas", "groups", "ep")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.option(
     "--out",
+    type=OUTPUT_FILE,
     metavar="FILE",
-    help="Also write the JSON plan to FILE (atomically; nothing is written on an error).",
+    help="Also write the JSON plan to FILE (atomic, only on change; nothing is written on an "
+    "error).",
 )
 @click.pass_context
 def experts(
@@ -83,7 +84,5 @@ def experts(
     data = experts_data(run.plan, run.gpus, run.domain_kind, run.loads_from, run.ranks_from)
     env = environment(None)
     if out:
-        from topograph_slurm.output import write_file
-
-        write_file(Path(out), render_experts(env, data, "json"))
+        write_output(ctx, out, render_experts(env, data, "json"))
     click.echo(render_experts(env, data, "json" if as_json else "text"), nl=False)

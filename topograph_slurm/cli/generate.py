@@ -66,9 +66,14 @@ def _emit_report(settings: Settings, text: str) -> None:
     if settings.report == "-":
         click.echo(text, nl=False, err=settings.output is None)
     elif settings.report:
-        from topograph_slurm.output import write_file
+        from topograph_slurm.output import write_output
 
-        write_file(Path(settings.report), text)
+        write_output(
+            settings.report,
+            text,
+            state_dir=state_dir(settings),
+            lock_timeout=settings.lock_timeout,
+        )
 
 
 def _write(

@@ -6,8 +6,14 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.options import AsciiIntRange, config_settings, log, warn
-from topograph_slurm.errors import Exit
+from topograph_slurm.cli.options import (
+    OUTPUT_FILE,
+    AsciiIntRange,
+    config_settings,
+    log,
+    warn,
+    write_output,
+)
 
 
 @click.command()
@@ -35,9 +41,17 @@ from topograph_slurm.errors import Exit
     is_flag=True,
     help="slurm.conf sets SlurmdParameters=numa_node_as_socket: Cores= is the GPU's NUMA node.",
 )
-@click.option("-o", "--output", metavar="PATH", help="Write gres.conf here (default: stdout).")
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 when PATH would change.")
-@click.option("--diff", is_flag=True, help="Show the change to PATH.")
+@click.option(
+    "-o",
+    "--output",
+    type=OUTPUT_FILE,
+    metavar="PATH",
+    help="Write gres.conf here (atomic, only on change) instead of stdout.",
+)
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 with a diff when PATH is out of date."
+)
+@click.option("--diff", is_flag=True, help="Write, and show the change to PATH as a diff.")
 @click.pass_context
 def gres(
     ctx: click.Context,
@@ -84,23 +98,4 @@ def gres(
         warn(f"{finding.kind}: {finding.subject}: {finding.message}")
     for note in result.notes:
         log(ctx, f"note: {note}")
-    ctx.exit(_write(ctx, text, output, check, diff))
-
-
-def _write(ctx: click.Context, text: str, output: str | None, check: bool, diff: bool) -> int:
-    """Print or write the file (atomic, only on change); --check's exit code."""
-    if output is None:
-        if check or diff:
-            raise click.UsageError("--check and --diff need -o PATH")
-        click.echo(text, nl=False)
-        return Exit.OK
-    from topograph_slurm.output import write_topology
-
-    outcome = write_topology(Path(output), text, check=check, show_diff=diff, count=lambda _: 0)
-    if (check or diff) and outcome.diff:
-        click.echo(outcome.diff, nl=False)
-    if check:
-        log(ctx, f"{output}: {'out of date' if outcome.changed else 'up to date'}")
-        return Exit.DIFFERS if outcome.changed else Exit.OK
-    log(ctx, f"{output}: {'written' if outcome.written else 'unchanged'}")
-    return Exit.OK
+    ctx.exit(write_output(ctx, output or "-", text, check=check, diff=diff))

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from topograph_slurm.app import occupancy
-from topograph_slurm.cli.options import fabric_options, warn
+from topograph_slurm.cli.options import METRICS_FILE, fabric_options, warn, write_output
 from topograph_slurm.cli.placement import TOPOLOGY_OPTION, split_flags
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment
@@ -20,9 +20,10 @@ from topograph_slurm.render.environment import environment
 @click.option(
     "--metrics",
     "metrics_file",
-    metavar="FILE",
-    help="Also write the figures as Prometheus text to FILE (atomic; for node_exporter's "
-    "textfile collector, as generate --metrics).",
+    type=METRICS_FILE,
+    metavar="FILE.prom",
+    help="Also write the figures as Prometheus text to FILE.prom (atomic, only on change; for "
+    "node_exporter's textfile collector, which reads *.prom only, as generate --metrics).",
 )
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.pass_context
@@ -49,9 +50,10 @@ def occupancy_command(
     settings, topology, _ = split_flags(ctx, flags, ())
     found = occupancy.read_occupancy(settings, topology, warn)
     env = environment(None)
-    if metrics_file:
-        occupancy.write_metrics(env, found, metrics_file)
-    from topograph_slurm.render.occupancy import render_occupancy
+    from topograph_slurm.render.occupancy import render_occupancy, render_occupancy_metrics
 
-    click.echo(render_occupancy(env, found, "json" if as_json else "text"), nl=False)
+    text = render_occupancy(env, found, "json" if as_json else "text")  # before any write
+    if metrics_file:
+        write_output(ctx, metrics_file, render_occupancy_metrics(env, found))
+    click.echo(text, nl=False)
     ctx.exit(Exit.OK)

@@ -8,7 +8,17 @@ from typing import Any, TypeVar
 
 import click
 
-from topograph_slurm.config import RewriteRule, Settings, choices_metavar, load_settings, override
+from topograph_slurm.config import (
+    RewriteRule,
+    Settings,
+    choices_metavar,
+    load_settings,
+    metrics_path,
+    output_path,
+    override,
+    state_dir,
+)
+from topograph_slurm.errors import Exit
 from topograph_slurm.model.numbers import decimal
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -219,3 +229,56 @@ NODE = click.option(
     metavar="NAME",
     help="This node's Slurm name (default: $SLURMD_NODENAME, else the short host name).",
 )
+
+
+class _PathRule(click.ParamType[str]):
+    """A file path checked by one of the config's path rules, as generate's own flags are."""
+
+    def __init__(self, name: str, rule: Callable[[str], None]) -> None:
+        self.name, self._rule = name, rule
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            self._rule(str(value))
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
+        return str(value)
+
+
+#: ``-o``/``--out FILE``: a file, never a directory's name (``DIR/``, ``/``).
+OUTPUT_FILE = _PathRule("file", output_path)
+#: ``--metrics FILE.prom``: what node_exporter's textfile collector reads.
+METRICS_FILE = _PathRule("file.prom", metrics_path)
+
+
+def write_output(
+    ctx: click.Context, path: str, text: str, *, check: bool = False, diff: bool = False
+) -> int:
+    """Write one output file through the guarded writer (``output.write_output``: atomic,
+    only on change, locked in the state directory); print the diff for --check/--diff, log
+    what happened; the exit code (1 when --check finds *path* out of date). ``-`` is stdout,
+    as for generate's -o."""
+    from topograph_slurm.output import write_output as write
+
+    if path == "-":
+        if check or diff:
+            raise click.UsageError("--check and --diff need a file, not stdout")
+        click.echo(text, nl=False)
+        return Exit.OK
+
+    settings = config_settings(ctx)
+    outcome = write(
+        path,
+        text,
+        state_dir=state_dir(settings),
+        check=check,
+        show_diff=diff,
+        lock_timeout=settings.lock_timeout,
+    )
+    if (check or diff) and outcome.diff:
+        click.echo(outcome.diff, nl=False)
+    if check:
+        log(ctx, f"{path}: {'out of date' if outcome.changed else 'up to date'}")
+        return Exit.DIFFERS if outcome.changed else Exit.OK
+    log(ctx, f"{path}: {'written' if outcome.written else 'unchanged'}")
+    return Exit.OK

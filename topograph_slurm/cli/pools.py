@@ -152,7 +152,7 @@ def pools_command(
     else:  # bound before anything is written: a node without topo -m writes nothing
         text = render_binding(env, plan, fmt, instance_bindings(placed, plan, topo_matrix))
     if out:
-        pools.write_out(env, plan, out)
+        pools.write_out(env, plan, out, settings)
     click.echo(text, nl=False)
     if apply:
         done = pools.apply_features(settings, env, plan, lambda line: log(ctx, f"applied: {line}"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from topograph_slurm.cli.options import config_settings, log
-from topograph_slurm.config import DEFAULT_CONFIG, Settings, override
+from topograph_slurm.config import DEFAULT_CONFIG, Settings, override, state_dir
 from topograph_slurm.errors import UsageError
 
 DEFAULT_OUTPUT = "/etc/slurm/topology.conf"
@@ -88,6 +88,12 @@ def units(
         return
     from topograph_slurm.output import write_tree
 
-    outcomes = write_tree(Path(str(directory)), files)
+    settings = config_settings(ctx)
+    outcomes = write_tree(
+        Path(str(directory)),
+        files,
+        state_dir=state_dir(settings),
+        lock_timeout=settings.lock_timeout,
+    )
     written = sum(1 for outcome in outcomes if outcome.written)
     log(ctx, f"{directory}: {written} of {len(outcomes)} unit files written")

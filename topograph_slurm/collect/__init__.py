@@ -133,12 +133,19 @@ def is_snapshot_or_empty(path: Path) -> bool:
     return (path / MANIFEST).is_file() or not any(path.iterdir())
 
 
-def write_snapshot(dest: Path, manifest: dict[str, Any], files: Mapping[str, str]) -> Path:
+def write_snapshot(
+    dest: Path,
+    manifest: dict[str, Any],
+    files: Mapping[str, str],
+    state_dir: Path | None = None,
+) -> Path:
     """Write *files* and the manifest as the snapshot *dest*, atomically as a whole
-    (``output.write_directory``). *dest* must be a snapshot or empty — ``--snapshot /etc``
-    must never move /etc aside."""
+    (``output.write_directory``, under *dest*'s lock in *state_dir* when given). *dest* must
+    be a snapshot or empty — ``--snapshot /etc`` must never move /etc aside."""
     tree = {**files, MANIFEST: json.dumps(manifest, indent=2, sort_keys=True) + "\n"}
-    return write_directory(dest, tree, replaceable=is_snapshot_or_empty, what="snapshot")
+    return write_directory(
+        dest, tree, replaceable=is_snapshot_or_empty, what="snapshot", state_dir=state_dir
+    )
 
 
 # --------------------------------------------------------------------------- collect
@@ -211,12 +218,14 @@ def collect(
     on_progress: OnDone | None = None,
     extra_files: Mapping[str, str] | None = None,
     extra_manifest: Mapping[str, Any] | None = None,
+    state_dir: Path | None = None,
 ) -> CollectOutcome:
     """Run the plan and write the snapshot to *dest* atomically; see the module doc.
 
     *extra_files* (snapshot-relative path → text) and *extra_manifest* keys go into the same
     snapshot — e.g. UFM's REST responses (``sources.ufm.snapshot_files``), fetched by the
     caller first so a refused login writes nothing. With extra files, *plan* may have no nodes.
+    *state_dir* holds the snapshot's lock (:func:`write_snapshot`).
 
     *on_progress* is called with each node's name as it finishes (once per node of the plan,
     once more for the ibnetdiscover node). Raises CollectError when not a single node answered
@@ -246,5 +255,5 @@ def collect(
         )
     manifest = _manifest(plan, results, fabric, started, duration)
     manifest.update(extra_manifest or {})
-    write_snapshot(dest, manifest, files)
+    write_snapshot(dest, manifest, files, state_dir)
     return CollectOutcome(dest, results, fabric, duration)

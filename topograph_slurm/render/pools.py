@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jinja2
@@ -127,7 +127,7 @@ def pools_files(env: jinja2.Environment, plan: PoolPlan) -> dict[str, str]:
     """``--out DIR``'s files: per instance a task-per-line hostfile (SLURM_HOSTFILE) and a
     node-per-line one, the heterogeneous-job ``sbatch`` line, and the plan as JSON."""
     files = {
-        f"{instance.name}.{suffix}": render(
+        _hostfile(instance.name, suffix): render(
             env, ORDER_FORMATS[fmt], nodes=instance.nodes, gpus_per_node=len(instance.gpus)
         )
         for instance in plan.instances
@@ -138,6 +138,17 @@ def pools_files(env: jinja2.Environment, plan: PoolPlan) -> dict[str, str]:
     )
     files[PLAN_FILE] = render_pools(env, plan, "json")
     return files
+
+
+def out_files(instances: Iterable[str]) -> set[str]:
+    """The names ``--out DIR`` holds for a plan of these instances: what a ``pools.json``
+    lists, so a directory holding anything else is not one pools wrote."""
+    hostfiles = {_hostfile(name, suffix) for name in instances for suffix in HOSTFILES}
+    return hostfiles | {HETJOB_FILE, PLAN_FILE}
+
+
+def _hostfile(instance: str, suffix: str) -> str:
+    return f"{instance}.{suffix}"
 
 
 def _components(plan: PoolPlan) -> list[dict[str, Any]]:
