@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from topograph_slurm.analysis.fabric.block import typical_size
 from topograph_slurm.app.fabric import AnalysedFabric, Warn, read_fabric
 from topograph_slurm.app.state import Tracked, keeping, track
+from topograph_slurm.app.view import kept_index
 from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings, state_dir
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model.findings import FindingKind
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from topograph_slurm.model.result import NamedTopology
     from topograph_slurm.render.filters import FilterFacts
     from topograph_slurm.render.metrics import RunOutcome
+    from topograph_slurm.sources.fabric_index import FabricIndex
 
 Log = Callable[[str], None]
 #: topology.yaml name of blocks made from IB scalable units (NVLink blocks are "nvl").
@@ -68,6 +70,9 @@ class Generated:
     tracked: Tracked | None = None
     #: the release and node list the topology was made with (its header names them)
     made: MadeWith | None = None
+    #: with ``-o FILE``: the fabric index to keep for the job-scoped commands (None: the
+    #: source is not kept, see app.fabric.kept_source)
+    index: FabricIndex | None = None
 
 
 def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generated:
@@ -91,6 +96,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
         blocks_needed=wants_blocks,
         unit=keep.unit if keep else 0,
     )
+    index = kept_index(fabric, settings) if keep else None  # before this run's own findings
     settings = fabric.settings  # the release resolved
     analysis = fabric.analysis
     analysis.findings += fabric.notes  # where the auto node list and release came from
@@ -112,7 +118,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
         report = render_report(env, analysis, shown, settings.report_format, changes)
         if _is_page(settings.report):
             report = _report_page(env, report, analysis, shown)
-    out = Generated(None, report, analysis=analysis, tracked=tracked, made=fabric.made)
+    out = Generated(None, report, analysis=analysis, tracked=tracked, made=fabric.made, index=index)
     out.node_count = _placed(settings.format, analysis, blocks)
     if out.node_count == 0:
         return out
@@ -187,11 +193,12 @@ def environment_change(old: str, made: MadeWith | None) -> str | None:
 
 def record_state(settings: Settings, result: Generated) -> None:
     """The last step of a run that wrote its outputs: keep the fabric summary of ``-o``
-    for the next run's "Changes since the last run" and ``--keep-missing``. Only after
-    success: a refused or failed write raised before this, leaving the last good state."""
+    for the next run's "Changes since the last run" and ``--keep-missing``, then the fabric
+    index the job-scoped commands read. Only after success: a refused or failed write raised
+    before this, leaving the last good state."""
     if settings.output is None or result.tracked is None:
         return
-    from topograph_slurm.output import write_summary
+    from topograph_slurm.output import write_fabric_index, write_summary
 
     write_summary(
         Path(settings.output),
@@ -199,6 +206,8 @@ def record_state(settings: Settings, result: Generated) -> None:
         state_dir=state_dir(settings),
         lock_timeout=settings.lock_timeout,
     )
+    if result.index is not None:
+        write_fabric_index(result.index, state_dir(settings))
 
 
 def _topologies(
