@@ -172,3 +172,22 @@ def test_another_version_is_one_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="fabric index version 99; this release reads version 1"):
         fabric_index.load_index(path)
     assert fabric_index.load_index(tmp_path / "none.index") is None
+
+
+@pytest.mark.parametrize("name", real_dump_names())
+def test_path_facts_need_not_know_which_ends_are_switches(name: str) -> None:
+    """UFM's translation leaves ``Links.b_switch`` unset: the rates are read alike."""
+    from topograph_slurm.analysis.placement.explain import path_facts
+
+    path = REAL_FIXTURES / "ibnetdiscover" / name
+    analysis = read_fabric(Settings(ibnetdiscover=str(path), slurm_nodes="all"), print).analysis
+    if not analysis.node_count:
+        pytest.skip("no node on this fabric: nothing to place")
+    told = path_facts(analysis)
+    analysis.fabric.links.b_switch = None
+    found = path_facts(analysis)
+    assert found.rails == told.rails and found.problems == told.problems
+    assert {leaf: sorted(rates) for leaf, rates in found.uplinks.items()} == {
+        leaf: sorted(rates) for leaf, rates in told.uplinks.items()
+    }
+    assert told.uplinks or len(analysis.tree.leaves) < 2

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from topograph_slurm.analysis.fabric.block import typical_size
 from topograph_slurm.app.fabric import AnalysedFabric, Warn, read_fabric
 from topograph_slurm.app.state import Tracked, keeping, track
-from topograph_slurm.app.view import kept_index
 from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings, state_dir
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model.findings import FindingKind
@@ -96,7 +95,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
         blocks_needed=wants_blocks,
         unit=keep.unit if keep else 0,
     )
-    index = kept_index(fabric, settings) if keep else None  # before this run's own findings
+    index = _kept_index(fabric, settings) if keep else None  # before this run's own findings
     settings = fabric.settings  # the release resolved
     analysis = fabric.analysis
     analysis.findings += fabric.notes  # where the auto node list and release came from
@@ -141,6 +140,14 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
 
         out.filters = render_filters(facts, env)
     return out
+
+
+def _kept_index(fabric: AnalysedFabric, settings: Settings) -> FabricIndex | None:
+    """The fabric index to keep (the view's places and path facts: imported only here, a
+    run to stdout keeps none)."""
+    from topograph_slurm.app.view import kept_index
+
+    return kept_index(fabric, settings)
 
 
 def _is_page(report: str | None) -> bool:

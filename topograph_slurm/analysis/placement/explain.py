@@ -8,11 +8,11 @@ prolog, a launcher or CI can act on it.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import and_, ne
+from itertools import compress, repeat
+from operator import and_, is_not, ne
 
 from topograph_slurm.analysis.health.degraded import is_below, rate_norm
 from topograph_slurm.analysis.placement.span import (
@@ -237,8 +237,8 @@ def _link_rates(
     analysis: Analysis,
 ) -> tuple[dict[str, tuple[str, str]], dict[str, list[tuple[str, str]]]]:
     """(width, speed) of each rail by HCA GUID (a multi-port HCA: its last cable's), and of
-    each leaf's cables to other switches, in cable order. A column at a time: only the cables
-    with a rail end, and those between two switches, are visited."""
+    each leaf's cables to other switches (as a multiset: the order is no fact). A column at a
+    time: only the cables with a rail end, and those between two switches, are visited."""
     rails = {hca for hcas in analysis.hosts.rails.values() for hca, _leaf in hcas}
     leaf_of = {switch: leaf.name for leaf in analysis.tree.leaves for switch in leaf.switches}
     switches = analysis.fabric.switches
@@ -246,36 +246,29 @@ def _link_rates(
     a, _, b, _, width, speed = links.columns()
     rows = range(len(a))
     # each rail's last cable (a multi-port HCA's ports may run at different rates)
-    last = _last_rows(a, rails)
-    for hca, row in _last_rows(b, rails).items():
-        last[hca] = max(row, last.get(hca, row))
-    hca_rate = dict(
-        zip(
-            last,
-            zip(
-                map(width.__getitem__, last.values()),
-                map(speed.__getitem__, last.values()),
-                strict=True,
-            ),
-            strict=True,
-        )
-    )
+    last, later = _last_rows(a, rails), _last_rows(b, rails)
+    for hca in last.keys() & later.keys():
+        later[hca] = max(last[hca], later[hca])
+    last.update(later)
+    hca_rate = {hca: (width[row], speed[row]) for hca, row in last.items()}
     b_switch = links.b_switch
     if b_switch is None:
         b_switch = list(map(switches.__contains__, b))
         between = list(compress(rows, map(and_, map(switches.__contains__, a), b_switch)))
     else:  # the source read every cable from a switch: a[row] is one
         between = list(compress(rows, b_switch))
-    leaf_a = list(map(leaf_of.get, map(a.__getitem__, between)))
+    rates_ = list(
+        zip(map(width.__getitem__, between), map(speed.__getitem__, between), strict=True)
+    )
+    leaf_a: list[str | None] = list(map(leaf_of.get, map(a.__getitem__, between)))
     leaf_b = list(map(leaf_of.get, map(b.__getitem__, between)))
-    uplinks: dict[str, list[tuple[str, str]]] = {}
-    # a cable leaving a leaf is an uplink of each leaf at its ends (never the same list twice)
-    for row, one, other in compress(
-        zip(between, leaf_a, leaf_b, strict=True), map(ne, leaf_a, leaf_b)
-    ):
-        rate = (width[row], speed[row])
-        if one is not None:
-            uplinks.setdefault(one, []).append(rate)
-        if other is not None:
-            uplinks.setdefault(other, []).append(rate)
-    return hca_rate, uplinks
+    leaving = list(map(ne, leaf_a, leaf_b))
+    # a cable leaving a leaf is an uplink of the leaf at each of its ends
+    uplinks: defaultdict[str | None, list[tuple[str, str]]] = defaultdict(list)
+    for leaves in (leaf_a, leaf_b):
+        ends = list(map(and_, leaving, map(is_not, leaves, repeat(None))))
+        appended = map(
+            list.append, map(uplinks.__getitem__, compress(leaves, ends)), compress(rates_, ends)
+        )
+        deque(appended, maxlen=0)
+    return hca_rate, {leaf: found for leaf, found in uplinks.items() if leaf is not None}
