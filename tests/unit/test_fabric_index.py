@@ -5,6 +5,7 @@ damaged or of another version. Answers from the index are those of a fresh analy
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -191,3 +192,33 @@ def test_path_facts_need_not_know_which_ends_are_switches(name: str) -> None:
         leaf: sorted(rates) for leaf, rates in told.uplinks.items()
     }
     assert told.uplinks or len(analysis.tree.leaves) < 2
+
+
+def test_record_start_writes_the_same_record_from_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The PrologSlurmctld hook, once per job start: from the index kept by the timer's
+    generate run, the record (its fingerprint too) is the fresh analysis' one."""
+    from tests.support.scontrol import Answer, ReplayScontrol
+    from tests.unit.test_record import CROSSING, TP16, slurm_job
+
+    answers = {"show job --json 7": Answer(slurm_job(CROSSING, TP16))}
+    scontrol = ReplayScontrol(tmp_path / "bin", answers)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"scontrol: {scontrol.path}\nsim: {SIM!r}\nrecord_dir: {tmp_path / 'records'}\n"
+        f"state_dir: {tmp_path / 'state'}\nslurm_version: '24.11'\nslurm_nodes: all\n"
+    )
+    record = tmp_path / "records" / "job-7.json"
+
+    def started() -> dict[str, object]:
+        result = _run(config, "record", "start", "--job", "7")
+        assert result.exit_code == 0 and result.stderr == "", result.output
+        data = json.loads(record.read_text())
+        return {key: value for key, value in data.items() if key != "started"}
+
+    fresh = started()
+    result = _run(config, "generate", "-o", str(tmp_path / "topology.conf"))
+    assert result.exit_code == Exit.OK and _kept(config)
+    monkeypatch.setattr(app_view, "read_fabric", lambda *_, **__: pytest.fail("analysed"))
+    assert started() == fresh
