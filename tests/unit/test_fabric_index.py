@@ -160,9 +160,10 @@ def test_a_live_sources_index_stands_for_two_hours() -> None:
     assert "release 0.0.1 kept it" in (stale_because(release, now) or "")
 
 
-def test_stdin_and_snapshots_are_not_kept() -> None:
+def test_stdin_snapshots_and_the_live_command_are_not_kept() -> None:
     assert app_fabric.kept_source(Settings(ibnetdiscover="-")) is None
     assert app_fabric.kept_source(Settings(snapshot="/srv/snap")) is None
+    assert app_fabric.kept_source(Settings()) is None  # the live ibnetdiscover: nobody reads it
     assert app_fabric.kept_source(Settings(sim="demo")) == f"sim:{app_fabric.DEMO_SIM}"
 
 

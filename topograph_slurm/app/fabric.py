@@ -45,7 +45,7 @@ Warn = Callable[[str], None]
 DEMO_SIM = "nodes=32,gpus=8,rails=8,su=8,tiers=2,sharp=1"
 #: The fabric sources, as Settings names them.
 FABRIC_SOURCES = ("ibnetdiscover", "sim", "ufm", "snapshot")
-#: How long the kept index of a live source (UFM, the live ibnetdiscover) stands for it: two
+#: How long the kept index of a live source (UFM) stands for it: two
 #: of the hourly runs the unit files schedule, so one late or failed run does not matter.
 LIVE_INDEX_SECONDS = 2 * 3600
 #: The settings an analysis for the job-scoped commands depends on (the kept index is stale
@@ -320,8 +320,9 @@ def node_domains(fabric: AnalysedFabric) -> dict[str, str] | None:
 
 def kept_source(settings: Settings) -> str | None:
     """The identity of the settings' fabric source as the kept index is named by it; None
-    for a source whose index is not kept: stdin, and a snapshot (its ``topo -m`` per node,
-    which ``order``'s binding formats read, is not in the index)."""
+    for a source whose index is not kept: stdin, a snapshot (its ``topo -m`` per node, which
+    ``order``'s binding formats read, is not in the index) and the live ``ibnetdiscover``
+    (no job-scoped command reads it: without a source they read the topology Slurm runs)."""
     if settings.snapshot or settings.ibnetdiscover == "-":
         return None
     if settings.ibnetdiscover:
@@ -330,8 +331,7 @@ def kept_source(settings: Settings) -> str | None:
         return f"sim:{sim_spec(settings.sim)}"
     if settings.ufm:
         return f"ufm:{settings.ufm}"
-    command = settings.ibnetdiscover_command
-    return "live:" + " ".join([command.binary, *command.args])
+    return None  # the live ibnetdiscover: a job-scoped command without a source reads Slurm's
 
 
 def source_stamp(settings: Settings, source: str) -> Stamp:
@@ -373,7 +373,7 @@ def _settings_digest(settings: Settings) -> str:
 
 def stale_because(kept: Stamp, now: Stamp) -> str | None:
     """Why the kept index no longer stands for the source (None: it does): the dump file
-    changed, the settings or the release differ, a live source's index is too old."""
+    changed, the settings or the release differ, UFM's index is too old."""
     if kept.source != now.source:
         return "it was kept for another source"
     if kept.release != now.release:
@@ -382,7 +382,7 @@ def stale_because(kept: Stamp, now: Stamp) -> str | None:
         return "the analysis settings differ"
     if kept.file != now.file:
         return "the dump file changed since"
-    if now.source.startswith(("ufm:", "live:")):
+    if now.source.startswith("ufm:"):
         age = now.analysed - kept.analysed
         if not 0 <= age <= LIVE_INDEX_SECONDS:
             return f"it was fetched {age / 3600:.1f} h ago (at most {LIVE_INDEX_SECONDS // 3600} h)"

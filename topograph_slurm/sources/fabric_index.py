@@ -4,8 +4,8 @@ the state directory so that a job's ``explain``, ``order``, ``pools``, ``experts
 again (docs/keep-true.md, "The kept fabric index").
 
 ``generate -o FILE`` keeps ``<state_dir>/fabric-<hash>.index`` for its fabric source (the hash
-over the source's identity: a dump's real path, a simulation's spec, UFM's URL, the live
-command), written after the run's other state. The file is msgpack: an envelope
+over the source's identity: a dump's real path, a simulation's spec, UFM's URL), written after
+the run's other state. The file is msgpack: an envelope
 ``{format, version, sha256, body}`` whose ``body`` is the msgpack of :class:`FabricIndex` and
 whose ``sha256`` is the body's, so a torn or altered file is refused, not misread. The
 :class:`Stamp` inside says what the source was when it was analysed; the reader
