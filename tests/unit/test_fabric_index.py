@@ -216,7 +216,7 @@ def test_record_start_writes_the_same_record_from_the_index(
         result = _run(config, "record", "start", "--job", "7")
         assert result.exit_code == 0 and result.stderr == "", result.output
         data = json.loads(record.read_text())
-        return {key: value for key, value in data.items() if key != "started"}
+        return {key: value for key, value in data.items() if key != "created"}
 
     fresh = started()
     result = _run(config, "generate", "-o", str(tmp_path / "topology.conf"))
