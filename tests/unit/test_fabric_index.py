@@ -101,6 +101,9 @@ def test_generate_keeps_the_index_and_explain_reads_it_without_the_analysis(
     kept = _run(config, "explain", "--ibnetdiscover", str(dump), *JOB)
     assert kept.stderr == ""
     assert (kept.exit_code, kept.stdout) == (fresh.exit_code, fresh.stdout)
+    other = str(dump.parent / "." / dump.name)  # another spelling of the same file
+    typo = _run(config, "explain", "--ibnetdiscover", other, "--nodes", "gpu9999", "--tp", "8")
+    assert typo.exit_code == Exit.INPUT and f"not on the fabric ({other})" in typo.stderr
     order = _run(config, "order", "--ibnetdiscover", str(dump), *JOB[:-1])
     assert order.exit_code == Exit.OK and order.stderr == "", order.output
 

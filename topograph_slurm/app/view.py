@@ -114,7 +114,10 @@ def from_kept(settings: Settings, warn: Warn) -> FabricView | None:
         return None
     from topograph_slurm.analysis.placement.index import fabric_map_of, path_facts_of
 
-    return FabricView(fabric_map_of(index), path_facts_of(index), index.gpus_per_node)
+    fmap = fabric_map_of(index)
+    if settings.ibnetdiscover:  # the dump as this command names it (one file, many spellings)
+        fmap.source = settings.ibnetdiscover
+    return FabricView(fmap, path_facts_of(index), index.gpus_per_node)
 
 
 def kept_index(fabric: AnalysedFabric, settings: Settings) -> FabricIndex | None:
