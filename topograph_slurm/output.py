@@ -259,15 +259,17 @@ def write_summary(
     return path
 
 
-def write_fabric_index(index: FabricIndex, state_dir: Path) -> Path:
-    """Keep the fabric *index* in *state_dir* (``sources.fabric_index``), atomically, mode
-    0644: the hooks that read it may run as another user than the run that keeps it."""
+def write_fabric_index(index: FabricIndex, state_dir: Path, lock_timeout: float = 30.0) -> Path:
+    """Keep the fabric *index* in *state_dir* (``sources.fabric_index``), atomically, under
+    its own lock (runs for two targets of one source write the same index), mode 0644: the
+    hooks that read it may run as another user than the run that keeps it."""
     from topograph_slurm.sources.fabric_index import encode, index_path
 
     make_state_dir(state_dir)
     path = index_path(state_dir, index.stamp.source)
-    _remove_stale_temps(trusted_target(path))
-    write_file(path, encode(index), mode=0o644)
+    with output_lock(trusted_target(path), lock_timeout, state_dir):
+        _remove_stale_temps(trusted_target(path))
+        write_file(path, encode(index), mode=0o644)
     return path
 
 

@@ -47,10 +47,11 @@ def test_nothing_but_the_target_sits_beside_it(tmp_path: Path, etc: Path) -> Non
     assert [p.name for p in etc.iterdir()] == ["topology.conf"]
     assert [p.name for p in other.parent.iterdir()] == ["topology.conf"]
     kept = sorted(p.name for p in state.iterdir())
-    index = index_path(state, f"sim:{'nodes=16,su=8'}").name  # one per source, not per target
-    assert len(kept) == 5 and kept == sorted(
+    index = index_path(state, f"sim:{'nodes=16,su=8'}")  # one per source, not per target
+    assert len(kept) == 6 and kept == sorted(
         [
-            index,
+            index.name,
+            state_file(state, index, ".lock").name,
             *(
                 state_file(state, target, suffix).name
                 for target in (out, other)
@@ -58,7 +59,7 @@ def test_nothing_but_the_target_sits_beside_it(tmp_path: Path, etc: Path) -> Non
             ),
         ]
     )  # one target's state never overwrites the other's
-    assert all(name.startswith("topology.conf-") for name in kept if name != index)
+    assert all(name.startswith(("topology.conf-", index.name)) for name in kept)
 
 
 def test_the_default_is_var_lib_for_root_and_xdg_for_a_user(

@@ -214,7 +214,7 @@ def record_state(settings: Settings, result: Generated) -> None:
         lock_timeout=settings.lock_timeout,
     )
     if result.index is not None:
-        write_fabric_index(result.index, state_dir(settings))
+        write_fabric_index(result.index, state_dir(settings), settings.lock_timeout)
 
 
 def _topologies(
