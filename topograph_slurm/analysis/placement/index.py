@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from topograph_slurm.analysis.placement.explain import PathFacts
-from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.placement import FabricMap, NodePlace
-from topograph_slurm.model.result import Finding
+from topograph_slurm.model.result import Finding, decode_finding
 from topograph_slurm.sources.fabric_index import FabricIndex, KeptFinding, Stamp
 
 
@@ -88,10 +87,8 @@ def _kept(finding: Finding) -> KeptFinding:
     )
 
 
-#: Kinds by name: a kept kind this release knows is its catalogue member again.
-_KINDS = {str(kind): kind for kind in FindingKind}
-
-
 def _finding(kept: KeptFinding) -> Finding:
-    kind = _KINDS.get(kept.kind, kept.kind)
-    return Finding(kind, kept.subject, kept.message, kept.level, tuple(kept.nodes))
+    """A kept finding, its kind passed on as written (the index is this release's: a kind
+    equals its catalogue member)."""
+    fields = ("kind", "subject", "message", "level", "nodes")
+    return decode_finding({name: getattr(kept, name) for name in fields})
