@@ -42,12 +42,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from topograph_slurm.errors import LockedError, OutputError, RefusedError
 from topograph_slurm.model.summary import FabricSummary
 from topograph_slurm.sources.files import open_regular
 from topograph_slurm.sources.layout import count_nodes
 from topograph_slurm.sources.summary import state_file
+
+if TYPE_CHECKING:
+    from topograph_slurm.sources.fabric_index import FabricIndex
 
 NEW_FILE_MODE = 0o644
 _LOCK_POLL_SECONDS = 0.05
@@ -340,6 +344,20 @@ def write_summary(
         path = kept_summary_path(topology, state_dir)
         _remove_stale_temps(trusted_target(path))
         write_file(path, encode(summary))
+    return path
+
+
+def write_fabric_index(index: FabricIndex, state_dir: Path, lock_timeout: float = 30.0) -> Path:
+    """Keep the fabric *index* in *state_dir* (``sources.fabric_index``), atomically, under
+    its own lock (runs for two targets of one source write the same index), mode 0644: the
+    hooks that read it may run as another user than the run that keeps it."""
+    from topograph_slurm.sources.fabric_index import encode, index_path
+
+    make_state_dir(state_dir)
+    path = index_path(state_dir, index.stamp.source)
+    with output_lock(trusted_target(path), lock_timeout, state_dir):
+        _remove_stale_temps(trusted_target(path))
+        write_file(path, encode(index), mode=0o644)
     return path
 
 

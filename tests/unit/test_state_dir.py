@@ -21,6 +21,7 @@ from topograph_slurm.cli.main import main
 from topograph_slurm.config import Settings, state_dir
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.sources.fabric_index import index_path
 from topograph_slurm.sources.summary import decode, legacy_summary_path, state_file, summary_path
 
 
@@ -47,15 +48,20 @@ def test_nothing_but_the_target_sits_beside_it(tmp_path: Path, etc: Path) -> Non
     assert [p.name for p in other.parent.iterdir()] == ["topology.conf"]
     kept = sorted(p.name for p in state.iterdir())
     report = state_file(state, tmp_path / "report.json", ".lock").name  # --report's own lock
-    assert len(kept) == 5 and kept == sorted(
-        [report]
-        + [
-            state_file(state, target, suffix).name
-            for target in (out, other)
-            for suffix in (".fabric.json", ".lock")
+    index = index_path(state, f"sim:{'nodes=16,su=8'}")  # one per source, not per target
+    assert len(kept) == 7 and kept == sorted(
+        [
+            report,
+            index.name,
+            state_file(state, index, ".lock").name,
+            *(
+                state_file(state, target, suffix).name
+                for target in (out, other)
+                for suffix in (".fabric.json", ".lock")
+            ),
         ]
     )  # one target's state never overwrites the other's
-    assert all(name.startswith("topology.conf-") for name in kept if name != report)
+    assert all(name.startswith(("topology.conf-", index.name)) for name in kept if name != report)
 
 
 def test_the_default_is_var_lib_for_root_and_xdg_for_a_user(

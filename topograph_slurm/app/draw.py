@@ -29,7 +29,7 @@ def fabric_pictures(
     from topograph_slurm.render.draw.fabric import fabric_pictures as pictures_of
 
     with no_cyclic_gc():
-        view = from_settings(settings, topology, warn, running=occupancy, facts=False)
+        view = from_settings(settings, topology, warn, running=occupancy, facts=False, kept=False)
         drawn = _scene(view)
         if occupancy:
             from topograph_slurm.app.occupancy import view_node_states
@@ -60,7 +60,7 @@ def job_picture(
     from topograph_slurm.render.draw.fabric import job_picture as picture_of
 
     with no_cyclic_gc():
-        placed = prepare_job(settings, topology, job_id, job, warn)
+        placed = prepare_job(settings, topology, job_id, job, warn, kept=False)
         groups = job_groups(placed.layout, placed.ranks, placed.view.fmap)
         return picture_of(_scene(placed.view, groups))
 

@@ -11,8 +11,11 @@ pick the field they mean instead of each assembling its own fabric.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +37,7 @@ from topograph_slurm.sources.node_name_map import load_node_name_map
 # cron stays cheap.
 if TYPE_CHECKING:
     from topograph_slurm.sources import ufm
+    from topograph_slurm.sources.fabric_index import FabricIndex, Stamp
     from topograph_slurm.sources.snapshot import Snapshot
 
 Warn = Callable[[str], None]
@@ -41,6 +45,21 @@ Warn = Callable[[str], None]
 DEMO_SIM = "nodes=32,gpus=8,rails=8,su=8,tiers=2,sharp=1"
 #: The fabric sources, as Settings names them.
 FABRIC_SOURCES = ("ibnetdiscover", "sim", "ufm", "snapshot")
+#: How long the kept index of a live source (UFM) stands for it: two
+#: of the hourly runs the unit files schedule, so one late or failed run does not matter.
+LIVE_INDEX_SECONDS = 2 * 3600
+#: The settings an analysis for the job-scoped commands depends on (the kept index is stale
+#: when one of them differs from the run that kept it).
+_ANALYSIS_SETTINGS = (
+    "rewrites",
+    "hcas",
+    "node_name_map",
+    "slurm_nodes",
+    "max_tiers",
+    "slurm_version",
+    "block_sizes",
+    "block_source",
+)
 
 
 @dataclass(slots=True)
@@ -309,3 +328,102 @@ def node_domains(fabric: AnalysedFabric) -> dict[str, str] | None:
 
     results = domain_results(snapshot.gpus)
     return {node: result.domain_id or "" for node, result in results.items()}
+
+
+# --------------------------------------------------------------------------- the kept index
+
+
+def kept_source(settings: Settings) -> str | None:
+    """The identity of the settings' fabric source as the kept index is named by it; None
+    for a source whose index is not kept: stdin, a snapshot (its ``topo -m`` per node, which
+    ``order``'s binding formats read, is not in the index) and the live ``ibnetdiscover``
+    (no job-scoped command reads it: without a source they read the topology Slurm runs)."""
+    if settings.snapshot or settings.ibnetdiscover == "-":
+        return None
+    if settings.ibnetdiscover:
+        return f"ibnetdiscover:{os.path.realpath(settings.ibnetdiscover)}"
+    if settings.sim:
+        return f"sim:{sim_spec(settings.sim)}"
+    if settings.ufm:
+        return f"ufm:{settings.ufm}"
+    return None  # the live ibnetdiscover: a job-scoped command without a source reads Slurm's
+
+
+def source_stamp(settings: Settings, source: str) -> Stamp:
+    """What *source* is now: a dump file's identity and times, the settings' digest, this
+    release, the time."""
+    from topograph_slurm import __version__
+    from topograph_slurm.sources.fabric_index import Stamp
+
+    return Stamp(
+        source, _file_stamp(settings), _settings_digest(settings), __version__, time.time()
+    )
+
+
+def _file_stamp(settings: Settings) -> tuple[int, ...]:
+    """A dump file's (device, inode, size, mtime_ns, ctime_ns); empty for any other source
+    or a file that is not there (the analysis then says why)."""
+    if not settings.ibnetdiscover:
+        return ()
+    try:
+        st = os.stat(settings.ibnetdiscover)
+    except OSError:
+        return ()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _settings_digest(settings: Settings) -> str:
+    """A digest of the settings the analysis depends on, a node-name map's file stamp too."""
+    given = {name: getattr(settings, name) for name in _ANALYSIS_SETTINGS}
+    given["rewrites"] = [(rule.pattern, rule.replace) for rule in settings.rewrites]
+    if settings.node_name_map:
+        try:
+            st = os.stat(settings.node_name_map)
+            given["node_name_map_file"] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        except OSError:
+            pass
+    text = json.dumps(given, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def stale_because(kept: Stamp, now: Stamp) -> str | None:
+    """Why the kept index no longer stands for the source (None: it does): the dump file
+    changed, the settings or the release differ, UFM's index is too old."""
+    if kept.source != now.source:
+        return "it was kept for another source"
+    if kept.release != now.release:
+        return f"release {kept.release} kept it, this is {now.release}"
+    if kept.settings != now.settings:
+        return "the analysis settings differ"
+    if kept.file != now.file:
+        return "the dump file changed since"
+    if now.source.startswith("ufm:"):
+        age = now.analysed - kept.analysed
+        if not 0 <= age <= LIVE_INDEX_SECONDS:
+            return f"it was fetched {age / 3600:.1f} h ago (at most {LIVE_INDEX_SECONDS // 3600} h)"
+    return None
+
+
+def read_kept(settings: Settings, warn: Warn) -> FabricIndex | None:
+    """The kept index of the settings' fabric source when it stands for the source now;
+    None (a fresh analysis then) when none is kept, and with a warning saying why when the
+    kept one is stale or unreadable."""
+    from topograph_slurm.config import state_dir
+    from topograph_slurm.sources.fabric_index import index_path, load_index
+
+    source = kept_source(settings)
+    if source is None:
+        return None
+    path = index_path(state_dir(settings), source)
+    try:
+        index = load_index(path)
+    except InputError as err:
+        warn(f"kept fabric index not used, analysing afresh: {err}")
+        return None
+    if index is None:
+        return None
+    why = stale_because(index.stamp, source_stamp(settings, source))
+    if why:
+        warn(f"kept fabric index {path} is stale ({why}): analysing afresh")
+        return None
+    return index

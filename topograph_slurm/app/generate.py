@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from topograph_slurm.model.result import NamedTopology
     from topograph_slurm.render.filters import FilterFacts
     from topograph_slurm.render.metrics import RunOutcome
+    from topograph_slurm.sources.fabric_index import FabricIndex
 
 Log = Callable[[str], None]
 #: topology.yaml name of blocks made from IB scalable units (NVLink blocks are "nvl").
@@ -68,6 +69,9 @@ class Generated:
     tracked: Tracked | None = None
     #: the release and node list the topology was made with (its header names them)
     made: MadeWith | None = None
+    #: with ``-o FILE``: the fabric index to keep for the job-scoped commands (None: the
+    #: source is not kept, see app.fabric.kept_source)
+    index: FabricIndex | None = None
 
 
 def generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Generated:
@@ -91,6 +95,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
         blocks_needed=wants_blocks,
         unit=keep.unit if keep else 0,
     )
+    index = _kept_index(fabric, settings) if keep else None  # before this run's own findings
     settings = fabric.settings  # the release resolved
     analysis = fabric.analysis
     analysis.findings += fabric.notes  # where the auto node list and release came from
@@ -112,7 +117,7 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
         report = render_report(env, analysis, shown, settings.report_format, changes)
         if _is_page(settings.report):
             report = _report_page(env, report, analysis, shown)
-    out = Generated(None, report, analysis=analysis, tracked=tracked, made=fabric.made)
+    out = Generated(None, report, analysis=analysis, tracked=tracked, made=fabric.made, index=index)
     out.node_count = _placed(settings.format, analysis, blocks)
     if out.node_count == 0:
         return out
@@ -135,6 +140,14 @@ def _generate(settings: Settings, env: jinja2.Environment, warn: Warn) -> Genera
 
         out.filters = render_filters(facts, env)
     return out
+
+
+def _kept_index(fabric: AnalysedFabric, settings: Settings) -> FabricIndex | None:
+    """The fabric index to keep (the view's places and path facts: imported only here, a
+    run to stdout keeps none)."""
+    from topograph_slurm.app.view import kept_index
+
+    return kept_index(fabric, settings)
 
 
 def _is_page(report: str | None) -> bool:
@@ -193,11 +206,12 @@ def environment_change(old: str, made: MadeWith | None) -> str | None:
 
 def record_state(settings: Settings, result: Generated) -> None:
     """The last step of a run that wrote its outputs: keep the fabric summary of ``-o``
-    for the next run's "Changes since the last run" and ``--keep-missing``. Only after
-    success: a refused or failed write raised before this, leaving the last good state."""
+    for the next run's "Changes since the last run" and ``--keep-missing``, then the fabric
+    index the job-scoped commands read. Only after success: a refused or failed write raised
+    before this, leaving the last good state."""
     if settings.output is None or result.tracked is None:
         return
-    from topograph_slurm.output import write_summary
+    from topograph_slurm.output import write_fabric_index, write_summary
 
     write_summary(
         Path(settings.output),
@@ -205,6 +219,8 @@ def record_state(settings: Settings, result: Generated) -> None:
         state_dir=state_dir(settings),
         lock_timeout=settings.lock_timeout,
     )
+    if result.index is not None:
+        write_fabric_index(result.index, state_dir(settings), settings.lock_timeout)
 
 
 def _topologies(

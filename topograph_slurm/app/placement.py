@@ -64,14 +64,16 @@ def prepare_job(
     job: Mapping[str, Any],
     warn: Warn,
     slurm_job: SlurmJob | None = None,
+    kept: bool = True,
 ) -> PlacedJob:
     """The fabric view, the node of every rank, GPUs per node and the layout. A job id gives
     the nodes in the order Slurm ranks them, GPUs per node and (from the filter's record) the
     TP size, unless the *job* flags say otherwise; *slurm_job* is that job when the caller
-    has read it already. A node the fabric does not place is an input error."""
+    has read it already. A node the fabric does not place is an input error. With *kept* a
+    fabric source's kept index stands in for its analysis (:func:`.view.from_kept`)."""
     if slurm_job is None and job_id:
         slurm_job = slurm_job_of(settings, job_id)
-    view = from_settings(settings, topology, warn, running=slurm_job is not None)
+    view = from_settings(settings, topology, warn, running=slurm_job is not None, kept=kept)
     if slurm_job is not None and not (job["hostlist"] or job["hostfile"]):
         read = Hostfile(list(slurm_job.nodes), PER_NODE, {})
         ranks_from = f"job {slurm_job.job_id}, in the order Slurm ranks its nodes"

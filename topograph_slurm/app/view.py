@@ -13,17 +13,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from topograph_slurm.analysis.nvlink.gpus import typical_gpus
 from topograph_slurm.analysis.placement.explain import PathFacts, path_facts
 from topograph_slurm.analysis.placement.span import fabric_map
-from topograph_slurm.app.fabric import AnalysedFabric, Warn, given_sources, read_fabric, sim_spec
+from topograph_slurm.app.fabric import (
+    AnalysedFabric,
+    Warn,
+    given_sources,
+    kept_source,
+    read_fabric,
+    read_kept,
+    sim_spec,
+    source_stamp,
+)
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import UsageError
 from topograph_slurm.model.gpu import GpuTopology
 from topograph_slurm.model.placement import FabricMap
 from topograph_slurm.model.result import Analysis, BlockTopology, Finding, Tree
 from topograph_slurm.slurm.scontrol import Scontrol
+
+if TYPE_CHECKING:
+    from topograph_slurm.sources.fabric_index import FabricIndex
 
 
 @dataclass(slots=True)
@@ -49,18 +62,22 @@ def from_settings(
     warn: Warn,
     running: bool = False,
     facts: bool = True,
+    kept: bool = True,
 ) -> FabricView:
     """A view from the one fabric source or topology file *settings* and *topology* name;
-    with neither, the *running* Slurm's topology (for a job id) or a usage error. Without
-    *facts* a fabric's path facts are not computed (the fabric picture places its faults
-    itself; the facts cost a pass over every link)."""
+    with neither, the *running* Slurm's topology (for a job id) or a usage error. A fabric
+    source's view comes from its kept index when that stands for the source now (*kept*:
+    the caller needs no more than places and path facts; :func:`from_kept`), else from a
+    fresh analysis. Without *facts* a fresh analysis' path facts are not computed (the
+    fabric picture places its faults itself; the facts cost a pass over every link)."""
     sources = given_sources(settings)
     if topology and sources:
         raise UsageError(f"give --topology or --{sources[0]}, not both")
     if topology:
         return from_topology_file(Path(topology))
     if sources:
-        return from_fabric(read_fabric(settings, warn), settings, facts)
+        view = from_kept(settings, warn) if kept else None
+        return view or from_fabric(read_fabric(settings, warn), settings, facts)
     if running:
         return from_running_slurm(Scontrol.from_settings(settings))
     raise UsageError(
@@ -86,6 +103,34 @@ def from_fabric(fabric: AnalysedFabric, settings: Settings, facts: bool = True) 
         fabric.analysis,
         extra,
     )
+
+
+def from_kept(settings: Settings, warn: Warn) -> FabricView | None:
+    """The places and path facts of the settings' fabric source from the index ``generate``
+    kept (:func:`~topograph_slurm.app.fabric.read_kept`); None when there is none that
+    stands for the source now."""
+    index = read_kept(settings, warn)
+    if index is None:
+        return None
+    from topograph_slurm.analysis.placement.index import fabric_map_of, path_facts_of
+
+    fmap = fabric_map_of(index)
+    if settings.ibnetdiscover:  # the dump as this command names it (one file, many spellings)
+        fmap.source = settings.ibnetdiscover
+    return FabricView(fmap, path_facts_of(index), index.gpus_per_node)
+
+
+def kept_index(fabric: AnalysedFabric, settings: Settings) -> FabricIndex | None:
+    """The index to keep of an analysed fabric (None: its source is not kept, see
+    :func:`~topograph_slurm.app.fabric.kept_source`): its view's places and path facts."""
+    source = kept_source(settings)
+    if source is None:
+        return None
+    from topograph_slurm.analysis.placement.index import build_index
+
+    view = from_fabric(fabric, settings)
+    assert view.facts is not None
+    return build_index(view.fmap, view.facts, view.gpus_per_node, source_stamp(settings, source))
 
 
 def _sim_gpus(settings: Settings) -> int:

@@ -20,7 +20,7 @@ import msgspec
 
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.summary import FabricSummary
-from topograph_slurm.sources.files import read_regular
+from topograph_slurm.sources.files import check_header, read_kept
 
 SUMMARY_FORMAT = "topograph-slurm-fabric-summary"
 SUMMARY_VERSION = 1
@@ -92,13 +92,9 @@ def decode(data: bytes, where: str) -> FabricSummary:
         raise InputError(f"{where}: not a fabric summary ({err})") from None
     except RecursionError:  # msgspec gives up on deep nesting even for the header alone
         raise InputError(f"{where}: not a fabric summary (nested too deeply)") from None
-    if header.format != SUMMARY_FORMAT:
-        raise InputError(f"{where}: not a fabric summary (format {header.format!r})")
-    if header.version != SUMMARY_VERSION:
-        raise InputError(
-            f"{where}: fabric summary version {header.version}; this release reads version "
-            f"{SUMMARY_VERSION}"
-        )
+    check_header(
+        (header.format, header.version), (SUMMARY_FORMAT, SUMMARY_VERSION), "fabric summary", where
+    )
     try:
         return msgspec.json.decode(data, type=_File).summary
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
@@ -110,10 +106,5 @@ def decode(data: bytes, where: str) -> FabricSummary:
 def load_summary(path: Path) -> FabricSummary | None:
     """The summary kept at *path*; None when there is none (the first run). A FIFO, a device
     or a file past the size cap there is an InputError, not a hang or a run out of memory."""
-    try:
-        data = read_regular(path, MAX_SUMMARY_BYTES)
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        raise InputError(f"cannot read {path}: {err.strerror}") from None
-    return decode(data, str(path))
+    data = read_kept(path, MAX_SUMMARY_BYTES)
+    return None if data is None else decode(data, str(path))

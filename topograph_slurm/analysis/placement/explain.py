@@ -8,9 +8,11 @@ prolog, a launcher or CI can act on it.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict, deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import and_, is_not, ne
 
 from topograph_slurm.analysis.health.degraded import is_below, rate_norm
 from topograph_slurm.analysis.placement.span import (
@@ -207,11 +209,12 @@ def path_facts(
     links = analysis.fabric.links
     norm = rate_norm(Counter(zip(links.width, links.speed, strict=True)))
     if norm is not None:
+        judged = {rate: is_below(rate, norm) for rate in {*hca_rate.values(), *_flat(uplinks)}}
         for subject, what, measured in [
             *((node, "a rail", node_rates) for node, node_rates in rails.items()),
             *((leaf, "an uplink", leaf_rates) for leaf, leaf_rates in uplinks.items()),
         ]:
-            slow = sorted({rate for rate in measured if is_below(rate, norm)})
+            slow = sorted({rate for rate in measured if judged[rate]})
             if slow:
                 message = f"{what} runs at {slow[0][0]}{slow[0][1]}, the norm is {''.join(norm)}"
                 problems.setdefault(subject, []).append(
@@ -220,20 +223,52 @@ def path_facts(
     return PathFacts(rails, uplinks, problems, nvlink_domains)
 
 
+def _flat(lists: Mapping[str, list[tuple[str, str]]]) -> Iterator[tuple[str, str]]:
+    return (rate for rates_ in lists.values() for rate in rates_)
+
+
+def _last_rows(column: list[str], wanted: set[str]) -> dict[str, int]:
+    """Each wanted GUID of *column* and the last row it is on."""
+    rows = list(compress(range(len(column)), map(wanted.__contains__, column)))
+    return dict(zip(map(column.__getitem__, rows), rows, strict=True))
+
+
 def _link_rates(
     analysis: Analysis,
 ) -> tuple[dict[str, tuple[str, str]], dict[str, list[tuple[str, str]]]]:
-    """(width, speed) of each rail by HCA GUID, and of each leaf's cables to other switches."""
+    """(width, speed) of each rail by HCA GUID (a multi-port HCA: its last cable's), and of
+    each leaf's cables to other switches (as a multiset: the order is no fact). A column at a
+    time: only the cables with a rail end, and those between two switches, are visited."""
     rails = {hca for hcas in analysis.hosts.rails.values() for hca, _leaf in hcas}
     leaf_of = {switch: leaf.name for leaf in analysis.tree.leaves for switch in leaf.switches}
     switches = analysis.fabric.switches
-    hca_rate: dict[str, tuple[str, str]] = {}
-    uplinks: dict[str, list[tuple[str, str]]] = {}
-    for link in analysis.fabric.links:
-        rate = (link.width, link.speed)
-        for end, other in ((link.a_guid, link.b_guid), (link.b_guid, link.a_guid)):
-            if end in rails:
-                hca_rate[end] = rate
-            elif end in leaf_of and other in switches and leaf_of.get(other) != leaf_of[end]:
-                uplinks.setdefault(leaf_of[end], []).append(rate)
-    return hca_rate, uplinks
+    links = analysis.fabric.links
+    a, _, b, _, width, speed = links.columns()
+    rows = range(len(a))
+    # each rail's last cable (a multi-port HCA's ports may run at different rates)
+    last, later = _last_rows(a, rails), _last_rows(b, rails)
+    for hca in last.keys() & later.keys():
+        later[hca] = max(last[hca], later[hca])
+    last.update(later)
+    hca_rate = {hca: (width[row], speed[row]) for hca, row in last.items()}
+    b_switch = links.b_switch
+    if b_switch is None:
+        b_switch = list(map(switches.__contains__, b))
+        between = list(compress(rows, map(and_, map(switches.__contains__, a), b_switch)))
+    else:  # the source read every cable from a switch: a[row] is one
+        between = list(compress(rows, b_switch))
+    rates_ = list(
+        zip(map(width.__getitem__, between), map(speed.__getitem__, between), strict=True)
+    )
+    leaf_a: list[str | None] = list(map(leaf_of.get, map(a.__getitem__, between)))
+    leaf_b = list(map(leaf_of.get, map(b.__getitem__, between)))
+    leaving = list(map(ne, leaf_a, leaf_b))
+    # a cable leaving a leaf is an uplink of the leaf at each of its ends
+    uplinks: defaultdict[str | None, list[tuple[str, str]]] = defaultdict(list)
+    for leaves in (leaf_a, leaf_b):
+        ends = list(map(and_, leaving, map(is_not, leaves, repeat(None))))
+        appended = map(
+            list.append, map(uplinks.__getitem__, compress(leaves, ends)), compress(rates_, ends)
+        )
+        deque(appended, maxlen=0)
+    return hca_rate, {leaf: found for leaf, found in uplinks.items() if leaf is not None}
