@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -231,7 +231,13 @@ NODE = click.option(
 )
 
 
-class _PathRule(click.ParamType[str]):
+if TYPE_CHECKING:  # click 8.1/8.2 (Debian trixie's, forky's: the hooks' nodes) is not generic
+    _StrParam = click.ParamType[str]
+else:
+    _StrParam = click.ParamType
+
+
+class _PathRule(_StrParam):
     """A file path checked by one of the config's path rules, as generate's own flags are."""
 
     def __init__(self, name: str, rule: Callable[[str], None]) -> None:
