@@ -1,0 +1,153 @@
+"""The shipped artifact: the wheel and sdist built from this checkout, and the wheel installed
+into a fresh virtualenv that has no checkout on its path, as a user installs it.
+
+Why: the product that passed every test once was not the product a user got (issue 18: a hand
+list of packages left four out of the wheel, while every test ran the checkout). Tests that run
+the tool as shipped take the session fixture ``installed_tool`` (tests/conftest.py), an
+:class:`Artifact`, and run ``installed_tool.exe`` with ``installed_tool.env()`` from a directory
+outside the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Fixed zip timestamps (the wheel's default is the build time): the same source gives the
+#: same wheel bytes, so the test cluster's image with the wheel installed is reused until the
+#: code changes (slurm-test-cluster/harness.py keys it by the wheel's digest).
+SOURCE_DATE_EPOCH = "315532800"
+#: Variables that would let the installed tool see a checkout or another environment.
+LEAKY = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONSAFEPATH", "VIRTUAL_ENV")
+#: The package name and where its templates live in the checkout (pyproject.toml package-dir).
+PACKAGE = "topograph_slurm"
+TEMPLATES = "templates"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A wheel, the sdist it was built from, and the venv the wheel is installed in."""
+
+    wheel: Path
+    sdist: Path
+    venv: Path
+
+    @property
+    def exe(self) -> Path:
+        """The installed console script, ``<venv>/bin/topograph-slurm``."""
+        return self.venv / "bin" / "topograph-slurm"
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """This process's environment without anything that points Python at a checkout or
+        at a Slurm job pytest may run in, the venv's bin first on PATH, and ``extra``."""
+        env = {k: v for k, v in os.environ.items() if k not in LEAKY and not k.startswith("SLURM_")}
+        env["PATH"] = os.pathsep.join((str(self.venv / "bin"), env.get("PATH", os.defpath)))
+        env["PYTHONNOUSERSITE"] = "1"
+        return env | dict(extra or {})
+
+    def run(
+        self, args: Sequence[str], cwd: Path, extra: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``topograph-slurm ARGS`` as installed, from ``cwd`` (never the checkout)."""
+        return self._run([str(self.exe), *args], cwd, extra)
+
+    def python_run(self, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        """The venv's Python running ``code``, from ``cwd``."""
+        return self._run([str(self.python), "-c", code], cwd, None)
+
+    def _run(
+        self, argv: list[str], cwd: Path, extra: Mapping[str, str] | None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv, cwd=cwd, env=self.env(extra), capture_output=True, text=True, timeout=300
+        )
+
+
+def build(repo: Path, out: Path) -> tuple[Path, Path]:
+    """``python -m build``: the sdist, then the wheel built from that sdist (so a file the
+    sdist lacks is missing from the wheel too), in an isolated build environment as pip makes
+    one for ``pip install .``. Returns (wheel, sdist)."""
+    env = {k: v for k, v in os.environ.items() if k not in LEAKY}
+    env["SOURCE_DATE_EPOCH"] = SOURCE_DATE_EPOCH
+    _run([sys.executable, "-m", "build", "--outdir", str(out), str(repo)], env, "build")
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    return wheel, sdist
+
+
+def install(wheel: Path, sdist: Path, where: Path) -> Artifact:
+    """A fresh venv at ``where`` (no system site-packages) with ``wheel`` and its declared
+    dependencies pip-installed from the package index, as README's install section does."""
+    venv.EnvBuilder(with_pip=True, clear=True).create(where)
+    artifact = Artifact(wheel, sdist, where)
+    pip = [str(artifact.python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    _run([*pip, str(wheel)], artifact.env(), "pip install")
+    return artifact
+
+
+def _run(argv: Sequence[str], env: Mapping[str, str], what: str) -> None:
+    proc = subprocess.run(argv, env=dict(env), cwd="/", capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+
+
+def checkout_packages(repo: Path) -> set[str]:
+    """Every package of the checkout: each directory under the package holding a ``.py``
+    file, and the templates package."""
+    root = repo / PACKAGE
+    found = {
+        ".".join(p.parent.relative_to(repo).parts)
+        for p in root.rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+    return found | {f"{PACKAGE}.{TEMPLATES}"}
+
+
+def wheel_packages(wheel: Path) -> set[str]:
+    """The packages a wheel holds: each directory of a file under the package."""
+    with zipfile.ZipFile(wheel) as whl:
+        names = [n for n in whl.namelist() if n.startswith(f"{PACKAGE}/")]
+    return {".".join(Path(n).parent.parts) for n in names}
+
+
+def missing_files(repo: Path, wheel: Path) -> list[str]:
+    """Checkout files that the wheel lacks: the package's ``.py`` files and every template,
+    by their path inside the installed package."""
+    want = {
+        str(p.relative_to(repo))
+        for p in (repo / PACKAGE).rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+    want |= {f"{PACKAGE}/{TEMPLATES}/{p.name}" for p in (repo / TEMPLATES).iterdir() if p.is_file()}
+    with zipfile.ZipFile(wheel) as whl:
+        return sorted(want - set(whl.namelist()))
+
+
+def without_package(wheel: Path, package: str, out: Path) -> Path:
+    """A copy of ``wheel`` in ``out`` with ``package`` (dotted) and its subpackages dropped,
+    as a hand-written package list drops one: for the test that the stage catches it."""
+    prefix = package.replace(".", "/") + "/"
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / wheel.name
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            if not item.filename.startswith(prefix):
+                data = src.read(item)
+                if item.filename.endswith(".dist-info/RECORD"):
+                    data = b"".join(
+                        line
+                        for line in data.splitlines(keepends=True)
+                        if not line.startswith(prefix.encode())
+                    )
+                dst.writestr(item, data)
+    return target
