@@ -113,6 +113,42 @@ def checkout_packages(repo: Path) -> set[str]:
     return found | {f"{PACKAGE}.{TEMPLATES}"}
 
 
+def checkout_modules(repo: Path) -> list[str]:
+    """Every module of the checkout's package, dotted, in a stable order."""
+    files = (p for p in (repo / PACKAGE).rglob("*.py") if "__pycache__" not in p.parts)
+    names = {".".join(p.relative_to(repo).with_suffix("").parts) for p in files}
+    # __main__ runs the CLI when imported: the --help checks run it.
+    return sorted(n.removesuffix(".__init__") for n in names if not n.endswith(".__main__"))
+
+
+#: Run by the installed venv's Python: imports each module named on stdin, prints the failures.
+IMPORT_EACH = """
+import importlib, sys
+for name in sys.stdin.read().split():
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        print(f"{name}: {type(exc).__name__}: {exc}")
+"""
+
+
+def unimportable(installed: Artifact, repo: Path, cwd: Path) -> list[str]:
+    """The checkout's modules that do not import from the installed artifact, with why: a
+    module the wheel lacks, or one whose import needs something the wheel or its declared
+    dependencies lack (``--help`` alone misses a command that imports its analysis lazily)."""
+    done = subprocess.run(
+        [str(installed.python), "-c", IMPORT_EACH],
+        input="\n".join(checkout_modules(repo)),
+        cwd=cwd,
+        env=installed.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return done.stdout.splitlines() + ([done.stderr] if done.returncode else [])
+
+
 def wheel_packages(wheel: Path) -> set[str]:
     """The packages a wheel holds: each directory of a file under the package."""
     with zipfile.ZipFile(wheel) as whl:

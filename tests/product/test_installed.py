@@ -32,6 +32,10 @@ def test_the_installed_tool_is_not_the_checkout(installed_tool: Artifact, tmp_pa
     assert str(REPO) not in done.stdout
 
 
+def test_every_module_imports_as_installed(installed_tool: Artifact, tmp_path: Path) -> None:
+    assert artifact.unimportable(installed_tool, REPO, tmp_path) == []
+
+
 @pytest.mark.parametrize("path", command_paths(), ids=lambda p: " ".join(p) or "(main)")
 def test_every_command_answers_help_as_installed(
     installed_tool: Artifact, path: tuple[str, ...], tmp_path: Path
@@ -43,12 +47,16 @@ def test_a_package_dropped_from_the_wheel_fails_the_stage(
     installed_tool: Artifact, tmp_path: Path
 ) -> None:
     """The stage's own checks, on a wheel with one package dropped by hand as a hand-written
-    package list drops it: the wheel check names it, and the installed tool's help fails."""
+    package list drops it: the wheel check names it, the installed modules that need it fail
+    to import, and so does the command that reads it (``--help`` alone does not: the command
+    imports its analysis when it runs)."""
     dropped = "topograph_slurm.analysis.pools"
     wheel = artifact.without_package(installed_tool.wheel, dropped, tmp_path / "dist")
     assert dropped in artifact.checkout_packages(REPO) - artifact.wheel_packages(wheel)
     assert artifact.missing_files(REPO, wheel)
     broken = artifact.install(wheel, installed_tool.sdist, tmp_path / "venv")
-    problems = [help_problem(broken, path, tmp_path) for path in command_paths()]
-    assert any(p for p in problems), "every --help passed with analysis.pools missing"
-    assert any("analysis.pools" in p for p in problems), problems
+    failures = artifact.unimportable(broken, REPO, tmp_path)
+    assert any(line.startswith(f"{dropped}:") for line in failures), failures
+    argv = ["pools", "--sim", "nodes=16,gpus=8,rails=2,su=8", "--nodes", "gpu[0001-0016]"]
+    pools = broken.run([*argv, "--prefill", "4x8", "--decode", "2x16"], tmp_path)
+    assert pools.returncode != 0 and "analysis.pools" in pools.stderr, pools.stderr
