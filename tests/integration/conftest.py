@@ -42,7 +42,6 @@ from tests.product.artifact import Artifact  # noqa: E402
 
 SLURM_VERSIONS = tuple(harness.VERSIONS)
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 
 
 def unavailable(reason: str) -> NoReturn:
