@@ -20,7 +20,7 @@ EXAMPLES = list(examples(REPO))
 
 @dataclass
 class Page:
-    """One page's working directory and how many of its examples ran there."""
+    """One page's working directory and which of its examples ran there."""
 
     workdir: Path
     ran: set[str] = field(default_factory=set)
