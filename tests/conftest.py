@@ -60,9 +60,7 @@ def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Artifact:
     (tests/product/artifact.py). Run ``installed_tool.exe`` with ``installed_tool.env()`` from a
     directory outside the checkout; ``installed_tool.wheel`` is what the Docker test cluster
     installs (``ClusterSpec(tool=True)``)."""
-    base = tmp_path_factory.mktemp("artifact")
-    wheel, sdist = artifact.build(REPO, base / "dist")
-    return artifact.install(wheel, sdist, base / "venv")
+    return artifact.shipped(REPO, tmp_path_factory.mktemp("artifact"))
 
 
 @pytest.fixture

@@ -10,7 +10,10 @@ outside the checkout.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -71,6 +74,53 @@ class Artifact:
         return subprocess.run(
             argv, cwd=cwd, env=self.env(extra), capture_output=True, text=True, timeout=300
         )
+
+
+#: Opt-in, for quick local loops: a directory where the artifact of each source tree is kept
+#: (by the digest of the files that go into it) and reused by later sessions. Never under CI.
+CACHE_ENV = "TOPOGRAPH_ARTIFACT_CACHE"
+
+
+def shipped(repo: Path, scratch: Path) -> Artifact:
+    """The artifact of ``repo``: built and installed under ``scratch``, or, with
+    $TOPOGRAPH_ARTIFACT_CACHE set (and not under CI), reused from there when the same sources
+    were built before (one builder at a time per source digest)."""
+    cache = os.environ.get(CACHE_ENV, "")
+    if not cache or os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        return _build_and_install(repo, scratch)
+    where = Path(cache) / source_digest(repo)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{where}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = where / "done"
+        if not done.exists():
+            shutil.rmtree(where, ignore_errors=True)
+            _build_and_install(repo, where)
+            done.touch()
+    (wheel,) = (where / "dist").glob("*.whl")
+    (sdist,) = (where / "dist").glob("*.tar.gz")
+    return Artifact(wheel, sdist, where / "venv")
+
+
+def _build_and_install(repo: Path, where: Path) -> Artifact:
+    wheel, sdist = build(repo, where / "dist")
+    return install(wheel, sdist, where / "venv")
+
+
+def source_digest(repo: Path) -> str:
+    """A digest of everything the sdist is made of (the package, the templates, the build
+    config and the metadata's files) and of the Python the venv is made with."""
+    files = [
+        p
+        for top in (PACKAGE, TEMPLATES)
+        for p in (repo / top).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
+    files += [repo / name for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE")]
+    digest = hashlib.sha256(sys.version.encode())
+    for path in sorted(files):
+        digest.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def build(repo: Path, out: Path) -> tuple[Path, Path]:
