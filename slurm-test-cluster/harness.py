@@ -54,15 +54,8 @@ from docker.models.networks import Network
 from docker.types import Ulimit
 
 HERE = Path(__file__).resolve().parent
-#: The checkout whose package ``ClusterSpec.tool`` copies into every container.
-REPO = HERE.parent
-TOOL_DIR = "/opt/topograph-slurm"
-TOOL_COMMAND = "/usr/local/bin/topograph-slurm"
-#: The wrapper that runs the copied package with the image's Python and Debian's libraries.
-TOOL_WRAPPER = f"""#!/bin/sh
-# topograph-slurm from the checkout the harness copied to {TOOL_DIR} (ClusterSpec.tool)
-PYTHONPATH={TOOL_DIR} exec python3 -m topograph_slurm "$@"
-"""
+#: The wheel ``ClusterSpec.tool`` installs when Cluster is given none (``tool_wheel=``).
+WHEEL_ENV = "TOPOGRAPH_SLURM_WHEEL"
 LABEL = "org.topograph-slurm.test-cluster"
 LABEL_OWNER = "org.topograph-slurm.owner"
 LABEL_CREATED = "org.topograph-slurm.created"
@@ -151,9 +144,10 @@ class ClusterSpec:
     #: Run slurmctld as a daemon (entrypoint.sh SLURMCTLD_DAEMON=1): a failed reconfigure then
     #: keeps the old config running, as under systemd, instead of killing slurmctld.
     slurmctld_daemon: bool = False
-    #: Copy this checkout's package and templates into every container, with
-    #: ``/usr/local/bin/topograph-slurm`` running it: Slurm's own hooks (PrologSlurmctld,
-    #: Prolog, TaskProlog, Epilog) can then run the tool as a site installs it.
+    #: Run every container from the image with the tool's wheel installed (Dockerfile.tool:
+    #: a venv at /opt/topograph-slurm, ``/usr/local/bin/topograph-slurm``): Slurm's own hooks
+    #: (PrologSlurmctld, Prolog, TaskProlog, Epilog) then run the tool as a site installs it.
+    #: The wheel is Cluster's ``tool_wheel``, else the file named by $TOPOGRAPH_SLURM_WHEEL.
     tool: bool = False
     #: Directories mounted from one Docker volume each into every container: a file system
     #: the controller and all nodes share, as NFS does on a cluster (mode 1777, like /tmp).
@@ -346,6 +340,40 @@ def _build(client: docker.DockerClient, version: str, tag: str) -> None:
     except docker.errors.BuildError as exc:
         log = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
         raise HarnessError(f"docker build of {tag} failed: {exc.msg}\n{log[-4000:]}") from exc
+
+
+def ensure_tool_image(image: str, wheel: Path, client: docker.DockerClient | None = None) -> str:
+    """``image`` with ``wheel`` installed by Dockerfile.tool; returns its tag.
+
+    The tag names the base image and the wheel's digest, so one wheel is installed once per
+    image and reused until the wheel changes (the product stage builds it reproducibly).
+    """
+    client = client or docker_client()
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()[:12]
+    tag = f"{image}-tool-{digest}"
+    if _has_image(client, tag):
+        return tag
+    context = _tar(
+        {"Dockerfile.tool": (HERE / "Dockerfile.tool").read_bytes(), wheel.name: wheel.read_bytes()}
+    )
+    labels = {LABEL + ".image": "1", LABEL + ".tool": "1", LABEL_CREATED: str(int(time.time()))}
+    try:
+        client.images.build(
+            fileobj=io.BytesIO(context),
+            custom_context=True,
+            dockerfile="Dockerfile.tool",
+            buildargs={"BASE": image, "WHEEL": wheel.name},
+            tag=tag,
+            labels=labels,
+            rm=True,
+            forcerm=True,
+        )
+    except docker.errors.BuildError as exc:
+        log = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
+        raise HarnessError(
+            f"installing {wheel.name} into {image} failed: {exc.msg}\n{log[-4000:]}"
+        ) from exc
+    return tag
 
 
 def check_image_version(client: docker.DockerClient, image: str, version: str) -> str:
@@ -660,7 +688,8 @@ def _stale(labels: Mapping[str, str] | None) -> bool:
 
 
 def sweep_leftovers(client: docker.DockerClient | None = None, everything: bool = False) -> int:
-    """Remove containers, networks and volumes of test clusters whose owner process is gone.
+    """Remove containers, networks and volumes of test clusters whose owner process is gone,
+    and images with a wheel installed older than MAX_AGE_S.
 
     ``everything=True`` also removes those of live owners (a manual cleanup). Returns how many
     objects were removed.
@@ -684,6 +713,12 @@ def sweep_leftovers(client: docker.DockerClient | None = None, everything: bool 
     for vol in api.volumes(filters=flt).get("Volumes") or []:
         if stale(vol.get("Labels")) and _quietly(api.remove_volume, vol["Name"], force=True):
             removed += 1
+    # Images with a wheel installed (ensure_tool_image): one per wheel, so old code's pile up.
+    for img in api.images(filters={"label": LABEL + ".tool"}):
+        created = (img.get("Labels") or {}).get(LABEL_CREATED, "")
+        old = created.isdigit() and time.time() - int(created) > MAX_AGE_S
+        if (everything or old) and _quietly(api.remove_image, img["Id"], force=True):
+            removed += 1
     return removed
 
 
@@ -706,23 +741,6 @@ def _tar(files: Mapping[str, str | bytes], mode: int = 0o644) -> bytes:
             info.mode = 0o755 if name.endswith((".sh", ".so")) else mode
             info.mtime = int(time.time())
             tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def _tool_tar() -> bytes:
-    """The checkout's package and templates under TOOL_DIR, and the wrapper (ClusterSpec.tool)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for top in ("topograph_slurm", "templates"):
-            tar.add(
-                REPO / top,
-                arcname=posixpath.join(TOOL_DIR.lstrip("/"), top),
-                filter=lambda info: None if "__pycache__" in info.name else info,
-            )
-        data = TOOL_WRAPPER.encode()
-        info = tarfile.TarInfo(TOOL_COMMAND.lstrip("/"))
-        info.size, info.mode, info.mtime = len(data), 0o755, int(time.time())
-        tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
@@ -794,6 +812,7 @@ class Cluster:
         controller_only: bool = False,
         client: docker.DockerClient | None = None,
         start_workers: int = 8,
+        tool_wheel: Path | None = None,
     ) -> None:
         self.spec = spec
         self.image = image
@@ -808,7 +827,7 @@ class Cluster:
         self._workers = start_workers
         self._torn_down = False
         self._volumes: dict[str, str] = {}  # shared dir -> volume name
-        self._tool = _tool_tar() if spec.tool else b""
+        self._tool_wheel = tool_wheel
 
     # -- context manager ----------------------------------------------------------------------
 
@@ -833,6 +852,8 @@ class Cluster:
         try:
             sweep_leftovers(self.client)
             self._check_image()
+            if self.spec.tool:
+                self.image = ensure_tool_image(self.image, self._wheel(), self.client)
             self.network = self.client.networks.create(
                 self.prefix, driver="bridge", internal=True, labels=self._labels()
             )
@@ -872,6 +893,18 @@ class Cluster:
                 f"{IMAGE_ROLE_LABEL} missing); build one with ensure_image()"
             )
 
+    def _wheel(self) -> Path:
+        """The wheel a ClusterSpec(tool=True) installs: ``tool_wheel``, else $WHEEL_ENV."""
+        wheel = self._tool_wheel or (
+            Path(os.environ[WHEEL_ENV]) if WHEEL_ENV in os.environ else None
+        )
+        if wheel is None or not wheel.is_file():
+            raise HarnessError(
+                f"ClusterSpec(tool=True) needs the tool's wheel (python3 -m build): pass "
+                f"Cluster(tool_wheel=...) or set {WHEEL_ENV} (got {wheel})"
+            )
+        return wheel
+
     def _labels(self) -> dict[str, str]:
         return {LABEL: self.run_id, LABEL_OWNER: _owner(), LABEL_CREATED: str(int(time.time()))}
 
@@ -907,8 +940,6 @@ class Cluster:
             detach=True,
         )
         container.put_archive(CONF_DIR, _tar(files))
-        if self._tool:
-            container.put_archive("/", self._tool)
         return container
 
     def _extra_hosts(self, host: str) -> dict[str, str]:

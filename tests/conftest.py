@@ -13,6 +13,9 @@ from typing import NoReturn
 
 import pytest
 
+from tests.product import artifact
+from tests.product.artifact import Artifact
+
 REPO = Path(__file__).resolve().parent.parent
 REAL_FIXTURES = Path(
     os.environ.get("TOPOGRAPH_SLURM_FIXTURES") or REPO / "tests" / "fixtures" / "real"
@@ -48,6 +51,16 @@ def _state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     base = tmp_path_factory.mktemp("state")
     monkeypatch.setattr(config, "ROOT_STATE_DIR", base / "var-lib" / "topograph-slurm")
     monkeypatch.setenv("XDG_STATE_HOME", str(base / "xdg"))
+
+
+@pytest.fixture(scope="session")
+def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Artifact:
+    """The shipped artifact, built once per session: the sdist and the wheel built from it, and
+    that wheel installed into a fresh venv with no checkout on its path
+    (tests/product/artifact.py). Run ``installed_tool.exe`` with ``installed_tool.env()`` from a
+    directory outside the checkout; ``installed_tool.wheel`` is what the Docker test cluster
+    installs (``ClusterSpec(tool=True)``)."""
+    return artifact.shipped(REPO, tmp_path_factory.mktemp("artifact"))
 
 
 @pytest.fixture

@@ -16,14 +16,14 @@ Fixtures:
   start is the costliest step of a test; tests that only read its state should share one).
 - ``validate(nodes, topology_conf=..., topology_yaml=..., ...)``: ``harness.validate_topology``
   bound to the version and image (slurmctld alone, no slurmd per node).
-- ``host_env``: the environment for topograph-slurm run on the host (see the fixture).
+- ``host_env``: the environment for topograph-slurm run on the host: ``topograph-slurm`` there
+  is the installed wheel's (``installed_tool``, tests/conftest.py), not the checkout.
 - ``shims(cluster, "scontrol", ..., **options)``: ``harness.Cluster.shims`` writing to the
   test's tmp_path; returns ``host_env`` with those commands first on PATH.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
@@ -38,10 +38,10 @@ if str(HARNESS_DIR) not in sys.path:
 import harness  # noqa: E402  (lives in slurm-test-cluster/, not in the package)
 
 import tests.conftest as tests_conftest  # noqa: E402
+from tests.product.artifact import Artifact  # noqa: E402
 
 SLURM_VERSIONS = tuple(harness.VERSIONS)
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -107,16 +107,20 @@ def slurm_image(docker_client: Any, slurm_version: str) -> str:
 MakeCluster = Callable[..., harness.Cluster]
 
 
-def cluster_starter(node: Any, docker_client: Any, slurm_image: str) -> Iterator[MakeCluster]:
-    """``start(spec, wait=True, timeout=120)`` for the clusters of one pytest ``node`` (a test
-    or a module): each is listed on the node for the failure report and torn down after it."""
+def cluster_starter(
+    request: pytest.FixtureRequest, docker_client: Any, slurm_image: str
+) -> Iterator[MakeCluster]:
+    """``start(spec, wait=True, timeout=120)`` for the clusters of one pytest node (a test or a
+    module): each is listed on the node for the failure report and torn down after it. A
+    ``ClusterSpec(tool=True)`` gets the session's wheel (``installed_tool``), built only then."""
     clusters: list[harness.Cluster] = []
-    node._slurm_clusters = clusters
+    request.node._slurm_clusters = clusters
 
     def start(
         spec: harness.ClusterSpec, wait: bool = True, timeout: float = 120
     ) -> harness.Cluster:
-        cluster = harness.Cluster(spec, slurm_image, client=docker_client)
+        wheel = request.getfixturevalue("installed_tool").wheel if spec.tool else None
+        cluster = harness.Cluster(spec, slurm_image, client=docker_client, tool_wheel=wheel)
         clusters.append(cluster)
         cluster.start()
         if wait:
@@ -132,7 +136,7 @@ def cluster_starter(node: Any, docker_client: Any, slurm_image: str) -> Iterator
 def make_cluster(
     request: pytest.FixtureRequest, docker_client: Any, slurm_image: str
 ) -> Iterator[MakeCluster]:
-    yield from cluster_starter(request.node, docker_client, slurm_image)
+    yield from cluster_starter(request, docker_client, slurm_image)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +144,7 @@ def make_module_cluster(
     request: pytest.FixtureRequest, docker_client: Any, slurm_image: str
 ) -> Iterator[MakeCluster]:
     """``make_cluster`` for a cluster the tests of one module share (per Slurm version)."""
-    yield from cluster_starter(request.node, docker_client, slurm_image)
+    yield from cluster_starter(request, docker_client, slurm_image)
 
 
 Validate = Callable[..., harness.ValidationResult]
@@ -157,13 +161,12 @@ def validate(docker_client: Any, slurm_version: str, slurm_image: str) -> Valida
 
 
 @pytest.fixture
-def host_env() -> dict[str, str]:
-    """This process's environment for topograph-slurm on the host: without the ``SLURM_*``
-    variables of a job pytest itself may run in (they would point the tool at that job), and
-    with the repository on PYTHONPATH (a subprocess finds the package from any directory)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
-    return env
+def host_env(installed_tool: Artifact) -> dict[str, str]:
+    """This process's environment for topograph-slurm on the host, the shipped one: the
+    installed wheel's venv first on PATH, no PYTHONPATH (so ``topograph-slurm`` run with it is
+    the artifact, not the checkout), and without the ``SLURM_*`` variables of a job pytest
+    itself may run in (they would point the tool at that job)."""
+    return installed_tool.env()
 
 
 Shims = Callable[..., dict[str, str]]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,7 +58,7 @@ def launcher(cluster: Cluster) -> str:
 
 def bench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "topograph_slurm", "--config", os.devnull, "bench", *args],
+        ["topograph-slurm", "--config", os.devnull, "bench", *args],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,7 +46,7 @@ def test_experts_for_a_running_job(
     loads.write_text(json.dumps(LOADS))
 
     def experts(*args: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "topograph_slurm", "experts", "--ibnetdiscover", str(fabric)]
+        argv = ["topograph-slurm", "experts", "--ibnetdiscover", str(fabric)]
         common = ["--loads", str(loads), "--replicas", "32", "--groups", "4", "--json"]
         return subprocess.run(
             [*argv, *args, *common], env=env, capture_output=True, text=True, timeout=300

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -95,7 +94,7 @@ def test_health_apply_on_real_slurm(
     healed.write_text(generate_ibnetdiscover(SIM))
 
     def health(fabric: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "topograph_slurm", "health", "--ibnetdiscover", str(fabric)]
+        argv = ["topograph-slurm", "health", "--ibnetdiscover", str(fabric)]
         return subprocess.run([*argv, *extra], env=env, capture_output=True, text=True, timeout=300)
 
     # 1. dry run, then apply

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -140,7 +139,7 @@ def run_collect(tmp_path: Path, env: dict[str, str], mode: str = "batch") -> Pat
     snap = tmp_path / f"snapshot-{mode}"
     transport = ["--via", "clush"] if mode == "clush" else ["--via", "srun", "--srun-mode", mode]
     argv = [
-        *(sys.executable, "-m", "topograph_slurm", "-q", "collect", *transport),
+        *("topograph-slurm", "-q", "collect", *transport),
         *("--nodes", f"gb[0001-{len(NODES):04d}]", "--ibnetdiscover-on", NODES[0]),
         *("--snapshot", str(snap), "--timeout", "60"),
     ]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 
 import pytest
@@ -66,7 +65,7 @@ def test_a_fragmenting_stream_strands_the_gpus_a_pending_job_cannot_use(
     cluster.wait_job(pending, states=("PENDING",))
 
     def tool(*args: str) -> str:
-        argv = [sys.executable, "-m", "topograph_slurm", *args]
+        argv = ["topograph-slurm", *args]
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         return done.stdout

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -70,7 +69,7 @@ def test_pools_on_real_slurm(
     out = tmp_path / "serve"
 
     def pools(*args: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "topograph_slurm", "pools", "--ibnetdiscover", str(fabric)]
+        argv = ["topograph-slurm", "pools", "--ibnetdiscover", str(fabric)]
         return subprocess.run([*argv, *args], env=env, capture_output=True, text=True, timeout=300)
 
     # 1. a running job's allocation split into pools, and labelled

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -131,7 +130,7 @@ def test_the_end_record_names_the_link_bumped_during_the_job(
         data = cluster.read_file(f"{RECORDS}/job-{job}.d/{node}.end.json")
         (local / f"{node}.end.json").write_bytes(data)
     env = shims(cluster, "scontrol")
-    health = [sys.executable, "-m", "topograph_slurm", "--config", "/dev/null", "health"]
+    health = ["topograph-slurm", "--config", "/dev/null", "health"]
     health += ["--sim", SIM, "--json", "--job-records", "--record-dir", str(tmp_path / "records")]
     done = subprocess.run(health, capture_output=True, text=True, env=env, check=False)
     assert done.returncode in (0, 1), done.stderr

@@ -41,7 +41,10 @@ def verify(directory: Path) -> subprocess.CompletedProcess[str]:
 
 @needs_systemd
 def test_rendered_units_verify(tmp_path: Path) -> None:
-    write_units(tmp_path / "units", sys.executable)
+    # A program that exists outside /tmp (units refuses a path PrivateTmp hides): not this
+    # Python, which lives in /tmp whenever the test venv does.
+    assert ANALYZE is not None
+    write_units(tmp_path / "units", ANALYZE)
     result = verify(tmp_path / "units")
     assert result.returncode == 0, result.stderr
 
