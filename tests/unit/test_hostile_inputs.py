@@ -785,3 +785,78 @@ def test_option_numbers_are_ascii_digits_only(args: list[str], option: str) -> N
     assert result.exit_code == Exit.USAGE, result.output
     assert f"Invalid value for '{option}'" in result.stderr
     assert result.stdout == ""
+
+
+# --------------------------------------------------------------------------- round 3: pools
+
+
+POOLS_SIM = "nodes=16,gpus=8,rails=2,su=8"
+DECODE_ONE = '{"name": "d", "role": "decode", "tp": 8, "nodes": ["gpu0001"]}'
+BIG = "9" * 5000
+
+
+def pools_file(prefill_extra: str = "", top_extra: str = "") -> str:
+    prefill = '{"name": "p", "role": "prefill", "tp": 8, "nodes": ["gpu0002"]' + prefill_extra
+    return '{"instances": [' + DECODE_ONE + ", " + prefill + "}]" + top_extra + "}"
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (pools_file(', "pairs": 5'), "pairs is a list of instance names"),
+        (pools_file(', "pairs": [{}]'), "pairs is a list of instance names"),
+        (pools_file(', "pairs": "d"'), "pairs is a list of instance names"),
+        (pools_file(top_extra=', "kv_paths": "x"'), "kv_paths is a list"),
+        (pools_file(top_extra=', "kv_paths": [{"prefill": 1}]'), "kv_paths is a list"),
+        (pools_file(top_extra=', "kv_paths": [5]'), "kv_paths is a list"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"instances": [' + "{" * 5000 + "}" * 5000 + "]}", "not JSON"),
+        (
+            pools_file().replace('"tp": 8, "nodes": ["gpu0002"]', f'"tp": {BIG}, "nodes": ["x"]'),
+            "not JSON",
+        ),
+        (pools_file(', "gpus": [0, 1e400]'), "gpus is a non-empty list"),
+    ],
+    ids=[
+        "pairs-int",
+        "pairs-object",
+        "pairs-string",
+        "kv-string",
+        "kv-field",
+        "kv-int",
+        "nested-lists",
+        "nested-objects",
+        "tp-5000-digits",
+        "gpus-inf",
+    ],
+)
+def test_a_hostile_pools_file_is_one_input_error(
+    tmp_path: Path, content: str, fragment: str
+) -> None:
+    """Each once crashed explain --pools (exit 70) or was silently ignored."""
+    path = tmp_path / "pools.json"
+    path.write_text(content)
+    line = assert_refused(invoke(["explain", "--sim", POOLS_SIM, "--pools", str(path)]), Exit.INPUT)
+    assert fragment in line and len(line) < 400, line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--prefill", f"4x{BIG}", "--decode", "1x8"],
+        ["--prefill", f"{BIG}x8", "--decode", "1x8"],
+        ["--prefill", "8", "--decode", "8", "--ratio", f"{BIG}:1"],
+    ],
+    ids=["tp", "count", "ratio"],
+)
+def test_a_huge_pools_size_is_one_short_usage_error(args: list[str]) -> None:
+    result = invoke(["pools", "--sim", POOLS_SIM, "--nodes", "gpu[0001-0016]", *args])
+    line = assert_refused(result, Exit.USAGE)
+    assert len(line) < 400, line
+
+
+def test_an_error_line_quotes_a_long_value_capped() -> None:
+    """A 5000-digit value once made a 5,103-character error line."""
+    args = ["pools", "--sim", POOLS_SIM, "--nodes", "gpu0001", "--prefill", f"x{BIG}"]
+    line = assert_refused(invoke([*args, "--decode", "1x8"]), Exit.USAGE)
+    assert len(line) < 400 and "[5003 characters]" in line, line
