@@ -15,7 +15,7 @@ from enum import IntEnum
 MAX_QUOTED = 200
 #: How much of a cut run stays on each side of the cut.
 _KEPT = 40
-_LONG_RUN = re.compile(r"\S{%d,}" % (MAX_QUOTED + 1))
+_LONG_RUN = re.compile(rf"\S{{{MAX_QUOTED + 1},}}")
 
 
 class Exit(IntEnum):

@@ -85,7 +85,8 @@ def _pairs(
     for entry in entries:
         others = entry.get("pairs", [])
         if not isinstance(others, list) or not all(isinstance(o, str) for o in others):
-            raise InputError(f"{source}: instance {entry['name']}: pairs is a list of instance names")
+            where = f"{source}: instance {entry['name']}"
+            raise InputError(f"{where}: pairs is a list of instance names")
         for other in others:
             pair = (entry["name"], other) if entry["role"] == PREFILL else (other, entry["name"])
             found.append(pair)
