@@ -115,12 +115,12 @@ def parse_size(text: str, flag: str) -> tuple[int | None, int]:
 def parse_ratio(text: str) -> tuple[int, int]:
     """``P:D`` as two positive integers; a usage error otherwise."""
     prefill, sep, decode = text.partition(":")
-    sides = (natural(prefill), natural(decode)) if sep else (None, None)
-    if sides[0] is None or sides[1] is None:
+    p, d = (natural(prefill), natural(decode)) if sep else (None, None)
+    if p is None or d is None:
         raise UsageError(f"--ratio takes PREFILL:DECODE (e.g. 2:1), got {text!r}")
-    if min(sides) < 1:
+    if min(p, d) < 1:
         raise UsageError(f"--ratio {text}: both sides must be at least 1")
-    return sides[0], sides[1]
+    return p, d
 
 
 @dataclass(frozen=True, slots=True)
