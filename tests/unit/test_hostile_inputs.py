@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner, Result
@@ -860,3 +861,23 @@ def test_an_error_line_quotes_a_long_value_capped() -> None:
     args = ["pools", "--sim", POOLS_SIM, "--nodes", "gpu0001", "--prefill", f"x{BIG}"]
     line = assert_refused(invoke([*args, "--decode", "1x8"]), Exit.USAGE)
     assert len(line) < 400 and "[5003 characters]" in line, line
+
+
+def every_command(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every command and subcommand path, enumerated from the CLI itself."""
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        yield (*path, name)
+        if isinstance(command, click.Group):
+            yield from every_command(command, (*path, name))
+
+
+def test_no_help_prints_a_bound_of_none() -> None:
+    """An unbounded number option once printed ``[x<=None]`` on 59 help lines."""
+    commands = list(every_command(main))
+    assert len(commands) > 15
+    for path in commands:
+        result = invoke([*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "<=None" not in result.stdout and ">=None" not in result.stdout, path
