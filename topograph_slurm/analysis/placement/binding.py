@@ -5,8 +5,8 @@ use when a job runs one task per GPU (local rank r on the node's r-th GPU, as ``
 The NICs are the GPU's rail as ``nvidia-smi topo -m`` shows it: every NIC on the GPU's best
 PCIe path class (``PIX`` before ``PXB`` before ``PHB`` …); where all NICs tie (a GB200 tray,
 ``SYS`` everywhere) that is all of them, the matrix telling nothing better. A NIC with no
-device name (its legend line unreadable, or a name no device has) is no NIC to bind. The CPUs are the
-GPU's ``CPU Affinity`` as Linux CPU ids, hyperthreads included: srun's ``--cpu-bind`` and
+device name (its legend line unreadable, or a name no device has) is no NIC to bind. The CPUs
+are the GPU's ``CPU Affinity`` as Linux CPU ids, hyperthreads included: srun's ``--cpu-bind`` and
 ``taskset`` take Linux ids, unlike gres.conf's ``Cores=`` (:mod:`..nvlink.gres`).
 
 Pure functions, no I/O.
