@@ -22,7 +22,6 @@ from topograph_slurm.errors import InputError
 from topograph_slurm.model.gpu import GpuTopology, RankBinding
 from topograph_slurm.model.names import fold, natural_key
 
-
 #: A NIC name NCCL_IB_HCA and UCX_NET_DEVICES can take (``mlx5_0``, ``ibp12s0``, ``bnxt_re0``):
 #: what Linux names an RDMA device, at most 64 characters.
 _DEVICE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", re.ASCII)
