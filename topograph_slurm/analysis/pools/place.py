@@ -111,6 +111,11 @@ class _Board:
             for unit, nodes in self.members.items()
         }
         self.reserved: dict[Unit, int] = {}
+        levels = fmap.levels
+        self.around = {
+            unit: [(lvl, self.unit[nodes[0]][lvl]) for lvl in levels[levels.index(unit[0]) :]]
+            for unit, nodes in self.members.items()
+        }
         self.by_level: dict[str, list[Unit]] = {}
         for unit in self.members:
             self.by_level.setdefault(unit[0], []).append(unit)
@@ -165,13 +170,8 @@ class _Board:
         """The nodes a cell may still take in *unit*: its free nodes less those held, and no
         more than any unit around it has (a node of a leaf whose free nodes are held is not
         free for a cell that fits the node)."""
-        levels = self.fmap.levels
-        member = self.members[unit][0]
-        return min(
-            self.free_count[(lvl, self.unit[member][lvl])]
-            - self.reserved.get((lvl, self.unit[member][lvl]), 0)
-            for lvl in levels[levels.index(unit[0]) :]
-        )
+        free, held = self.free_count, self.reserved
+        return min(free[around] - held.get(around, 0) for around in self.around[unit])
 
     def spoken_for(self, unit: Unit, count: int) -> frozenset[str]:
         """The free nodes of *unit* in a finer unit whose free nodes, less *count*, would no
@@ -309,20 +309,27 @@ def _place_decode(board: _Board, cell: _Cell, count: int, home: str) -> None:
     finest level with room, a unit healthy enough for the whole cell comes first (the smallest),
     then one with healthy nodes for its decode (the smallest)."""
     fallback: Unit | None = None
+    need, held = cell.need, board.reserved
     for level in board.fmap.levels:
-        if board.largest[level] < cell.need:  # no unit of the level could ever hold the cell
+        if board.largest[level] < need:  # no unit of the level could ever hold the cell
             continue
-        room = [unit for unit in board.by_level[level] if board.room(unit) >= cell.need]
+        own = [u for u in board.by_level[level] if board.free_count[u] - held.get(u, 0) >= need]
+        # smallest first, and the units around a unit asked only until a whole one is found
+        # (this runs once per cell over a level's units)
+        room = []
+        for unit in sorted(own, key=board.free_count.__getitem__):
+            if board.room(unit) < need:
+                continue
+            if board.healthy_count[unit] - held.get(unit, 0) >= need:
+                return _settle(board, cell, unit, count, home)
+            room.append(unit)
         if not room:
             continue
-        whole = [u for u in room if board.healthy_count[u] - board.reserved.get(u, 0) >= cell.need]
-        if whole:
-            return _settle(board, cell, min(whole, key=board.free_count.__getitem__), count, home)
-        for unit in sorted(room, key=board.free_count.__getitem__):
+        for unit in room:
             chosen = board.pick(board.free_in(unit), count, home)
             if chosen is not None and board.healthy(chosen):
                 return _settle(board, cell, unit, count, home)
-        fallback = fallback or min(room, key=board.free_count.__getitem__)
+        fallback = fallback or room[0]
     _settle(board, cell, fallback or board.by_level[board.fmap.levels[-1]][0], count, home)
 
 
