@@ -10,8 +10,10 @@ instances then keeps ``min(p, rooms)`` inside, which no pairing beats. What rema
 decodes take the ``P mod D`` extra prefills (:func:`_extras`): a unit can use
 ``min(d, max(0, p - f·d))`` of them inside (its demand); handed down from the fabric, each
 unit first gives each child what the child's level demands, then what the level below it
-demands, and so on, so every level gets ``min(P mod D, its units' demands summed)``, its most,
-together. tests/unit/test_pools_optimal.py checks this against every pairing of small cases.
+demands, and so on: the coarsest level keeps its most, each finer one its most after it (the
+levels' most are not always reached together: two extras a leaf wants may be one a spine
+needs elsewhere). tests/unit/test_pools_optimal.py checks this against every hand-out of the
+extras on small cases.
 Deterministic: instances in their given order, children in the order first met.
 
 Pure functions, no I/O.
