@@ -187,11 +187,17 @@ class _Board:
         )
 
     def reserve(self, cell: _Cell, level: str) -> None:
-        """The cell's prefill nodes, held in its unit of *level* and every unit above it."""
+        """The cell's prefill nodes, held in its unit of *level* and every unit above it, and
+        in each finer unit around its decode as many as that has room for (where its
+        prefills will go first, so a later, smaller cell does not take them)."""
         levels = self.fmap.levels
-        for lvl in levels[levels.index(level) :]:
+        held = cell.need - cell.decode_count
+        at = levels.index(level)
+        for lvl in levels[min(1, at) :]:
             unit = (lvl, self.unit[cell.anchor][lvl])
-            self.reserved[unit] = self.reserved.get(unit, 0) + cell.need - cell.decode_count
+            before = self.reserved.get(unit, 0)
+            room = max(0, self.free_count[unit] - before)
+            self.reserved[unit] = before + (held if levels.index(lvl) >= at else min(held, room))
 
 
 def place(
