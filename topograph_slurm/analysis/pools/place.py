@@ -320,15 +320,14 @@ def _place_decode(board: _Board, cell: _Cell, count: int, home: str) -> None:
         if board.largest[level] < need:  # no unit of the level could ever hold the cell
             continue
         own = [u for u in board.by_level[level] if board.free_count[u] - held.get(u, 0) >= need]
-        # smallest first, and the units around a unit asked only until a whole one is found
-        # (this runs once per cell over a level's units)
-        room = []
-        for unit in sorted(own, key=board.free_count.__getitem__):
-            if board.room(unit) < need:
-                continue
-            if board.healthy_count[unit] - held.get(unit, 0) >= need:
-                return _settle(board, cell, unit, count, home)
-            room.append(unit)
+        # smallest first; the units around a unit (dearer than its own counters) asked first
+        # only of the units healthy enough for the whole cell: this runs once per cell
+        own.sort(key=board.free_count.__getitem__)
+        healthy = (u for u in own if board.healthy_count[u] - held.get(u, 0) >= need)
+        whole = next((u for u in healthy if board.room(u) >= need), None)
+        if whole is not None:
+            return _settle(board, cell, whole, count, home)
+        room = [unit for unit in own if board.room(unit) >= need]
         if not room:
             continue
         for unit in room:
