@@ -811,7 +811,10 @@ def pools_file(prefill_extra: str = "", top_extra: str = "") -> str:
         (pools_file(top_extra=', "kv_paths": [{"prefill": 1}]'), "kv_paths is a list"),
         (pools_file(top_extra=', "kv_paths": [5]'), "kv_paths is a list"),
         ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-        ('{"instances": [' + "{" * 5000 + "}" * 5000 + "]}", "not JSON"),
+        (
+            '{"instances": 1, "x": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}",
+            "nested too deeply",
+        ),
         (
             pools_file().replace('"tp": 8, "nodes": ["gpu0002"]', f'"tp": {BIG}, "nodes": ["x"]'),
             "not JSON",
