@@ -9,9 +9,11 @@ P mod D extra shares and counts, for each, what every unit can keep inside.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -136,3 +138,47 @@ def test_the_pairing_is_the_best_for_the_nodes_placed(  # type: ignore[no-untype
         return
     plan = place(Deployment(PoolSize(p, prefill_tp), PoolSize(d, decode_tp)), nodes, gpus, fmap)
     assert plan_crossings(plan, fmap) == best_pairing(fmap, placed_counts(plan), p, d)
+
+
+def best_split(
+    fmap: FabricMap, nodes: list[str], per: dict[str, int], p: int, d: int
+) -> tuple[int, ...]:
+    """The best over every way of giving *nodes* the roles (and the role's partly filled node
+    to any of its nodes), each with its best pairing."""
+    need = {role: -(-n // per[role]) for role, n in (("prefill", p), ("decode", d))}
+    found = None
+    for roles in itertools.product(("prefill", "decode", "unused"), repeat=len(nodes)):
+        if any(roles.count(role) != need[role] for role in need):
+            continue
+        held = {role: [n for n, r in zip(nodes, roles, strict=True) if r == role] for role in need}
+        total = {"prefill": p, "decode": d}
+        partial = {r: held[r] if total[r] % per[r] else held[r][:1] for r in need}
+        for last in itertools.product(partial["prefill"], partial["decode"]):
+            counts = {}
+            for role, lone in zip(("prefill", "decode"), last, strict=True):
+                rest = total[role] - per[role] * (len(held[role]) - 1)
+                for node in held[role]:
+                    n = per[role] if node != lone else rest
+                    counts[node] = (n, 0) if role == "prefill" else (0, n)
+            cost = best_pairing(fmap, counts, p, d)
+            found = cost if found is None or cost < found else found
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize(
+    ("sizes", "spines", "gpus", "prefill", "decode"),
+    [
+        ([1, 2], 1, 4, (2, 4), (1, 2)),  # a cell too large for a leaf: its decode where most join
+        ([3, 3], 1, 8, (8, 4), (3, 4)),  # a smaller cell took the leaf a larger one spilled into
+        ([2, 3, 3], 1, 4, (4, 4), (12, 1)),  # fewer prefills than decodes: one cell per leaf
+        ([2, 2], 1, 4, (4, 2), (3, 2)),  # a cell cut per decode group by what each wants
+    ],
+)
+def test_the_split_is_best_on_cases_it_once_missed(  # type: ignore[no-untyped-def]
+    sizes, spines, gpus, prefill, decode
+) -> None:
+    fmap, nodes = two_level_fabric(sizes, spines)
+    per = {"prefill": gpus // prefill[1], "decode": gpus // decode[1]}
+    plan = place(Deployment(PoolSize(*prefill), PoolSize(*decode)), nodes, gpus, fmap)
+    assert plan_crossings(plan, fmap) == best_split(fmap, nodes, per, prefill[0], decode[0])

@@ -16,7 +16,8 @@ Three rules, in this priority (pure functions, no I/O):
    order, ⌈P/D⌉ to each of the first P mod D decode instances and ⌊P/D⌋ to the others, and
    node groups whose instances are paired so share a cell (a node of two prefill instances
    comes with both their decodes); a cell larger than any unit of the finest level is cut into
-   one cell per decode node group, each prefill group to the one still wanting the most.
+   one cell per decode node group, each prefill group to the one still wanting the most (with
+   fewer prefill than decode instances, its last prefill groups to decode groups alone).
    Largest first, each cell goes into a unit of the finest level with room for it (room: its
    free nodes less those held, and no more than around it): one with healthy nodes for the
    whole cell, else one with healthy nodes for its decode (each the smallest: best fit); when
@@ -35,7 +36,7 @@ the deployment fits the nodes at all).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from topograph_slurm.analysis.placement.explain import NETWORK_KINDS, PathFacts, path_problems
@@ -306,7 +307,34 @@ def _cells(
             cut[most].prefills.append(group)
             cut[most].need += per[PREFILL]
         cells.extend(cut.values())
+    if floor == 0:  # fewer prefill instances than decode ones: each decode takes one or none
+        _spread(cells, largest, per[PREFILL], instances)
     return cells
+
+
+def _spread(
+    cells: list[_Cell], largest: int, per_prefill: int, instances: Callable[[str, int], int]
+) -> None:
+    """With fewer prefill instances than decode ones, a cell too large for any unit gives its
+    last prefill groups to cells of a decode group alone that have room for them (a decode
+    instance takes one prefill instance or none): more cells fit a leaf."""
+    for cell in (c for c in cells if c.need > largest and c.prefills):
+        for group in list(reversed(cell.prefills)):
+            if cell.need <= largest:
+                break
+            fits = (
+                c
+                for c in cells
+                if not c.prefills
+                and c.need + per_prefill <= largest
+                and instances(DECODE, c.decodes[0]) >= instances(PREFILL, group)
+            )
+            target = next(fits, None)
+            if target is not None:
+                cell.prefills.remove(group)
+                cell.need -= per_prefill
+                target.prefills.append(group)
+                target.need += per_prefill
 
 
 def _place_decode(board: _Board, cell: _Cell, count: int, home: str) -> None:
