@@ -7,7 +7,15 @@ traceback. Codes are distinct so cron wrappers and CI can tell a stale file from
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
+
+#: The longest run of non-blank characters an error line quotes whole (a path, a hostlist);
+#: a longer one is a value from outside (a 5000-digit number, a pasted file) and is cut.
+MAX_QUOTED = 200
+#: How much of a cut run stays on each side of the cut.
+_KEPT = 40
+_LONG_RUN = re.compile(rf"\S{{{MAX_QUOTED + 1},}}")
 
 
 class Exit(IntEnum):
@@ -28,6 +36,15 @@ class Exit(IntEnum):
     DEFERRED = 12  # generate --reconfigure waited past its bound for jobs in their prolog
     BUG = 70  # an unexpected internal error (EX_SOFTWARE)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as a shell reports it)
+
+
+def capped(message: str) -> str:
+    """*message* with every run of more than :data:`MAX_QUOTED` non-blank characters cut to
+    its ends and its length (``99…[5000 characters]…99``): the one rule for every error line,
+    whatever value it quotes, so a hostile input cannot make a line of megabytes."""
+    return _LONG_RUN.sub(
+        lambda run: f"{run[0][:_KEPT]}…[{len(run[0])} characters]…{run[0][-_KEPT:]}", message
+    )
 
 
 class TopographError(Exception):

@@ -196,3 +196,44 @@ def test_topo_matrix_with_a_node_order_format_is_a_usage_error() -> None:
     result = _order("plain", DGX_A100)
     assert result.exit_code == Exit.USAGE and result.stdout == ""
     assert "--topo-matrix is for the binding-* formats, not --format plain" in result.stderr
+
+
+HOSTILE_LEGEND = """\
+\tGPU0\tGPU1\tGPU2\tNIC0\tNIC1\tNIC2\tCPU Affinity\tNUMA Affinity
+GPU0\t X \tNV12\tNV12\tPIX\tSYS\tSYS\t0-15\t0
+GPU1\tNV12\t X \tNV12\tSYS\tPIX\tSYS\t16-31\t1
+GPU2\tNV12\tNV12\t X \tSYS\tSYS\tPIX\t32-47\t1
+NIC0\tPIX\tSYS\tSYS\t X \tSYS\tSYS
+NIC1\tSYS\tPIX\tSYS\tSYS\t X \tSYS
+NIC2\tSYS\tSYS\tPIX\tSYS\tSYS\t X
+
+NIC Legend:
+
+  NIC0: mlx5 0
+  NIC1: mlx5_1;reboot
+  NIC2: mlx5_2
+"""
+
+
+def test_a_nic_without_a_usable_name_binds_no_nic(tmp_path: Path) -> None:
+    """A legend name the parser cannot read (``mlx5 0``) once bound ``NCCL_IB_HCA==NIC0``, the
+    column label; one no device could have (``mlx5_1;reboot``) went into the wrapper's shell
+    line. Neither is a NIC to bind: the rank binds none; a good name still binds."""
+    path = tmp_path / "topo.txt"
+    path.write_text(HOSTILE_LEGEND)
+    ranks = node_binding(parse_topo_matrix(HOSTILE_LEGEND))
+    assert [rank.nics for rank in ranks] == [(), (), ("mlx5_2",)]
+    result = _run(
+        "order",
+        "--sim",
+        "nodes=4,gpus=3,rails=1,su=4",
+        "--nodes",
+        "gpu0001",
+        "--topo-matrix",
+        str(path),
+        "--format",
+        "binding-wrapper",
+    )
+    assert result.exit_code == 0, result.output
+    assert "NIC0" not in result.stdout and "reboot" not in result.stdout
+    assert "NCCL_IB_HCA==mlx5_2 " in result.stdout

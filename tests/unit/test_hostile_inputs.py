@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner, Result
@@ -833,3 +834,101 @@ def test_a_hostile_node_name_from_slurm_stops_occupancy_before_any_write(
     line = assert_refused(result, Exit.INPUT)
     assert "invalid node name" in line and "\x1b" not in line
     assert not metrics.exists() and result.stdout == ""
+
+
+# --------------------------------------------------------------------------- round 3: pools
+
+
+POOLS_SIM = "nodes=16,gpus=8,rails=2,su=8"
+DECODE_ONE = '{"name": "d", "role": "decode", "tp": 8, "nodes": ["gpu0001"]}'
+BIG = "9" * 5000
+
+
+def pools_file(prefill_extra: str = "", top_extra: str = "") -> str:
+    prefill = '{"name": "p", "role": "prefill", "tp": 8, "nodes": ["gpu0002"]' + prefill_extra
+    return '{"instances": [' + DECODE_ONE + ", " + prefill + "}]" + top_extra + "}"
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (pools_file(', "pairs": 5'), "pairs is a list of instance names"),
+        (pools_file(', "pairs": [{}]'), "pairs is a list of instance names"),
+        (pools_file(', "pairs": "d"'), "pairs is a list of instance names"),
+        (pools_file(top_extra=', "kv_paths": "x"'), "kv_paths is a list"),
+        (pools_file(top_extra=', "kv_paths": [{"prefill": 1}]'), "kv_paths is a list"),
+        (pools_file(top_extra=', "kv_paths": [5]'), "kv_paths is a list"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        (
+            '{"instances": 1, "x": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}",
+            "nested too deeply",
+        ),
+        (
+            pools_file().replace('"tp": 8, "nodes": ["gpu0002"]', f'"tp": {BIG}, "nodes": ["x"]'),
+            "not JSON",
+        ),
+        (pools_file(', "gpus": [0, 1e400]'), "gpus is a non-empty list"),
+    ],
+    ids=[
+        "pairs-int",
+        "pairs-object",
+        "pairs-string",
+        "kv-string",
+        "kv-field",
+        "kv-int",
+        "nested-lists",
+        "nested-objects",
+        "tp-5000-digits",
+        "gpus-inf",
+    ],
+)
+def test_a_hostile_pools_file_is_one_input_error(
+    tmp_path: Path, content: str, fragment: str
+) -> None:
+    """Each once crashed explain --pools (exit 70) or was silently ignored."""
+    path = tmp_path / "pools.json"
+    path.write_text(content)
+    line = assert_refused(invoke(["explain", "--sim", POOLS_SIM, "--pools", str(path)]), Exit.INPUT)
+    assert fragment in line and len(line) < 400, line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--prefill", f"4x{BIG}", "--decode", "1x8"],
+        ["--prefill", f"{BIG}x8", "--decode", "1x8"],
+        ["--prefill", "8", "--decode", "8", "--ratio", f"{BIG}:1"],
+    ],
+    ids=["tp", "count", "ratio"],
+)
+def test_a_huge_pools_size_is_one_short_usage_error(args: list[str]) -> None:
+    result = invoke(["pools", "--sim", POOLS_SIM, "--nodes", "gpu[0001-0016]", *args])
+    line = assert_refused(result, Exit.USAGE)
+    assert len(line) < 400, line
+
+
+def test_an_error_line_quotes_a_long_value_capped() -> None:
+    """A 5000-digit value once made a 5,103-character error line."""
+    args = ["pools", "--sim", POOLS_SIM, "--nodes", "gpu0001", "--prefill", f"x{BIG}"]
+    line = assert_refused(invoke([*args, "--decode", "1x8"]), Exit.USAGE)
+    assert len(line) < 400 and "[5003 characters]" in line, line
+
+
+def every_command(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every command and subcommand path, enumerated from the CLI itself."""
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        yield (*path, name)
+        if isinstance(command, click.Group):
+            yield from every_command(command, (*path, name))
+
+
+def test_no_help_prints_a_bound_of_none() -> None:
+    """An unbounded number option once printed ``[x<=None]`` on 59 help lines."""
+    commands = list(every_command(main))
+    assert len(commands) > 15
+    for path in commands:
+        result = invoke([*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "<=None" not in result.stdout and ">=None" not in result.stdout, path

@@ -291,7 +291,7 @@ def test_explain_pools_flags_a_decode_that_now_sits_on_a_degraded_path(tmp_path:
     later = run("explain", "--sim", HEALTHY + ",degraded=4", "--pools", str(planned))
     assert later.exit_code == Exit.DIFFERS, later.output
     assert "NOT MET: decode on a degraded path (degraded-link on gpu0001)" in later.stdout
-    assert "Decode pool: 1 instances on 2 nodes, 1 with problems on their path (gpu0001)" in (
+    assert "Decode pool: 1 instance on 2 nodes, 1 with problems on their path (gpu0001)" in (
         later.stdout
     )
 
@@ -836,3 +836,48 @@ def test_binding_flag_misuse_is_one_usage_error(args: list[str], fragment: str) 
     assert result.exit_code == Exit.USAGE, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0]
+
+
+# --------------------------------------------------------------------------- impossible deployments
+
+FOUR = "nodes=16,gpus=4,rails=2,su=8"  # nodes of 4 GPUs
+
+
+def explain_one(tmp_path: Path, tp: int, extra: str = "") -> Result:
+    """explain --pools of one decode instance of TP *tp* on gpu0001 (4 GPUs)."""
+    path = tmp_path / "pools.json"
+    instance = f'{{"name": "d", "role": "decode", "tp": {tp}, "nodes": ["gpu0001"]{extra}}}'
+    path.write_text(f'{{"instances": [{instance}]}}')
+    return run("explain", "--sim", FOUR, "--pools", str(path), "--json")
+
+
+@pytest.mark.parametrize(
+    ("tp", "extra", "said"),
+    [
+        (8, "", "TP 8 needs 8 GPUs; it has 4 (4 on each of its 1 node)"),
+        (10**30, "", f"TP {10**30} needs {10**30} GPUs; it has 4 (4 on each of its 1 node)"),
+        (4, ', "gpus": [0, 0, 0, 0]', "names GPU 0 more than once"),
+        (4, ', "gpus": [0]', "TP 4 needs 4 GPUs; it has 1 (1 on each of its 1 node)"),
+    ],
+    ids=["tp-8-on-4", "tp-1e30", "gpus-repeat", "gpus-short"],
+)
+def test_explain_pools_says_an_impossible_instance_is_not_met(
+    tmp_path: Path, tp: int, extra: str, said: str
+) -> None:
+    """Each once said "everything is met"."""
+    result = explain_one(tmp_path, tp, extra)
+    assert result.exit_code == Exit.DIFFERS, result.output
+    data = json.loads(result.stdout)
+    assert said in data["instances"][0]["unmet"] and data["met"] is False
+
+
+def test_explain_pools_of_a_whole_instance_is_met(tmp_path: Path) -> None:
+    result = explain_one(tmp_path, 4, ', "gpus": [0, 1, 2, 3]')
+    assert result.exit_code == Exit.OK, result.output
+
+
+def test_one_instance_and_one_node_are_said_in_the_singular() -> None:
+    result = run("pools", "--sim", HEALTHY, "--nodes", ALL, "--prefill", "1x8", "--decode", "1x8")
+    assert "Decode pool: 1 instance on 1 node, 0 with problems" in result.stdout, result.output
+    explained = run("explain", "--sim", HEALTHY, "--nodes", "gpu0001", "--gpus-per-node", "1")
+    assert "1 GPU per node, 1 node\n" in explained.stdout, explained.output

@@ -41,15 +41,15 @@ class PlacedJob:
 
 
 #: prepare_job's *job* flags as explain's defaults leave them: a job id's nodes (no hostlist,
-#: no hostfile), its GPUs per node and --tp-size record, nothing else parallel, Megatron's
-#: order. Callers that read a job without flags (record, pools) start from these.
+#: no hostfile), its GPUs per node and --tp-size/--pp-size record, nothing else parallel,
+#: Megatron's order. Callers that read a job without flags (record, pools) start from these.
 JOB_DEFAULTS: Mapping[str, Any] = {
     "hostlist": None,
     "hostfile": None,
     "hostfile_lines": "auto",
     "gpus_per_node": None,
     "tp": None,
-    "pp": 1,
+    "pp": None,
     "cp": 1,
     "ep": 1,
     "etp": None,
@@ -68,7 +68,7 @@ def prepare_job(
 ) -> PlacedJob:
     """The fabric view, the node of every rank, GPUs per node and the layout. A job id gives
     the nodes in the order Slurm ranks them, GPUs per node and (from the filter's record) the
-    TP size, unless the *job* flags say otherwise; *slurm_job* is that job when the caller
+    TP and PP sizes, unless the *job* flags say otherwise; *slurm_job* is that job when the caller
     has read it already. A node the fabric does not place is an input error. With *kept* a
     fabric source's kept index stands in for its analysis (:func:`.view.from_kept`)."""
     if slurm_job is None and job_id:
@@ -83,8 +83,9 @@ def prepare_job(
     gpus = _gpus_per_node(job["gpus_per_node"], slurm_job, view, read)
     ranks = read.tasks or [node for node in read.nodes for _ in range(read.counts.get(node, gpus))]
     tp = job["tp"] if job["tp"] is not None else (slurm_job and slurm_job.tp) or 1
+    pp = job["pp"] if job["pp"] is not None else (slurm_job and slurm_job.pp) or 1
     layout = ParallelLayout.for_world(
-        len(ranks), tp, job["pp"], job["cp"], job["ep"], job["rank_order"], job["etp"]
+        len(ranks), tp, pp, job["cp"], job["ep"], job["rank_order"], job["etp"]
     )
     return PlacedJob(view, read.nodes, gpus, layout, ranks, ranks_from)
 

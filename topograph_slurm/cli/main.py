@@ -14,7 +14,7 @@ from typing import Any, cast
 import click
 
 from topograph_slurm import __version__
-from topograph_slurm.errors import Exit, TopographError
+from topograph_slurm.errors import Exit, TopographError, capped
 
 # click 8.2 raises this for a bare command with no_args_is_help; 8.1 (Debian trixie's, which
 # the node-side hooks may run under) prints the help and exits 0 itself, so nothing to catch.
@@ -122,10 +122,11 @@ def _fail(ctx: click.Context, message: str, code: int) -> None:
 
 def _say(message: str) -> None:
     """``topograph-slurm: error: <message>`` as exactly one line: control characters and line
-    separators from data (a name with a newline, an escape sequence) are shown escaped."""
+    separators from data (a name with a newline, an escape sequence) are shown escaped, and a
+    long quoted value cut (:func:`.errors.capped`)."""
     from topograph_slurm.render.environment import printable
 
-    click.echo(f"topograph-slurm: error: {printable(message)}", err=True)
+    click.echo(f"topograph-slurm: error: {capped(str(printable(message)))}", err=True)
 
 
 @click.group(cls=Cli, context_settings={"help_option_names": ["-h", "--help"]})

@@ -184,7 +184,20 @@ def flag_settings(ctx: click.Context, rewrites: Sequence[str], **flags: Any) -> 
     return override(config_settings(ctx), rewrites=parse_rewrites(rewrites), **flags)
 
 
-class FiniteFloatRange(click.FloatRange):
+class _Bounds:
+    """What click's ranges say of their bounds in ``--help``: nothing when there is none
+    (click's own says ``[x<=None]``), else click's words (``x>=1``, ``1<=x<=8``)."""
+
+    min: Any
+    max: Any
+
+    def _describe_range(self) -> str:
+        if self.min is None and self.max is None:
+            return ""
+        return super()._describe_range()  # type: ignore[misc, no-any-return]
+
+
+class FiniteFloatRange(_Bounds, click.FloatRange):
     """click's FloatRange for plain ASCII decimals only: ``nan`` (it compares false with every
     bound, so the range alone lets it through, and every threshold it reaches then judges
     nothing), ``inf``, ``1_0`` and non-ASCII digits, which ``float`` reads, are refused."""
@@ -198,7 +211,7 @@ class FiniteFloatRange(click.FloatRange):
         return converted
 
 
-class AsciiIntRange(click.IntRange):
+class AsciiIntRange(_Bounds, click.IntRange):
     """click's IntRange (or plain int, without bounds) for ASCII digits only: ``int`` also
     reads ``１６`` (full-width), ``٤`` and ``1_0``, which no one means as a size."""
 

@@ -60,7 +60,9 @@ _JOB_OPTIONS = [
         help="Tensor-parallel size (default: the job's --tp-size record, else 1).",
     ),
     click.option(
-        "--pp", type=ASCII_INT, default=1, show_default=True, help="Pipeline-parallel size."
+        "--pp",
+        type=ASCII_INT,
+        help="Pipeline-parallel size (default: the job's --pp-size record, else 1).",
     ),
     click.option(
         "--cp", type=ASCII_INT, default=1, show_default=True, help="Context-parallel size."

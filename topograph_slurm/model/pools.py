@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topograph_slurm.errors import UsageError
+from topograph_slurm.model.numbers import natural
 from topograph_slurm.model.result import Finding
 
 #: The two roles, in the order pools list them.
@@ -101,25 +102,25 @@ def parse_size(text: str, flag: str) -> tuple[int | None, int]:
     count, sep, tp = text.lower().replace("×", "x").partition("x")
     if not sep:
         count, tp = "", count
-    digits = (tp + count).isascii() and tp.isdecimal() and (not count or count.isdecimal())
-    if not digits:
+    size, number = natural(tp), natural(count) if count else None
+    if size is None or (count and number is None):
         raise UsageError(
             f"{flag} takes NxTP (e.g. 4x8: four instances of TP 8) or TP, got {text!r}"
         )
-    number = int(count) if count else None
-    if int(tp) < 1 or number == 0:
+    if size < 1 or number == 0:
         raise UsageError(f"{flag} {text}: counts and TP sizes must be at least 1")
-    return number, int(tp)
+    return number, size
 
 
 def parse_ratio(text: str) -> tuple[int, int]:
     """``P:D`` as two positive integers; a usage error otherwise."""
     prefill, sep, decode = text.partition(":")
-    if not (sep and prefill.isdecimal() and decode.isdecimal() and text.isascii()):
+    p, d = (natural(prefill), natural(decode)) if sep else (None, None)
+    if p is None or d is None:
         raise UsageError(f"--ratio takes PREFILL:DECODE (e.g. 2:1), got {text!r}")
-    if int(prefill) < 1 or int(decode) < 1:
+    if min(p, d) < 1:
         raise UsageError(f"--ratio {text}: both sides must be at least 1")
-    return int(prefill), int(decode)
+    return p, d
 
 
 @dataclass(frozen=True, slots=True)

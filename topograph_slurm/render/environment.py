@@ -70,6 +70,11 @@ def printable(value: object) -> object:
     return "".join(char if char.isprintable() else _escape_char(char) for char in value)
 
 
+def counted(count: int, noun: str) -> str:
+    """*count* and *noun*, in the plural unless one: ``1 node``, ``2 nodes``, ``0 nodes``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def lua_int(value: object) -> str:
     """Render a non-negative int as a Lua number literal; anything else is a template bug."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -120,6 +125,7 @@ def environment(override: Path | None = None) -> jinja2.Environment:
     env.filters.update(lua_str=lua_str, lua_int=lua_int, lua_bool=lua_bool)
     env.filters["tojson"] = lambda value: json.dumps(value, sort_keys=True)
     env.filters["printable"] = printable
+    env.filters["counted"] = counted
     env.filters["sh"] = shlex.quote  # a word of a shell command line (health's scontrol lines)
     return env
 

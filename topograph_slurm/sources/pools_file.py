@@ -9,8 +9,10 @@
 A prefill instance's ``pairs`` name the decode instances it sends KV cache to (a decode's are
 read too); ``kv_paths`` of ``pools --json`` are read when present, and an instance's ``gpus``
 (its local GPU indices on each node, when instances share a node; default: its share of each
-node's GPUs from 0). Every shape error is one
-InputError naming the file and the entry.
+node's GPUs from 0). Every shape error is one InputError naming the file and the entry:
+``pairs`` a list of instance names, ``kv_paths`` a list of objects naming a prefill and a
+decode instance; JSON nested deeper than Python can read, or a number of more digits than
+``int`` converts, is not JSON.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ def load_pools(path: str) -> RunningPools:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read pools file {path}: {err}") from None
-    except json.JSONDecodeError as err:
+    except RecursionError:
+        raise InputError(f"{path}: not JSON (nested too deeply)") from None
+    except ValueError as err:  # JSONDecodeError, or an integer of more than 4300 digits
         raise InputError(f"{path}: not JSON ({err})") from None
     return parse_pools(data, path)
 
@@ -72,11 +76,18 @@ def _pairs(
 ) -> tuple[tuple[str, str], ...]:
     """(prefill, decode) pairs from ``kv_paths``, else from the instances' ``pairs``."""
     found: list[tuple[str, str]] = []
-    for path in data.get("kv_paths") or []:
-        if isinstance(path, dict):
-            found.append((path.get("prefill"), path.get("decode")))  # type: ignore[arg-type]
+    paths = data.get("kv_paths", [])
+    if not isinstance(paths, list) or not all(_names_a_pair(path) for path in paths):
+        raise InputError(
+            f"{source}: kv_paths is a list of objects with a prefill and a decode instance name"
+        )
+    found.extend((path["prefill"], path["decode"]) for path in paths)
     for entry in entries:
-        for other in entry.get("pairs") or []:
+        others = entry.get("pairs", [])
+        if not isinstance(others, list) or not all(isinstance(o, str) for o in others):
+            where = f"{source}: instance {entry['name']}"
+            raise InputError(f"{where}: pairs is a list of instance names")
+        for other in others:
             pair = (entry["name"], other) if entry["role"] == PREFILL else (other, entry["name"])
             found.append(pair)
     for prefill, decode in found:
@@ -85,3 +96,9 @@ def _pairs(
                 f"{source}: pair {prefill!r} - {decode!r} is not a prefill and a decode instance"
             )
     return tuple(dict.fromkeys(found))
+
+
+def _names_a_pair(path: Any) -> bool:
+    return isinstance(path, dict) and all(
+        isinstance(path.get(key), str) for key in ("prefill", "decode")
+    )

@@ -4,8 +4,9 @@ use when a job runs one task per GPU (local rank r on the node's r-th GPU, as ``
 
 The NICs are the GPU's rail as ``nvidia-smi topo -m`` shows it: every NIC on the GPU's best
 PCIe path class (``PIX`` before ``PXB`` before ``PHB`` …); where all NICs tie (a GB200 tray,
-``SYS`` everywhere) that is all of them, the matrix telling nothing better. The CPUs are the
-GPU's ``CPU Affinity`` as Linux CPU ids, hyperthreads included: srun's ``--cpu-bind`` and
+``SYS`` everywhere) that is all of them, the matrix telling nothing better. A NIC with no
+device name (its legend line unreadable, or a name no device has) is no NIC to bind. The CPUs
+are the GPU's ``CPU Affinity`` as Linux CPU ids, hyperthreads included: srun's ``--cpu-bind`` and
 ``taskset`` take Linux ids, unlike gres.conf's ``Cores=`` (:mod:`..nvlink.gres`).
 
 Pure functions, no I/O.
@@ -13,12 +14,25 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from topograph_slurm.analysis.nvlink.gres import cpu_ranges
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.gpu import GpuTopology, RankBinding
 from topograph_slurm.model.names import fold, natural_key
+
+#: A NIC name NCCL_IB_HCA and UCX_NET_DEVICES can take (``mlx5_0``, ``ibp12s0``, ``bnxt_re0``):
+#: what Linux names an RDMA device, at most 64 characters.
+_DEVICE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", re.ASCII)
+#: A matrix column label: a NIC whose legend line named none the parser could read.
+_LABEL = re.compile(r"NIC\d+", re.ASCII)
+
+
+def _bindable(nic: str) -> bool:
+    """Whether *nic* names a device: not a bare column label (``NIC0``, the legend's name
+    refused), not a string no device has (``mlx5_1;reboot`` would run in the wrapper's shell)."""
+    return _DEVICE.fullmatch(nic) is not None and _LABEL.fullmatch(nic) is None
 
 
 def node_binding(
@@ -44,7 +58,8 @@ def _rank(topo: GpuTopology, rank: int, gpu: int) -> RankBinding:
     text = topo.cpu_affinity.get(gpu)
     ranges = cpu_ranges(text) if text else []
     cpus = tuple(sorted({c for first, last in ranges for c in range(first, last + 1)}))
-    return RankBinding(rank, gpu, topo.closest_nics(gpu), cpus)
+    nics = tuple(nic for nic in topo.closest_nics(gpu) if _bindable(nic))
+    return RankBinding(rank, gpu, nics, cpus)
 
 
 def job_binding(

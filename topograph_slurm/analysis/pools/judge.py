@@ -86,6 +86,24 @@ def _shared_gpus(instances: list[Instance]) -> None:
                     by_name[first].unmet.append(f"shares GPU {gpu} of {node} with {one.name}")
 
 
+def _short_of_gpus(instances: list[Instance]) -> None:
+    """An instance of a hand-written deployment that names a GPU twice, or whose distinct GPUs
+    on its distinct nodes are fewer than its TP size, cannot run as written (a plan ``pools``
+    made never does this)."""
+    for one in instances:
+        gpus = sorted(set(one.gpus))
+        repeated = [gpu for gpu in gpus if one.gpus.count(gpu) > 1]
+        if repeated:
+            one.unmet.append(f"names GPU {repeated[0]} more than once")
+        nodes = len(set(one.nodes))
+        if len(gpus) * nodes < one.tp:
+            plural = "node" if nodes == 1 else "nodes"
+            one.unmet.append(
+                f"TP {one.tp} needs {one.tp} GPUs; it has {len(gpus) * nodes} "
+                f"({len(gpus)} on each of its {nodes} {plural})"
+            )
+
+
 def _gpus(one: RunningInstance, gpus_per_node: int) -> list[int]:
     """The GPUs the file names, else the instance's share of each node's from GPU 0."""
     if one.gpus is not None:
@@ -115,6 +133,7 @@ def check_running(
         needed = sum(nodes_per_group(one.tp, gpus_per_node) for one in pair)
         paths.append(kv_path(pair, fmap, facts, home_level(fmap, needed)))
     judge(instances, paths, fmap)
+    _short_of_gpus(instances)
     _shared_gpus(instances)
     sizes = {
         role: PoolSize(

@@ -12,17 +12,23 @@ Three rules, in this priority (pure functions, no I/O):
    it takes the nodes with no problem on their path (no degraded link, missing or misaligned
    rail, unhealthy NVLink, slow benchmark): node quality is the count of network problems on
    the node, then of its other problems, then of its units' (a leaf's degraded uplink).
-3. **KV pairs close**: the node groups are grouped in *cells*, one decode node group and
-   prefill node groups (prefill group j with decode group j mod D). Largest first, each cell
-   goes into a unit of the finest level with room for it: one with healthy nodes for the whole
-   cell, else one with healthy nodes for its decode (each the smallest: best fit); when no
-   unit of a level has healthy nodes for the decode, the next level is tried, and only when
-   none has does the decode take the finest unit's best nodes. So each pair's KV-cache
-   transfer stays in one leaf or block where it can, else one spine. Decodes are placed first,
-   for every cell, their prefills' nodes held back in the cell's unit (counted against later
-   cells there and above); the prefills after, on the free nodes nearest their decode. The
-   instances are then paired anew, each prefill with the decode whose KV path is finest
-   (:mod:`.pairing`): the cells only put the node groups near each other.
+3. **KV pairs close**: the node groups are grouped in closed *cells*: the prefill instances in
+   order, ⌈P/D⌉ to each of the first P mod D decode instances and ⌊P/D⌋ to the others, and
+   node groups whose instances are paired so share a cell (a node of two prefill instances
+   comes with both their decodes); a cell larger than any unit of the finest level is cut into
+   one cell per decode node group, each prefill group to the one still wanting the most (with
+   fewer prefill than decode instances, its last prefill groups to decode groups alone).
+   Largest first, each cell goes into a unit of the finest level with room for it (room: its
+   free nodes less those held, and no more than around it): one with healthy nodes for the
+   whole cell, else one with healthy nodes for its decode (each the smallest: best fit); when
+   no unit of a level has healthy nodes for the decode, the next level is tried, and only when
+   none has does the decode take the finest unit's best nodes. A decode placed in a unit
+   coarser than the finest goes to its sub-unit with the most room, so the most of its
+   prefills join it. Decodes are placed first, for every cell, their prefills' nodes held back
+   in the cell's unit (counted against later cells there and above); the prefills after, on
+   the free nodes nearest their decode. The instances are then paired anew (:mod:`.pairing`:
+   provably the fewest KV paths across each level for the nodes placed); the cells only put
+   the node groups near each other, and are not proven the best split.
 
 What could not be met is said per instance; nothing is refused here (the caller checks that
 the deployment fits the nodes at all).
@@ -30,12 +36,12 @@ the deployment fits the nodes at all).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from topograph_slurm.analysis.placement.explain import NETWORK_KINDS, PathFacts, path_problems
 from topograph_slurm.analysis.placement.span import home_level, nodes_per_group, unit_of
-from topograph_slurm.analysis.pools.deployment import per_node, role_nodes
+from topograph_slurm.analysis.pools.deployment import per_node
 from topograph_slurm.analysis.pools.judge import instance, judge, kv_path
 from topograph_slurm.analysis.pools.pairing import pair
 from topograph_slurm.model.placement import FabricMap
@@ -66,13 +72,18 @@ def quality(node: str, fmap: FabricMap, facts: PathFacts | None) -> Quality:
 
 @dataclass(slots=True)
 class _Cell:
-    """One decode node group and the prefill node groups meant for it, placed together."""
+    """Decode node groups and the prefill node groups whose instances send them KV cache,
+    placed together: closed, so every pair of a cell placed in one unit stays in it."""
 
-    decode: int
+    decodes: list[int]
     prefills: list[int]
     need: int
     anchor: str = ""
-    decode_nodes: list[str] = field(default_factory=list)
+    decode_nodes: list[list[str]] = field(default_factory=list)
+
+    @property
+    def decode_count(self) -> int:
+        return sum(len(nodes) for nodes in self.decode_nodes)
 
 
 Unit = tuple[str, str]
@@ -101,6 +112,11 @@ class _Board:
             for unit, nodes in self.members.items()
         }
         self.reserved: dict[Unit, int] = {}
+        levels = fmap.levels
+        self.around = {
+            unit: [(lvl, self.unit[nodes[0]][lvl]) for lvl in levels[levels.index(unit[0]) :]]
+            for unit, nodes in self.members.items()
+        }
         self.by_level: dict[str, list[Unit]] = {}
         for unit in self.members:
             self.by_level.setdefault(unit[0], []).append(unit)
@@ -151,6 +167,13 @@ class _Board:
     def healthy(self, nodes: Iterable[str]) -> bool:
         return all(self.quality[node] == (0, 0, 0) for node in nodes)
 
+    def room(self, unit: Unit) -> int:
+        """The nodes a cell may still take in *unit*: its free nodes less those held, and no
+        more than any unit around it has (a node of a leaf whose free nodes are held is not
+        free for a cell that fits the node)."""
+        free, held = self.free_count, self.reserved
+        return min(free[around] - held.get(around, 0) for around in self.around[unit])
+
     def spoken_for(self, unit: Unit, count: int) -> frozenset[str]:
         """The free nodes of *unit* in a finer unit whose free nodes, less *count*, would no
         longer hold what placed cells' prefills will take there: a decode placed at *unit*'s
@@ -165,11 +188,17 @@ class _Board:
         )
 
     def reserve(self, cell: _Cell, level: str) -> None:
-        """The cell's prefill nodes, held in its unit of *level* and every unit above it."""
+        """The cell's prefill nodes, held in its unit of *level* and every unit above it, and
+        in each finer unit around its decode as many as that has room for (where its
+        prefills will go first, so a later, smaller cell does not take them)."""
         levels = self.fmap.levels
-        for lvl in levels[levels.index(level) :]:
+        held = cell.need - cell.decode_count
+        at = levels.index(level)
+        for lvl in levels[min(1, at) :]:
             unit = (lvl, self.unit[cell.anchor][lvl])
-            self.reserved[unit] = self.reserved.get(unit, 0) + cell.need - len(cell.decode_nodes)
+            before = self.reserved.get(unit, 0)
+            room = max(0, self.free_count[unit] - before)
+            self.reserved[unit] = before + (held if levels.index(lvl) >= at else min(held, room))
 
 
 def place(
@@ -186,22 +215,16 @@ def place(
         role: nodes_per_group(deployment.size(role).tp, gpus_per_node) for role in (PREFILL, DECODE)
     }
     homes = {role: home_level(fmap, per[role]) for role in (PREFILL, DECODE)}
-    groups = {
-        role: role_nodes(deployment.size(role).count, deployment.size(role).tp, gpus_per_node)
-        // per[role]
-        for role in (PREFILL, DECODE)
-    }
-    cells = _cells(groups[PREFILL], groups[DECODE], per)
+    finest = fmap.levels[1] if len(fmap.levels) > 2 else fmap.levels[-1]
+    cells = _cells(deployment, gpus_per_node, per, board.largest[finest])
     for cell in sorted(cells, key=lambda c: -c.need):
         _place_decode(board, cell, per[DECODE], homes[DECODE])
-    prefill_groups: dict[int, list[str]] = {}
+    groups: dict[str, dict[int, list[str]]] = {PREFILL: {}, DECODE: {}}
     for cell in cells:
+        groups[DECODE].update(zip(cell.decodes, cell.decode_nodes, strict=True))
         for index in cell.prefills:
-            prefill_groups[index] = _place_prefill(board, cell, per[PREFILL], homes[PREFILL])
-    placed = {
-        DECODE: [cell.decode_nodes for cell in cells],
-        PREFILL: [prefill_groups[i] for i in sorted(prefill_groups)],
-    }
+            groups[PREFILL][index] = _place_prefill(board, cell, per[PREFILL], homes[PREFILL])
+    placed = {role: [found[i] for i in sorted(found)] for role, found in groups.items()}
     instances = {
         role: _instances(role, deployment.size(role), placed[role], gpus_per_node, fmap, facts)
         for role in (PREFILL, DECODE)
@@ -228,14 +251,90 @@ def _paths(
     ]
 
 
-def _cells(prefills: int, decodes: int, per: dict[str, int]) -> list[_Cell]:
-    """*decodes* cells of one decode node group each, prefill group j in cell j mod D."""
-    cells = [_Cell(d, [], per[DECODE]) for d in range(decodes)]
-    for index in range(prefills):
-        cell = cells[index % decodes]
-        cell.prefills.append(index)
-        cell.need += per[PREFILL]
+def _cells(
+    deployment: Deployment, gpus_per_node: int, per: dict[str, int], largest: int
+) -> list[_Cell]:
+    """The node groups joined into closed cells: the prefill instances in order, ⌈P/D⌉ to
+    each of the first P mod D decode instances, ⌊P/D⌋ to each of the others (neighbours
+    together, the fewest node groups per cell), and two node groups whose instances are
+    paired so are in one cell. A node of two prefill instances thus comes with both their
+    decodes (``prefill j → decode j mod D`` by node group put the second one's anywhere). A
+    cell larger than *largest* (the most nodes a unit of the finest level above a node has)
+    fits none, so it is cut: a cell per decode node group, each prefill node group (in order)
+    to the one that still wants the most for its ⌊P/D⌋-⌈P/D⌉ share."""
+    size = {role: deployment.size(role) for role in (PREFILL, DECODE)}
+    k = {role: per_node(size[role].tp, gpus_per_node) for role in size}
+    count = {role: -(-size[role].count // k[role]) for role in size}
+    parent = list(range(count[PREFILL] + count[DECODE]))  # prefill groups, then decode groups
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def instances(role: str, group: int) -> int:
+        return min(k[role], size[role].count - group * k[role])
+
+    floor, extra = divmod(size[PREFILL].count, size[DECODE].count)
+    first = 0
+    for j in range(size[DECODE].count):
+        take = floor + (j < extra)
+        for i in range(first, first + take):
+            a, b = root(i // k[PREFILL]), root(count[PREFILL] + j // k[DECODE])
+            parent[max(a, b)] = min(a, b)
+        first += take
+    joined: dict[int, _Cell] = {}
+    for group in range(count[PREFILL] + count[DECODE]):
+        cell = joined.setdefault(root(group), _Cell([], [], 0))
+        if group < count[PREFILL]:
+            cell.prefills.append(group)
+            cell.need += per[PREFILL]
+        else:
+            cell.decodes.append(group - count[PREFILL])
+            cell.need += per[DECODE]
+    cells = []
+    for cell in joined.values():
+        if cell.need <= largest or len(cell.decodes) == 1:
+            cells.append(cell)
+            continue
+        cut = {d: _Cell([d], [], per[DECODE]) for d in cell.decodes}
+        # what each decode group still wants, in prefill instances times D
+        want = {d: instances(DECODE, d) * size[PREFILL].count for d in cell.decodes}
+        for group in cell.prefills:
+            most = max(cell.decodes, key=lambda d: (want[d], -d))
+            want[most] -= instances(PREFILL, group) * size[DECODE].count
+            cut[most].prefills.append(group)
+            cut[most].need += per[PREFILL]
+        cells.extend(cut.values())
+    if floor == 0:  # fewer prefill instances than decode ones: each decode takes one or none
+        _spread(cells, largest, per[PREFILL], instances)
     return cells
+
+
+def _spread(
+    cells: list[_Cell], largest: int, per_prefill: int, instances: Callable[[str, int], int]
+) -> None:
+    """With fewer prefill instances than decode ones, a cell too large for any unit gives its
+    last prefill groups to cells of a decode group alone that have room for them (a decode
+    instance takes one prefill instance or none): more cells fit a leaf."""
+    for cell in (c for c in cells if c.need > largest and c.prefills):
+        for group in list(reversed(cell.prefills)):
+            if cell.need <= largest:
+                break
+            fits = (
+                c
+                for c in cells
+                if not c.prefills
+                and c.need + per_prefill <= largest
+                and instances(DECODE, c.decodes[0]) >= instances(PREFILL, group)
+            )
+            target = next(fits, None)
+            if target is not None:
+                cell.prefills.remove(group)
+                cell.need -= per_prefill
+                target.prefills.append(group)
+                target.need += per_prefill
 
 
 def _place_decode(board: _Board, cell: _Cell, count: int, home: str) -> None:
@@ -244,33 +343,67 @@ def _place_decode(board: _Board, cell: _Cell, count: int, home: str) -> None:
     finest level with room, a unit healthy enough for the whole cell comes first (the smallest),
     then one with healthy nodes for its decode (the smallest)."""
     fallback: Unit | None = None
+    need, held = cell.need, board.reserved
     for level in board.fmap.levels:
-        if board.largest[level] < cell.need:  # no unit of the level could ever hold the cell
+        if board.largest[level] < need:  # no unit of the level could ever hold the cell
             continue
-        room = [
-            unit
-            for unit in board.by_level[level]
-            if board.free_count[unit] - board.reserved.get(unit, 0) >= cell.need
-        ]
+        own = [u for u in board.by_level[level] if board.free_count[u] - held.get(u, 0) >= need]
+        # smallest first; the units around a unit (dearer than its own counters) asked first
+        # only of the units healthy enough for the whole cell: this runs once per cell
+        own.sort(key=board.free_count.__getitem__)
+        healthy = (u for u in own if board.healthy_count[u] - held.get(u, 0) >= need)
+        whole = next((u for u in healthy if board.room(u) >= need), None)
+        if whole is not None:
+            return _settle(board, cell, whole, count, home)
+        room = [unit for unit in own if board.room(unit) >= need]
         if not room:
             continue
-        whole = [u for u in room if board.healthy_count[u] - board.reserved.get(u, 0) >= cell.need]
-        if whole:
-            return _settle(board, cell, min(whole, key=board.free_count.__getitem__), count, home)
-        for unit in sorted(room, key=board.free_count.__getitem__):
+        for unit in room:
             chosen = board.pick(board.free_in(unit), count, home)
             if chosen is not None and board.healthy(chosen):
                 return _settle(board, cell, unit, count, home)
-        fallback = fallback or min(room, key=board.free_count.__getitem__)
+        fallback = fallback or room[0]
     _settle(board, cell, fallback or board.by_level[board.fmap.levels[-1]][0], count, home)
 
 
 def _settle(board: _Board, cell: _Cell, unit: Unit, count: int, home: str) -> None:
-    avoid = board.spoken_for(unit, count)
-    cell.decode_nodes = board.take(board.free_in(unit), count, home, avoid)
-    if cell.decode_nodes:
-        cell.anchor = cell.decode_nodes[0]
+    avoid = board.spoken_for(unit, count * len(cell.decodes))
+    cell.decode_nodes = [
+        board.take(_roomiest(board, unit, count, home), count, home, avoid) for _ in cell.decodes
+    ]
+    if cell.decode_count:
+        cell.anchor = next(nodes[0] for nodes in cell.decode_nodes if nodes)
         board.reserve(cell, unit[0])
+
+
+def _roomiest(board: _Board, unit: Unit, count: int, home: str) -> list[str]:
+    """*unit*'s free nodes, narrowed to the finer unit (of the decode's home level, or the
+    finest above a node) with the most room left (free less held) where a decode of *count*
+    nodes is as good as anywhere in *unit*: room in its coarsest sub-unit first, then in each
+    finer one. A cell too large for any finer unit keeps the most of its prefills near its
+    decode."""
+    nodes = board.free_in(unit)
+    first = board.pick(nodes, count, home)
+    levels = board.fmap.levels
+    finest = max(levels.index(home), 1)
+    if first is None or finest >= levels.index(unit[0]):
+        return nodes
+    quality = sorted(board.quality[node] for node in first)
+    between = levels[finest : levels.index(unit[0])]
+    grouped: dict[str, list[str]] = {}
+    for node in nodes:
+        grouped.setdefault(board.unit[node][levels[finest]], []).append(node)
+
+    def room(name: str) -> tuple[int, ...]:
+        node = grouped[name][0]
+        subs = [(lvl, board.unit[node][lvl]) for lvl in reversed(between)]
+        return tuple(board.free_count[sub] - board.reserved.get(sub, 0) for sub in subs)
+
+    for name in sorted(grouped, key=room, reverse=True):
+        chosen = board.pick(grouped[name], count, home)
+        if chosen is not None and sorted(board.quality[n] for n in chosen) == quality:
+            return grouped[name]
+    return nodes
 
 
 def _place_prefill(board: _Board, cell: _Cell, count: int, home: str) -> list[str]:
