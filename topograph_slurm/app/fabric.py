@@ -40,7 +40,7 @@ Warn = Callable[[str], None]
 #: ``--sim demo``: a small DGX SuperPOD-like fabric (4 scalable units of 8 nodes, 8 rails).
 DEMO_SIM = "nodes=32,gpus=8,rails=8,su=8,tiers=2,sharp=1"
 #: The fabric sources, as Settings names them.
-FABRIC_SOURCES = ("ibnetdiscover", "sim", "ufm", "snapshot")
+FABRIC_SOURCES = ("ibnetdiscover", "sim", "ufm", "netq", "snapshot")
 
 
 @dataclass(slots=True)
@@ -161,20 +161,39 @@ def read_text(path: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def fetch_options(settings: Settings, ca_bundle: str | None, insecure: bool) -> ufm.FetchOptions:
+    """How to reach an appliance (UFM, NetQ): its own TLS settings, UFM's time limits and
+    size cap (one set of them for both)."""
+    from topograph_slurm.sources import ufm
+
+    return ufm.FetchOptions(
+        ca_bundle=Path(ca_bundle) if ca_bundle else None,
+        insecure=insecure,
+        timeout=settings.ufm_timeout,
+        deadline=settings.ufm_deadline,
+        max_bytes=settings.ufm_max_response_mib * ufm.MIB,
+    )
+
+
 def fetch_ufm(settings: Settings, warn: Warn) -> ufm.UfmResponses:
     """Ask UFM for the fabric (credentials from a file or the environment, never argv)."""
     from topograph_slurm.sources import ufm
 
     assert settings.ufm is not None
-    options = ufm.FetchOptions(
-        ca_bundle=Path(settings.ufm_ca_bundle) if settings.ufm_ca_bundle else None,
-        insecure=settings.ufm_insecure,
-        timeout=settings.ufm_timeout,
-        deadline=settings.ufm_deadline,
-        max_bytes=settings.ufm_max_response_mib * ufm.MIB,
-    )
+    options = fetch_options(settings, settings.ufm_ca_bundle, settings.ufm_insecure)
     credentials = Path(settings.ufm_credentials) if settings.ufm_credentials else None
     return ufm.collect_ufm(settings.ufm, credentials, options, env=os.environ, warn=warn)
+
+
+def fetch_netq(settings: Settings, warn: Warn) -> Fabric:
+    """Ask NetQ for the Ethernet fabric (credentials as UFM's; UFM's timeouts and size cap)."""
+    from topograph_slurm.sources import netq
+
+    assert settings.netq is not None
+    options = fetch_options(settings, settings.netq_ca_bundle, settings.netq_insecure)
+    credentials = Path(settings.netq_credentials) if settings.netq_credentials else None
+    answer = netq.collect_netq(settings.netq, credentials, options, env=os.environ, warn=warn)
+    return netq.fabric_from_netq(answer.graphs, source=answer.url)
 
 
 def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Fabric:
@@ -199,7 +218,8 @@ def given_sources(settings: Settings) -> list[str]:
 
 
 def load_inputs(settings: Settings, warn: Warn) -> Inputs:
-    """Exactly one fabric source: dump, UFM, snapshot, simulation, or the live ibnetdiscover."""
+    """Exactly one fabric source: dump, UFM, NetQ, snapshot, simulation, or the live
+    ibnetdiscover."""
     given_sources(settings)
     if settings.snapshot:
         from topograph_slurm.sources.snapshot import load_snapshot
@@ -211,6 +231,8 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
         from topograph_slurm.sources import ufm
 
         return Inputs(ufm.fabric_from_ufm(fetch_ufm(settings, warn)))
+    if settings.netq:
+        return Inputs(fetch_netq(settings, warn))
     if settings.sim:
         from topograph_slurm.sources import sim
 
