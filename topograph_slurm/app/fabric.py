@@ -236,8 +236,12 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
     if settings.sim:
         from topograph_slurm.sources import sim
 
-        text = sim.generate_ibnetdiscover(sim.parse_sim_spec(sim_spec(settings.sim)))
-        return Inputs(ibnetdiscover.parse_ibnetdiscover(text, f"sim:{sim_spec(settings.sim)}"))
+        spec, source = sim.parse_sim_spec(sim_spec(settings.sim)), f"sim:{sim_spec(settings.sim)}"
+        if spec.fabric == "roce":
+            from topograph_slurm.sources import netq
+
+            return Inputs(netq.fabric_from_netq([sim.generate_netq(spec)], source))
+        return Inputs(ibnetdiscover.parse_ibnetdiscover(sim.generate_ibnetdiscover(spec), source))
     if settings.ibnetdiscover:
         source = "<stdin>" if settings.ibnetdiscover == "-" else settings.ibnetdiscover
         text = read_text(settings.ibnetdiscover)

@@ -106,7 +106,8 @@ _FABRIC_OPTIONS = [
         "--sim",
         metavar="SPEC",
         help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo' "
-        "(at most 65,536 nodes, su at most 127).",
+        "(at most 65,536 nodes, su at most 127); add 'fabric=roce' for the same cabling as an "
+        "Ethernet/RoCE fabric from NetQ.",
     ),
     click.option(
         "--netq",
