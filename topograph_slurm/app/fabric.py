@@ -45,10 +45,13 @@ FABRIC_SOURCES = ("ibnetdiscover", "sim", "ufm", "netq", "snapshot")
 
 @dataclass(slots=True)
 class Inputs:
-    """What the sources delivered: the IB fabric (possibly empty) and an optional snapshot."""
+    """What the sources delivered: the fabric (possibly empty), an optional snapshot, and
+    the source's own findings."""
 
     fabric: Fabric
     snapshot: Snapshot | None = None
+    #: what the source found beside the fabric (LLDP: unreadable nodes, the unknown tiers)
+    findings: list[Finding] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -132,6 +135,7 @@ def read_fabric(
         inputs = load_inputs(settings, warn)
         policy = naming_policy(settings, notes, made)  # asks Slurm for its nodes once per run
         analysis = analyse(inputs.fabric, policy, settings.max_tiers)
+        analysis.findings += inputs.findings
         if inputs.snapshot is not None:
             analysis.findings += gpu_affinity(inputs.snapshot)
         if before_blocks is not None:
@@ -196,16 +200,24 @@ def fetch_netq(settings: Settings, warn: Warn) -> Fabric:
     return netq.fabric_from_netq(answer.graphs, source=answer.url)
 
 
-def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Fabric:
-    """The IB fabric stored in a snapshot: UFM answers, else ibnetdiscover text, else none."""
+def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Inputs:
+    """The fabric stored in a snapshot: UFM answers, else ibnetdiscover text, else the
+    nodes' LLDP (the leaf layer of an Ethernet fabric), else none."""
     from topograph_slurm.sources import ufm
 
     if ufm.has_snapshot(path):
-        return ufm.fabric_from_ufm(ufm.load_responses(path), source=str(path))
+        return Inputs(ufm.fabric_from_ufm(ufm.load_responses(path), source=str(path)), snapshot)
     if snapshot.ibnetdiscover is not None:
         source = str(path / "fabric" / "ibnetdiscover.txt")
-        return ibnetdiscover.parse_ibnetdiscover(snapshot.ibnetdiscover, source)
-    return Fabric(source=str(path))
+        return Inputs(ibnetdiscover.parse_ibnetdiscover(snapshot.ibnetdiscover, source), snapshot)
+    from topograph_slurm.sources import lldp
+
+    key = lldp.KEY_LLDP
+    outputs = {name: node.raw[key] for name, node in snapshot.nodes.items() if key in node.raw}
+    if outputs:
+        fabric, findings = lldp.fabric_from_lldp(outputs, str(path / "nodes"))
+        return Inputs(fabric, snapshot, findings)
+    return Inputs(Fabric(source=str(path)), snapshot)
 
 
 def given_sources(settings: Settings) -> list[str]:
@@ -226,7 +238,7 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
 
         path = Path(settings.snapshot)
         snapshot = load_snapshot(path)
-        return Inputs(_snapshot_fabric(path, snapshot), snapshot)
+        return _snapshot_fabric(path, snapshot)
     if settings.ufm:
         from topograph_slurm.sources import ufm
 

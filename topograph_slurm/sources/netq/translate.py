@@ -91,16 +91,28 @@ def _cables(links: list[GraphLink]) -> Iterator[tuple[Interface, Interface]]:
 
 
 def _number_other_ports(st: _Build, cables: list[tuple[Interface, Interface]]) -> None:
-    """Switch interfaces not named ``swpN[sM]`` get numbers from OTHER_PORTS, in natural
-    order per switch, so the numbering does not depend on the answer's order."""
     names: dict[str, set[str]] = {}
     for end in (end for cable in cables for end in cable):
         device = st.devices.get(end.node)
-        if device is not None and device.device_type == "switch" and not switch_port(end.interface):
+        if device is not None and device.device_type == "switch":
             names.setdefault(device.name, set()).add(end.interface)
+    st.others = other_ports(names)
+
+
+def other_ports(names: dict[str, set[str]]) -> dict[str, dict[str, int]]:
+    """Per switch, a number for each interface not named ``swpN[sM]``: from OTHER_PORTS, in
+    natural order, so the numbering does not depend on the order a source lists them in."""
+    out: dict[str, dict[str, int]] = {}
     for switch, interfaces in names.items():
-        ordered = sorted(interfaces, key=natural_key)
-        st.others[switch] = {name: OTHER_PORTS + i for i, name in enumerate(ordered)}
+        ordered = sorted((n for n in interfaces if switch_port(n) is None), key=natural_key)
+        out[switch] = {name: OTHER_PORTS + i for i, name in enumerate(ordered)}
+    return out
+
+
+def port_number(switch: str, name: str, others: dict[str, dict[str, int]]) -> int:
+    """The port number of a switch interface (``swpN[sM]``, else from :func:`other_ports`)."""
+    port = switch_port(name)
+    return port if port is not None else others[switch][name]
 
 
 def _end(st: _Build, end: Interface) -> tuple[str, int] | None:
@@ -112,8 +124,7 @@ def _end(st: _Build, end: Interface) -> tuple[str, int] | None:
         )
         return None
     if device.device_type == "switch":
-        port = switch_port(end.interface) or st.others[device.name][end.interface]
-        return device_key(device.name), port
+        return device_key(device.name), port_number(device.name, end.interface, st.others)
     key = device_key(device.name, end.interface)
     st.fabric.cas.setdefault(key, Ca(key, f"{device.name} {end.interface}", 1))
     return key, 1
@@ -130,4 +141,11 @@ def _add_cable(st: _Build, a: Interface, b: Interface, seen: set[Link]) -> None:
     st.fabric.links.append(link)
 
 
-__all__ = ["OTHER_PORTS", "device_key", "fabric_from_netq", "switch_port"]
+__all__ = [
+    "OTHER_PORTS",
+    "device_key",
+    "fabric_from_netq",
+    "other_ports",
+    "port_number",
+    "switch_port",
+]
