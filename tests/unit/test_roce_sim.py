@@ -86,6 +86,7 @@ def test_explain_and_order_place_a_job_on_a_roce_fabric() -> None:
     explained = run("explain", "--sim", ROCE, *nodes)
     assert explained.exit_code == 0, explained.output
     assert "leaf" in explained.stdout
+    assert "slowest link fabric link (rate unknown)" in explained.stdout  # not "InfiniBand ???"
     ordered = run("order", "--sim", ROCE, *nodes)
     assert ordered.exit_code == 0, ordered.output
     assert sorted(ordered.stdout.split()) == ["gpu0001", "gpu0002", "gpu0009", "gpu0010"]
