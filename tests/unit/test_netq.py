@@ -4,6 +4,7 @@ through the real appliance client (TLS, login, premises, bearer tokens)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,3 +182,35 @@ def test_generate_netq_writes_the_tree(standin: Standin, pki: Pki, tmp_path: Pat
     assert "SwitchName=net-unit-l1 Nodes=dgx-[01-04]" in text
     assert "SwitchName=net-unit-s1 Switches=net-unit-l1,net-unit-l2" in text
     assert PASSWORD not in result.output
+
+
+def test_a_single_cable_link_and_a_cable_to_an_unlisted_device() -> None:
+    graph = {
+        "nodes": [
+            {"compounded_nodes": [{"id": "n1", "name": "leaf1", "device_type": "switch"}]},
+            {"compounded_nodes": [{"id": "n2", "name": "gpu1", "device_type": "host"}]},
+        ],
+        "links": [
+            {
+                "id": "n1-*-n2",
+                "interfaces": [
+                    {"node": "n1", "interface": "swp3s1"},
+                    {"node": "n2", "interface": "eth0"},
+                ],
+            },
+            {
+                "compounded_links": [
+                    {
+                        "interfaces": [
+                            {"node": "n1", "interface": "eth0"},
+                            {"node": "n9", "interface": "x"},
+                        ]
+                    }
+                ]
+            },
+        ],
+    }
+    fabric = fabric_from_netq([json.dumps([graph])])
+    (link,) = fabric.links
+    assert {link.a_port, link.b_port} == {302, 1}
+    assert [(n.kind, n.guid) for n in fabric.notes] == [("dangling", "n9"), ("unrated", "links")]

@@ -68,7 +68,7 @@ def fabric_from_netq(graphs: Iterable[JsonText], source: str = "netq") -> Fabric
         _add_cable(st, a, b, seen)
     if st.fabric.links:
         st.fabric.notes.append(
-            Note("unrated", "", "NetQ's topology graph gives no link rates: none is judged")
+            Note("unrated", "links", "NetQ's topology graph gives no link rates: none is judged")
         )
     return st.fabric
 
@@ -120,7 +120,7 @@ def _end(st: _Build, end: Interface) -> tuple[str, int] | None:
     device = st.devices.get(end.node)
     if device is None:
         st.fabric.notes.append(
-            Note("dangling", "", f"a cable ends at {end.node!r}, which the graph does not list")
+            Note("dangling", end.node, "a cable ends at this graph id, which no tier lists")
         )
         return None
     if device.device_type == "switch":
