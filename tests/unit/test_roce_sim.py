@@ -13,6 +13,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.unit.test_health_cli import fake_scontrol, slurm_node
+from topograph_slurm.analysis.fabric.analyse import analyse
+from topograph_slurm.analysis.fabric.naming import NamingPolicy
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.sources import sim
@@ -104,3 +106,23 @@ def test_draw_pictures_a_roce_fabric(tmp_path: Path) -> None:
     result = run("draw", "--sim", ROCE, "-o", str(out))
     assert result.exit_code == 0, result.output
     assert "leaf-su001-r0" in out.read_text()
+
+
+def _analysed(graph: dict[str, object]) -> list[str]:
+    fabric = fabric_from_netq([json.dumps([graph])])
+    return sorted({f"{f.kind}:{f.subject}" for f in analyse(fabric, NamingPolicy()).findings})
+
+
+def test_a_missing_rail_and_islands_are_found_on_netqs_graph() -> None:
+    (graph,) = json.loads(sim.generate_netq(sim.parse_sim_spec(ROCE)))
+    links = graph["links"]
+    host = next(
+        d["id"] for t in graph["nodes"] for d in t["compounded_nodes"] if d["name"] == "gpu0005"
+    )
+    gone = next(link for link in links if host in (link["src"], link["target"]))
+    assert _analysed({**graph, "links": [x for x in links if x is not gone]}) == [
+        "missing-rail:gpu0005"
+    ]
+    tiers = {d["id"]: d["tier"] for t in graph["nodes"] for d in t["compounded_nodes"]}
+    no_spine = [x for x in links if 2 not in (tiers[x["src"]], tiers[x["target"]])]
+    assert [f for f in _analysed({**graph, "links": no_spine}) if f.startswith("islands")]
