@@ -231,6 +231,11 @@ class Settings:
     ufm_deadline: float = field(default=300.0, metadata=TIMEOUT)
     #: Largest UFM response body accepted, per endpoint, in MiB.
     ufm_max_response_mib: int = field(default=512, metadata=_rule(low=1, integer=True))
+    #: NetQ (Ethernet/RoCE): its URL, credentials file and TLS; UFM's timeouts and size cap
+    netq: str | None = None
+    netq_credentials: str | None = field(default=None, metadata=PATH)
+    netq_ca_bundle: str | None = field(default=None, metadata=PATH)
+    netq_insecure: bool = False
     node_name_map: str | None = field(default=None, metadata=PATH)
     rewrites: list[RewriteRule] = field(
         default_factory=list, metadata=_rule(check=_rewrites, flag="--rewrite")

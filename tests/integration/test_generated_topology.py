@@ -33,6 +33,8 @@ SIMS = {
     "sim-islands": "nodes=16,rails=2,su=4,islands=2",
     "sim-disagree": "nodes=24,rails=4,su=8,disagree=3,degraded=2",
     "sim-tie": "nodes=16,rails=2,su=8,disagree=3",  # a 1:1 rail vote: once two leaves alike
+    # Ethernet/RoCE from NetQ's graph: leaves, spines, super-spines, a rail swapped
+    "sim-roce": "nodes=64,rails=4,su=8,tiers=3,pod=2,swap=5,fabric=roce",
 }
 
 

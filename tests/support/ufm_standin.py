@@ -503,14 +503,20 @@ class Standin:
     """A running stand-in: its base URL and the state tests poke."""
 
     url: str
-    state: StandinState
+    state: Any
 
 
 @contextmanager
-def serve(pki: Pki, state: StandinState, tls: bool = True) -> Iterator[Standin]:
+def serve(
+    pki: Pki,
+    state: Any,
+    tls: bool = True,
+    handler: type[BaseHTTPRequestHandler] = _Handler,
+) -> Iterator[Standin]:
     """Run the stand-in on an ephemeral 127.0.0.1 port for the duration of the block
-    (``tls=False``: plain http, for the client's unencrypted-URL warning)."""
-    server = _Server(("127.0.0.1", 0), _Handler)
+    (``tls=False``: plain http, for the client's unencrypted-URL warning); *handler* answers
+    (UFM's, or another appliance's such as tests/support/netq_standin.py) from *state*."""
+    server = _Server(("127.0.0.1", 0), handler)
     server.state = state
     if tls:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -33,7 +33,9 @@ def compare(old: str, new: str, settings: Settings, warn: Warn, bench_drift: flo
     """What changed from *old* to *new*: the fabric facts both show, and the bench records'
     level medians and findings when both carry one. The inputs are the arguments: fabric
     sources in *settings* (from the config file) do not apply."""
-    settings = dataclasses.replace(settings, ibnetdiscover=None, sim=None, ufm=None, snapshot=None)
+    settings = dataclasses.replace(
+        settings, ibnetdiscover=None, sim=None, ufm=None, netq=None, snapshot=None
+    )
     before = dataclasses.replace(load_side(old, settings, warn), source=old)
     after = dataclasses.replace(load_side(new, settings, warn), source=new)
     records = load_bench_side(old), load_bench_side(new)

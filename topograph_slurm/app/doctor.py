@@ -88,7 +88,9 @@ def wanted(settings: Settings) -> Wanted:
 
 
 def _has_source(settings: Settings) -> bool:
-    return bool(settings.ibnetdiscover or settings.ufm or settings.snapshot or settings.sim)
+    return bool(
+        settings.ibnetdiscover or settings.ufm or settings.netq or settings.snapshot or settings.sim
+    )
 
 
 def _currency(settings: Settings, root: Root) -> tuple[Currency, Currency]:

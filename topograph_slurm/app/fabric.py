@@ -44,10 +44,12 @@ Warn = Callable[[str], None]
 #: ``--sim demo``: a small DGX SuperPOD-like fabric (4 scalable units of 8 nodes, 8 rails).
 DEMO_SIM = "nodes=32,gpus=8,rails=8,su=8,tiers=2,sharp=1"
 #: The fabric sources, as Settings names them.
-FABRIC_SOURCES = ("ibnetdiscover", "sim", "ufm", "snapshot")
+FABRIC_SOURCES = ("ibnetdiscover", "sim", "ufm", "netq", "snapshot")
 #: How long the kept index of a live source (UFM) stands for it: two
 #: of the hourly runs the unit files schedule, so one late or failed run does not matter.
 LIVE_INDEX_SECONDS = 2 * 3600
+#: The kept-index sources that are appliances asked live (their index ages out).
+LIVE_SOURCES = ("ufm:", "netq:")
 #: The settings an analysis for the job-scoped commands depends on (the kept index is stale
 #: when one of them differs from the run that kept it).
 _ANALYSIS_SETTINGS = (
@@ -64,10 +66,13 @@ _ANALYSIS_SETTINGS = (
 
 @dataclass(slots=True)
 class Inputs:
-    """What the sources delivered: the IB fabric (possibly empty) and an optional snapshot."""
+    """What the sources delivered: the fabric (possibly empty), an optional snapshot, and
+    the source's own findings."""
 
     fabric: Fabric
     snapshot: Snapshot | None = None
+    #: what the source found beside the fabric (LLDP: unreadable nodes, the unknown tiers)
+    findings: list[Finding] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -151,6 +156,7 @@ def read_fabric(
         inputs = load_inputs(settings, warn)
         policy = naming_policy(settings, notes, made)  # asks Slurm for its nodes once per run
         analysis = analyse(inputs.fabric, policy, settings.max_tiers)
+        analysis.findings += inputs.findings
         if inputs.snapshot is not None:
             analysis.findings += gpu_affinity(inputs.snapshot)
         if before_blocks is not None:
@@ -180,32 +186,59 @@ def read_text(path: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def fetch_options(settings: Settings, ca_bundle: str | None, insecure: bool) -> ufm.FetchOptions:
+    """How to reach an appliance (UFM, NetQ): its own TLS settings, UFM's time limits and
+    size cap (one set of them for both)."""
+    from topograph_slurm.sources import ufm
+
+    return ufm.FetchOptions(
+        ca_bundle=Path(ca_bundle) if ca_bundle else None,
+        insecure=insecure,
+        timeout=settings.ufm_timeout,
+        deadline=settings.ufm_deadline,
+        max_bytes=settings.ufm_max_response_mib * ufm.MIB,
+    )
+
+
 def fetch_ufm(settings: Settings, warn: Warn) -> ufm.UfmResponses:
     """Ask UFM for the fabric (credentials from a file or the environment, never argv)."""
     from topograph_slurm.sources import ufm
 
     assert settings.ufm is not None
-    options = ufm.FetchOptions(
-        ca_bundle=Path(settings.ufm_ca_bundle) if settings.ufm_ca_bundle else None,
-        insecure=settings.ufm_insecure,
-        timeout=settings.ufm_timeout,
-        deadline=settings.ufm_deadline,
-        max_bytes=settings.ufm_max_response_mib * ufm.MIB,
-    )
+    options = fetch_options(settings, settings.ufm_ca_bundle, settings.ufm_insecure)
     credentials = Path(settings.ufm_credentials) if settings.ufm_credentials else None
     return ufm.collect_ufm(settings.ufm, credentials, options, env=os.environ, warn=warn)
 
 
-def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Fabric:
-    """The IB fabric stored in a snapshot: UFM answers, else ibnetdiscover text, else none."""
+def fetch_netq(settings: Settings, warn: Warn) -> Fabric:
+    """Ask NetQ for the Ethernet fabric (credentials as UFM's; UFM's timeouts and size cap)."""
+    from topograph_slurm.sources import netq
+
+    assert settings.netq is not None
+    options = fetch_options(settings, settings.netq_ca_bundle, settings.netq_insecure)
+    credentials = Path(settings.netq_credentials) if settings.netq_credentials else None
+    answer = netq.collect_netq(settings.netq, credentials, options, env=os.environ, warn=warn)
+    return netq.fabric_from_netq(answer.graphs, source=answer.url)
+
+
+def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Inputs:
+    """The fabric stored in a snapshot: UFM answers, else ibnetdiscover text, else the
+    nodes' LLDP (the leaf layer of an Ethernet fabric), else none."""
     from topograph_slurm.sources import ufm
 
     if ufm.has_snapshot(path):
-        return ufm.fabric_from_ufm(ufm.load_responses(path), source=str(path))
+        return Inputs(ufm.fabric_from_ufm(ufm.load_responses(path), source=str(path)), snapshot)
     if snapshot.ibnetdiscover is not None:
         source = str(path / "fabric" / "ibnetdiscover.txt")
-        return ibnetdiscover.parse_ibnetdiscover(snapshot.ibnetdiscover, source)
-    return Fabric(source=str(path))
+        return Inputs(ibnetdiscover.parse_ibnetdiscover(snapshot.ibnetdiscover, source), snapshot)
+    from topograph_slurm.sources import lldp
+
+    key = lldp.KEY_LLDP
+    outputs = {name: node.raw[key] for name, node in snapshot.nodes.items() if key in node.raw}
+    if outputs:
+        fabric, findings = lldp.fabric_from_lldp(outputs, str(path / "nodes"))
+        return Inputs(fabric, snapshot, findings)
+    return Inputs(Fabric(source=str(path)), snapshot)
 
 
 def given_sources(settings: Settings) -> list[str]:
@@ -218,23 +251,30 @@ def given_sources(settings: Settings) -> list[str]:
 
 
 def load_inputs(settings: Settings, warn: Warn) -> Inputs:
-    """Exactly one fabric source: dump, UFM, snapshot, simulation, or the live ibnetdiscover."""
+    """Exactly one fabric source: dump, UFM, NetQ, snapshot, simulation, or the live
+    ibnetdiscover."""
     given_sources(settings)
     if settings.snapshot:
         from topograph_slurm.sources.snapshot import load_snapshot
 
         path = Path(settings.snapshot)
         snapshot = load_snapshot(path)
-        return Inputs(_snapshot_fabric(path, snapshot), snapshot)
+        return _snapshot_fabric(path, snapshot)
     if settings.ufm:
         from topograph_slurm.sources import ufm
 
         return Inputs(ufm.fabric_from_ufm(fetch_ufm(settings, warn)))
+    if settings.netq:
+        return Inputs(fetch_netq(settings, warn))
     if settings.sim:
         from topograph_slurm.sources import sim
 
-        text = sim.generate_ibnetdiscover(sim.parse_sim_spec(sim_spec(settings.sim)))
-        return Inputs(ibnetdiscover.parse_ibnetdiscover(text, f"sim:{sim_spec(settings.sim)}"))
+        spec, source = sim.parse_sim_spec(sim_spec(settings.sim)), f"sim:{sim_spec(settings.sim)}"
+        if spec.fabric == "roce":
+            from topograph_slurm.sources import netq
+
+            return Inputs(netq.fabric_from_netq([sim.generate_netq(spec)], source))
+        return Inputs(ibnetdiscover.parse_ibnetdiscover(sim.generate_ibnetdiscover(spec), source))
     if settings.ibnetdiscover:
         source = "<stdin>" if settings.ibnetdiscover == "-" else settings.ibnetdiscover
         text = read_text(settings.ibnetdiscover)
@@ -346,6 +386,8 @@ def kept_source(settings: Settings) -> str | None:
         return f"sim:{sim_spec(settings.sim)}"
     if settings.ufm:
         return f"ufm:{settings.ufm}"
+    if settings.netq:
+        return f"netq:{settings.netq}"
     return None  # the live ibnetdiscover: a job-scoped command without a source reads Slurm's
 
 
@@ -388,7 +430,7 @@ def _settings_digest(settings: Settings) -> str:
 
 def stale_because(kept: Stamp, now: Stamp) -> str | None:
     """Why the kept index no longer stands for the source (None: it does): the dump file
-    changed, the settings or the release differ, UFM's index is too old."""
+    changed, the settings or the release differ, an appliance's (UFM, NetQ) index is too old."""
     if kept.source != now.source:
         return "it was kept for another source"
     if kept.release != now.release:
@@ -397,7 +439,7 @@ def stale_because(kept: Stamp, now: Stamp) -> str | None:
         return "the analysis settings differ"
     if kept.file != now.file:
         return "the dump file changed since"
-    if now.source.startswith("ufm:"):
+    if now.source.startswith(LIVE_SOURCES):
         age = now.analysed - kept.analysed
         if not 0 <= age <= LIVE_INDEX_SECONDS:
             return f"it was fetched {age / 3600:.1f} h ago (at most {LIVE_INDEX_SECONDS // 3600} h)"

@@ -82,7 +82,7 @@ def from_settings(
         return from_running_slurm(Scontrol.from_settings(settings))
     raise UsageError(
         "say where the fabric is: --topology FILE, or a fabric source "
-        "(--sim, --ibnetdiscover, --snapshot, --ufm)"
+        "(--sim, --ibnetdiscover, --snapshot, --ufm, --netq)"
     )
 
 

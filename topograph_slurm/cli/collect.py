@@ -28,6 +28,7 @@ from topograph_slurm.errors import CollectError, Exit
 from topograph_slurm.slurm.nodes import scontrol_nodes
 from topograph_slurm.slurm.scontrol import Scontrol
 from topograph_slurm.sources import ufm as ufm_source
+from topograph_slurm.sources.lldp import KEY_LLDP, LLDP_COMMAND
 
 _COMMAND_HELP = "\n      ".join(
     f"{key}: {shlex.join(argv)}" for key, argv in DEFAULT_COMMANDS.items()
@@ -147,6 +148,12 @@ def _summary(outcome: CollectOutcome) -> str:
     "UFM is collected. Fetched first: a refused login writes nothing."
 )
 @click.option(
+    "--lldp",
+    is_flag=True,
+    help="Also run `lldpcli -f json0 show neighbors details` on every node (lldpd): each NIC's "
+    "switch and port, the leaf layer of an Ethernet/RoCE fabric for generate --snapshot.",
+)
+@click.option(
     "--strict",
     is_flag=True,
     help="Exit 4 when any node failed (the snapshot is still written).",
@@ -172,6 +179,7 @@ def collect(
     ufm_timeout: float | None,
     ufm_deadline: float | None,
     ufm_max_response_mib: int | None,
+    lldp: bool,
     strict: bool,
     no_progress: bool,
 ) -> None:
@@ -219,6 +227,8 @@ def collect(
         ibnetdiscover_command=DEFAULT_IBNETDISCOVER,
         ibnetdiscover_timeout=ibnetdiscover_timeout,
     )
+    if lldp:
+        plan.commands[KEY_LLDP] = LLDP_COMMAND
     quiet = bool(obj.get("quiet"))
     show = False if no_progress else progress_wanted(quiet)
     total = len(plan.nodes) + (1 if plan.ibnetdiscover_on else 0)

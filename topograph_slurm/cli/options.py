@@ -32,6 +32,21 @@ def warn(message: str) -> None:
     click.echo(f"topograph-slurm: warning: {printable(message)}", err=True)
 
 
+def tls_options(stem: str, name: str) -> list[Callable[[F], F]]:
+    """An appliance's ``--<stem>-ca-bundle`` and ``--<stem>-insecure`` (UFM, NetQ)."""
+    return [
+        click.option(
+            f"--{stem}-ca-bundle", metavar="FILE", help=f"CA bundle to verify {name}'s certificate."
+        ),
+        click.option(
+            f"--{stem}-insecure",
+            is_flag=True,
+            default=None,
+            help=f"Do not verify {name}'s certificate (warns; for lab use).",
+        ),
+    ]
+
+
 def ufm_options(url_help: str) -> Callable[[F], F]:
     """``--ufm URL`` and its credentials/TLS/timeout flags; secrets never come from argv."""
     options = [
@@ -43,15 +58,7 @@ def ufm_options(url_help: str) -> Callable[[F], F]:
             "0600; else UFM_USERNAME/UFM_PASSWORD, UFM_TOKEN or UFM_CLIENT_CERT/UFM_CLIENT_KEY "
             "from the environment (never argv).",
         ),
-        click.option(
-            "--ufm-ca-bundle", metavar="FILE", help="CA bundle to verify UFM's certificate."
-        ),
-        click.option(
-            "--ufm-insecure",
-            is_flag=True,
-            default=None,
-            help="Do not verify UFM's certificate (warns; for lab use).",
-        ),
+        *tls_options("ufm", "UFM"),
         click.option(
             "--ufm-timeout",
             type=FINITE_FLOAT,
@@ -109,8 +116,22 @@ _FABRIC_OPTIONS = [
         "--sim",
         metavar="SPEC",
         help="Simulated fabric, e.g. 'nodes=64,rails=8,su=32,tiers=2' or 'demo' "
-        "(at most 65,536 nodes, su at most 127).",
+        "(at most 65,536 nodes, su at most 127); add 'fabric=roce' for the same cabling as an "
+        "Ethernet/RoCE fabric from NetQ.",
     ),
+    click.option(
+        "--netq",
+        metavar="URL",
+        help="Ask NVIDIA NetQ's API for an Ethernet/RoCE fabric (https://host); the UFM "
+        "timeout, deadline and size-cap flags apply to it too.",
+    ),
+    click.option(
+        "--netq-credentials",
+        metavar="FILE",
+        help="NetQ username/password file, mode 0600; else NETQ_USERNAME/NETQ_PASSWORD from "
+        "the environment (never argv).",
+    ),
+    *tls_options("netq", "NetQ"),
     click.option(
         "--node-name-map", metavar="FILE", help='OpenSM node-name map: 0x<guid> "<name>" per line.'
     ),
@@ -153,14 +174,14 @@ _FABRIC_OPTIONS = [
 def naming_options(func: F) -> F:
     """How HCAs become nodes (node-name map, rewrites, HCA selection, Slurm's node list), for
     commands that take their fabric sources as arguments rather than flags."""
-    for option in reversed(_FABRIC_OPTIONS[2:6]):
+    for option in reversed(_FABRIC_OPTIONS[6:10]):
         func = option(func)
     return func
 
 
 def fabric_options(func: F) -> F:
     """The fabric source flags every command that reads a fabric shares: a saved or live
-    ibnetdiscover, a simulation, UFM, a snapshot, and how HCAs become nodes."""
+    ibnetdiscover, a simulation, UFM, NetQ, a snapshot, and how HCAs become nodes."""
     for option in reversed(_FABRIC_OPTIONS[2:]):
         func = option(func)
     func = ufm_options("Ask NVIDIA UFM's REST API for the fabric (https://host).")(func)

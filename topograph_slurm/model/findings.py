@@ -109,6 +109,13 @@ class FindingKind(StrEnum):
         "swapped between the unit's rail leaves): its rail-aligned collectives cross rails at "
         "the spine, though leaves and blocks are unchanged",
     )
+    TIERS_UNKNOWN = (
+        "tiers-unknown",
+        INFO,
+        LAYOUT,
+        "the fabric source shows the leaves only (LLDP from the hosts): the tiers above are "
+        "unknown, not absent, so the leaves read as unjoined; NetQ or switch-side LLDP show them",
+    )
     SPLIT_SUBNETS = (
         "split-subnets",
         PROBLEM,

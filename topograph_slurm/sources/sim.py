@@ -13,13 +13,20 @@ leaf of the pod to every pod spine), pod spine ``j`` of every pod → core group
 The 2,048-node spec ``nodes=2048,su=32,tiers=3`` gives 512 leaves, 512 spines and 256 cores, as
 the B200 SuperPOD. Everything (GUIDs, LIDs, names, order) is derived from the spec, so the same
 spec always gives the same bytes.
+
+``fabric=roce`` builds the very same cabling as an Ethernet/RoCE fabric (Spectrum-X style
+rail-optimised leaves, spines, super-spines with ``tiers=3``) and writes it as NetQ's topology
+graph (:func:`generate_netq`; switch ports ``swpN``, NICs ``eth<r>``), which the NetQ
+translation reads: a RoCE spec and its ``fabric=ib`` twin give the same topology.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import TextIO
 
@@ -84,6 +91,9 @@ class SimSpec:
     disagree: str = ""
     swap: str = ""
     degraded: int = 0
+    #: ``ib`` (ibnetdiscover text) or ``roce``: the same cabling as Ethernet/RoCE (Spectrum-X
+    #: leaves, spines, super-spines with tiers=3) in NetQ's topology-graph form
+    fabric: str = "ib"
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -97,6 +107,11 @@ class SimSpec:
     def name_width(self) -> int:
         """Digits in node names, so names sort in node order."""
         return max(4, len(str(self.nodes)))
+
+    def nic_name(self, rail: int) -> str:
+        """The name of a node's rail-*rail* NIC: ``mlx5_<r>`` on InfiniBand, the netdev
+        ``eth<r>`` on Ethernet."""
+        return f"eth{rail}" if self.fabric == "roce" else f"mlx5_{rail}"
 
     def node_name(self, index: int) -> str:
         """Host name of node *index* (0-based): ``gpu0001`` for index 0."""
@@ -169,6 +184,21 @@ def _validate(spec: SimSpec) -> None:
             f"sim spec: degraded={spec.degraded} exceeds the {spec.nodes * spec.rails} node links"
         )
     _validate_nodes(spec)
+    _validate_roce(spec)
+
+
+def _validate_roce(spec: SimSpec) -> None:
+    """What an Ethernet fabric from NetQ cannot show: SHARP nodes and an IB storage subnet
+    are InfiniBand's, NetQ's graph has no link rates, and it names each switch once (so one
+    graph, one island)."""
+    if spec.fabric not in ("ib", "roce"):
+        raise SimSpecError(f"sim spec: fabric must be ib or roce, got {spec.fabric!r}")
+    if spec.fabric == "roce":
+        refused = [key for key in ("sharp", "storage", "degraded") if getattr(spec, key)]
+        if spec.islands > 1:
+            refused.append("islands")
+        if refused:
+            raise SimSpecError(f"sim spec: fabric=roce takes no {', '.join(refused)}")
 
 
 def _validate_nodes(spec: SimSpec) -> None:
@@ -192,7 +222,7 @@ def _simulated_node(spec: SimSpec, key: str, index: int | None) -> int | None:
 _INT_RE = re.compile(r"-?[0-9]{1,12}")
 _INT_KEYS = {"nodes", "gpus", "rails", "su", "tiers", "islands", "pod", "degraded"}
 _BOOL_KEYS = {"storage", "sharp"}
-_STR_KEYS = {"prefix", "speed", "disagree", "swap"}
+_STR_KEYS = {"prefix", "speed", "disagree", "swap", "fabric"}
 
 
 def parse_sim_spec(spec: str) -> SimSpec:
@@ -224,7 +254,7 @@ def _convert(key: str, raw: str) -> object:
             return False
         raise SimSpecError(f"sim spec: {key} must be 0 or 1, got {raw!r}")
     if key in _STR_KEYS:
-        return raw.upper() if key == "speed" else raw
+        return raw.upper() if key == "speed" else raw.lower() if key == "fabric" else raw
     known = ", ".join(f.name for f in fields(SimSpec))
     raise SimSpecError(f"sim spec: unknown key {key!r} (known: {known})")
 
@@ -393,7 +423,9 @@ def _build_compute_island(spec: SimSpec, island: int, nodes: range) -> _Builder:
         s, slot = divmod(k, spec.su)
         for r in range(spec.rails):
             hca = b.ca(
-                b.guid(_KIND_CA, node * 16 + r), f"{spec.node_name(node)} mlx5_{r}", hw.hca_devid
+                b.guid(_KIND_CA, node * 16 + r),
+                f"{spec.node_name(node)} {spec.nic_name(r)}",
+                hw.hca_devid,
             )
             rail = 1 - r if node == swapped and r < 2 else r
             leaf, port = leaves[s][rail], slot + 1
@@ -531,3 +563,83 @@ def generate_storage_ibnetdiscover(spec: SimSpec) -> str:
     buf = io.StringIO()
     write_storage_ibnetdiscover(spec, buf)
     return buf.getvalue()
+
+
+# --------------------------------------------------------------------------------------------
+# Emitting NetQ's topology graph (fabric=roce): the same devices and cables, as NetQ lists an
+# Ethernet fabric (switch ports ``swpN``, hosts by name, parallel cables compounded).
+
+#: A switch's tier in NetQ's graph, by its kind; hosts are tier -1 (unclassified).
+_TIERS = {_KIND_LEAF: 1, _KIND_SPINE: 2, _KIND_CORE: 3}
+
+
+def generate_netq(spec: SimSpec) -> str:
+    """The fabric of *spec* as the JSON NetQ's ``fetch-topology`` answers (one graph)."""
+    b = _build_compute_island(spec, 0, spec.island_nodes()[0])
+    ids, tiers = _netq_devices(b)
+    ends = [_netq_end(d) for d in b.devices]
+    pairs: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for i, device in enumerate(b.devices):
+        assert device.ports is not None
+        for port, (peer, peer_port, _) in sorted(device.ports.items()):
+            if (i, port) < (peer, peer_port):
+                a, z = (ids[i], ends[i](port)), (ids[peer], ends[peer](peer_port))
+                pairs.setdefault((a[0], z[0]), []).append(
+                    {
+                        "id": f"{a[0]}:{a[1]}-*-{z[0]}:{z[1]}",
+                        "interfaces": [
+                            {"interface": a[1], "node": a[0]},
+                            {"interface": z[1], "node": z[0]},
+                        ],
+                    }
+                )
+    links = [
+        {
+            "compounded_links": cables,
+            "id": f"{a}-*-{z}",
+            "interfaces": [{"node": a}, {"node": z}],
+            "size": len(cables),
+            "src": a,
+            "target": z,
+        }
+        for (a, z), cables in pairs.items()
+    ]
+    return json.dumps([{"links": links, "nodes": tiers}], indent=1) + "\n"
+
+
+def _netq_devices(b: _Builder) -> tuple[list[str], list[dict[str, object]]]:
+    """Each device's graph id (a host's CAs share their host's) and the tier groups."""
+    ids: list[str] = []
+    groups: dict[int, dict[str, dict[str, object]]] = {}
+    for device in b.devices:
+        tier = _TIERS[int(device.guid[7], 16)] if device.switch else -1
+        name = _switch_name(device.desc) if device.switch else device.desc.split()[0]
+        members = groups.setdefault(tier, {})
+        if name not in members:
+            kind = "switch" if device.switch else "discovered_via_lldp"
+            node = f"node{sum(map(len, groups.values()))}"  # the devices so far
+            members[name] = {"device_type": kind, "id": node, "name": name, "tier": tier}
+        ids.append(str(members[name]["id"]))
+    tiers = [
+        {
+            "compounded_nodes": list(members.values()),
+            "id": f"tier-{tier}" if tier > 0 else "tier-unclassified",
+            "node_type": "tier",
+            "tier": tier,
+        }
+        for tier, members in sorted(groups.items())
+    ]
+    return ids, tiers
+
+
+def _switch_name(desc: str) -> str:
+    """``MF0;leaf-su001-r0:MQM9790/U1`` → ``leaf-su001-r0``."""
+    return desc.split(";", 1)[1].split(":", 1)[0]
+
+
+def _netq_end(device: _Device) -> Callable[[int], str]:
+    """How a port of *device* is named: ``swpN`` on a switch, the NIC's netdev on a host."""
+    if device.switch:
+        return lambda port: f"swp{port}"
+    nic = device.desc.split()[1]
+    return lambda _port: nic

@@ -68,8 +68,10 @@ class Explanation:
 
 
 def _rate_text(rate: tuple[str, str] | None) -> str:
-    if rate is None:
-        return "InfiniBand (rate unknown)"
+    """The link as explain names it; a source that gives no rates (NetQ, LLDP: Ethernet) and
+    the link layer with it is named neutrally rather than as InfiniBand ``???``."""
+    if rate is None or not rates.is_rated(*rate):
+        return "fabric link (rate unknown)"
     width, speed = rate
     gbps = rates.gbps(width, speed)
     return f"InfiniBand {width}{speed}" + (f" ({gbps:g} Gb/s per link)" if gbps else "")

@@ -1,6 +1,7 @@
-"""The UFM REST client: stdlib http.client over TLS (verification on by default), no
-redirects, a per-operation timeout, one deadline for the whole fetch, a size cap per response,
-and bounded retries with exponential backoff on connection errors and 5xx.
+"""The REST client of the fabric appliances (UFM, NetQ; ``session`` serves both): stdlib
+http.client over TLS (verification on by default), no redirects, a per-operation timeout,
+one deadline for the whole fetch, a size cap per response, and bounded retries with
+exponential backoff on connection errors and 5xx.
 
 Why two time limits: ``timeout`` bounds each socket operation (connect, handshake, each read),
 so a UFM that goes silent is noticed; but a server that trickles one byte every few seconds
@@ -38,7 +39,7 @@ from topograph_slurm.errors import (
     UsageError,
 )
 from topograph_slurm.model.numbers import natural
-from topograph_slurm.sources.ufm.credentials import UfmCredentials, load_credentials
+from topograph_slurm.sources.ufm.credentials import UFM, Appliance, UfmCredentials, load_credentials
 from topograph_slurm.sources.ufm.responses import ENDPOINTS, UfmResponses, load_list
 
 MIB = 1024 * 1024
@@ -77,13 +78,24 @@ class FetchOptions:
 
 @dataclass(frozen=True, slots=True)
 class _Target:
-    """Where UFM is: ``base`` (``scheme://host[:port][/path]``) for messages and the result."""
+    """Where the appliance is: ``base`` (``scheme://host[:port][/path]``) for messages and
+    the result; ``appliance`` names it and its flags in every message."""
 
     base: str
     tls: bool
     host: str
     port: int
     path: str
+    appliance: Appliance = UFM
+
+    @property
+    def at(self) -> str:
+        """``UFM at https://host``: how every message names the server."""
+        return f"{self.appliance.name} at {self.base}"
+
+    def flag(self, name: str) -> str:
+        """The flag that sets *name* for this appliance (``--ufm-deadline``)."""
+        return f"--{self.appliance.stem}-{name}"
 
 
 class _Retryable(Exception):
@@ -98,9 +110,9 @@ class _Deadline:
     """The one time limit of a fetch. A timer shuts the socket in flight when it passes; the
     blocked read then fails at once and :meth:`error` names the deadline instead."""
 
-    def __init__(self, seconds: float, base: str) -> None:
+    def __init__(self, seconds: float, target: _Target) -> None:
         self.seconds = seconds
-        self._base = base
+        self._target = target
         self._end = time.monotonic() + seconds
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
@@ -139,8 +151,8 @@ class _Deadline:
 
     def error(self, where: str) -> CollectError:
         return CollectError(
-            f"UFM at {self._base}: no complete answer within the {self.seconds:g}s deadline "
-            f"(--ufm-deadline), stopped at {where}"
+            f"{self._target.at}: no complete answer within the {self.seconds:g}s deadline "
+            f"({self._target.flag('deadline')}), stopped at {where}"
         )
 
 
@@ -195,16 +207,34 @@ def fetch_ufm(
     credentials), CollectError (network, TLS, 404, 5xx after retries, the deadline, the size
     cap) or InputError/ParseError (truncated body, invalid JSON, not a list).
     """
+    with session(url, creds, options, sleep=sleep, warn=warn) as ufm:
+        texts = {key: ufm.get(path) for key, path in ENDPOINTS.items()}
+    return UfmResponses(url=ufm.target.base, **texts)
+
+
+@contextlib.contextmanager
+def session(
+    url: str,
+    creds: UfmCredentials,
+    options: FetchOptions | None = None,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[Session]:
+    """One fetch from the appliance *creds* are for (UFM, NetQ): its requests share the TLS
+    context and the one deadline, which ends with the ``with`` block."""
     opts = options or FetchOptions()
-    target = _target(url)
-    emit = warn or (lambda message: warnings.warn(message, UfmInsecureWarning, stacklevel=3))
+    target = _target(url, creds.appliance)
+    name = target.appliance.name
+    emit = warn or (lambda message: warnings.warn(message, UfmInsecureWarning, stacklevel=4))
     if not target.tls:
-        emit(f"UFM URL {target.base} is plain http: credentials and fabric data travel unencrypted")
-    tls = _ssl_context(creds, opts, emit) if target.tls else None
-    with _Deadline(opts.deadline, target.base).running() as deadline:
-        session = _Session(target, creds, opts, tls, deadline, sleep)
-        texts = {key: session.get(path) for key, path in ENDPOINTS.items()}
-    return UfmResponses(url=target.base, **texts)
+        emit(
+            f"{name} URL {target.base} is plain http: credentials and fabric data travel "
+            "unencrypted"
+        )
+    tls = _ssl_context(target, creds, opts, emit) if target.tls else None
+    with _Deadline(opts.deadline, target).running() as deadline:
+        yield Session(target, creds, opts, tls, deadline, sleep)
 
 
 def collect_ufm(
@@ -221,42 +251,47 @@ def collect_ufm(
     return fetch_ufm(url, creds, options, warn=warn)
 
 
-def _target(url: str) -> _Target:
+def _target(url: str, appliance: Appliance = UFM) -> _Target:
     """Where to connect, from what the user typed; refuses credentials in the URL, and any
     character http.client would reject with the URL in its message."""
     text = url.strip()
     if not all(" " < ch < "\x7f" for ch in text):
-        raise InputError("the UFM URL contains a space, a control or a non-ASCII character")
+        raise InputError(
+            f"the {appliance.name} URL contains a space, a control or a non-ASCII character"
+        )
     if "://" not in text:
         text = "https://" + text
     parts = urllib.parse.urlsplit(text)
     if parts.username is not None or parts.password is not None:
-        raise AuthError("do not put UFM credentials in the URL; use a credentials file or env")
+        raise AuthError(
+            f"do not put {appliance.name} credentials in the URL; use a credentials file or env"
+        )
     path = re.sub(r"/+(ufmRest\w*)?/*$", "", parts.path)
     base = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise InputError(f"not a UFM URL: {base!r} (expected https://HOST[:PORT])")
+        raise InputError(f"not a {appliance.name} URL: {base!r} (expected https://HOST[:PORT])")
     try:
         port = parts.port
     except ValueError:
-        raise InputError(f"not a UFM URL: {base!r} has an invalid port") from None
+        raise InputError(f"not a {appliance.name} URL: {base!r} has an invalid port") from None
     tls = parts.scheme == "https"
-    return _Target(base, tls, parts.hostname, port or (443 if tls else 80), path)
+    return _Target(base, tls, parts.hostname, port or (443 if tls else 80), path, appliance)
 
 
 def _ssl_context(
-    creds: UfmCredentials, opts: FetchOptions, emit: Callable[[str], None]
+    target: _Target, creds: UfmCredentials, opts: FetchOptions, emit: Callable[[str], None]
 ) -> ssl.SSLContext:
+    name = target.appliance.name
     try:
         ctx = ssl.create_default_context(cafile=str(opts.ca_bundle) if opts.ca_bundle else None)
     except (OSError, ssl.SSLError) as err:
-        raise InputError(f"cannot load UFM CA bundle {opts.ca_bundle}: {_reason(err)}") from None
+        raise InputError(f"cannot load {name} CA bundle {opts.ca_bundle}: {_reason(err)}") from None
     if opts.insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         emit(
-            "TLS verification of the UFM certificate is OFF (--ufm-insecure): anyone on the "
-            "path can impersonate UFM and read the credentials"
+            f"TLS verification of the {name} certificate is OFF ({target.flag('insecure')}): "
+            f"anyone on the path can impersonate {name} and read the credentials"
         )
     if creds.client_cert is not None:
         try:
@@ -265,13 +300,13 @@ def _ssl_context(
             )
         except (OSError, ssl.SSLError) as err:
             raise AuthError(
-                f"cannot load UFM client certificate {creds.client_cert}: {_reason(err)}"
+                f"cannot load {name} client certificate {creds.client_cert}: {_reason(err)}"
             ) from None
     return ctx
 
 
 @dataclass(slots=True)
-class _Session:
+class Session:
     """One fetch: where, who, how, and the deadline every request shares."""
 
     target: _Target
@@ -282,13 +317,26 @@ class _Session:
     sleep: Callable[[float], None]
 
     def get(self, path: str) -> str:
-        """One endpoint as checked JSON text, retried with exponential backoff on connection
-        errors and 5xx while attempts and the deadline last."""
+        """One UFM endpoint as checked JSON list text."""
         where = f"{self.creds.prefix}/{path}"
+        return self.request("GET", where, self.creds.headers(), check=load_list)
+
+    def request(
+        self,
+        method: str,
+        where: str,
+        headers: Mapping[str, str],
+        body: bytes | None = None,
+        check: Callable[[str, str], object] = load_list,
+    ) -> str:
+        """One request to *where* (the path below the URL, query included) as UTF-8 text that
+        *check* accepted (it raises on a wrong shape), retried with exponential backoff on
+        connection errors, 5xx and truncated bodies while attempts and the deadline last."""
         attempts = max(0, self.opts.retries) + 1
         for attempt in range(1, attempts + 1):
             try:
-                return _decode_json_list(self._get_once(where), self.target.base, where)
+                raw = self._get_once(method, where, headers, body)
+                return _decode_checked(raw, self.target, where, check)
             except _Retryable as failure:
                 self._retry_or_raise(failure.error, attempt, attempts)
         raise AssertionError("unreachable")
@@ -303,12 +351,14 @@ class _Session:
             raise _final(error, done, note) from None
         self.sleep(pause)
 
-    def _get_once(self, where: str) -> bytearray:
-        """One GET; the body or an error (a deadline that passed meanwhile wins)."""
+    def _get_once(
+        self, method: str, where: str, headers: Mapping[str, str], body: bytes | None
+    ) -> bytearray:
+        """One request; the body or an error (a deadline that passed meanwhile wins)."""
         timeout = min(self.opts.timeout, max(self.deadline.remaining(), 0.001))
         conn = _Connection(self.target, timeout, self.tls, self.deadline)
         try:
-            body = self._exchange(conn, where)
+            answer = self._exchange(conn, method, where, headers, body)
         except (_Retryable, TopographError):
             if self.deadline.expired:
                 raise self.deadline.error(where) from None
@@ -317,26 +367,33 @@ class _Session:
             conn.close()
         if self.deadline.expired:  # the timer may have cut short a body without a length
             raise self.deadline.error(where)
-        return body
+        return answer
 
-    def _exchange(self, conn: _Connection, where: str) -> bytearray:
-        base = self.target.base
+    def _exchange(
+        self,
+        conn: _Connection,
+        method: str,
+        where: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+    ) -> bytearray:
+        target = self.target
         try:
             conn.connect()
         except OSError as err:
-            raise _connect_error(err, base, self.opts.timeout) from None
+            raise _connect_error(err, target, self.opts.timeout) from None
         try:
-            headers = {"Accept": "application/json", **self.creds.headers()}
-            conn.request("GET", self.target.path + where, headers=headers)
+            sent = {"Accept": "application/json", **headers}
+            conn.request(method, target.path + where, body=body, headers=sent)
             response = conn.getresponse()
             if not 200 <= response.status < 300:
-                raise _status_error(response, base, self.creds, where)
-            return _read_capped(response, base, where, self.opts.max_bytes)
+                raise _status_error(response, target, self.creds, where)
+            return _read_capped(response, target, where, self.opts.max_bytes)
         except TimeoutError:
-            message = f"UFM at {base}: {where} timed out after {self.opts.timeout:g}s"
+            message = f"{target.at}: {where} timed out after {self.opts.timeout:g}s"
             raise _Retryable(CollectError(message)) from None
         except (OSError, http.client.HTTPException) as err:
-            message = f"UFM at {base}: {where}: connection failed: {_reason(err)}"
+            message = f"{target.at}: {where}: connection failed: {_reason(err)}"
             raise _Retryable(CollectError(message)) from None
 
 
@@ -349,28 +406,28 @@ def _final(error: Exception, attempts: int, note: str = "") -> Exception:
 
 
 def _read_capped(
-    response: http.client.HTTPResponse, base: str, where: str, limit: int
+    response: http.client.HTTPResponse, target: _Target, where: str, limit: int
 ) -> bytearray:
     """The body, read chunk by chunk and refused as soon as it passes *limit* bytes (before
     reading anything when Content-Length already says so)."""
     declared = _content_length(response)
     if declared is not None and declared > limit:
-        raise _too_large(base, where, limit, f"announces {declared} bytes, over")
+        raise _too_large(target, where, limit, f"announces {declared} bytes, over")
     body = bytearray()
     try:
         while chunk := response.read1(_CHUNK):
             body += chunk
             if len(body) > limit:
-                raise _too_large(base, where, limit, "is larger than")
+                raise _too_large(target, where, limit, "is larger than")
     except http.client.IncompleteRead:  # a chunked body that ended early
-        raise _truncated(base, where, f"got {len(body)} bytes, then the end") from None
+        raise _truncated(target, where, f"got {len(body)} bytes, then the end") from None
     if declared is not None and len(body) < declared:
-        raise _truncated(base, where, f"got {len(body)} of {declared} bytes")
+        raise _truncated(target, where, f"got {len(body)} of {declared} bytes")
     return body
 
 
-def _truncated(base: str, where: str, detail: str) -> _Retryable:
-    return _Retryable(InputError(f"UFM at {base}: truncated response for {where} ({detail})"))
+def _truncated(target: _Target, where: str, detail: str) -> _Retryable:
+    return _Retryable(InputError(f"{target.at}: truncated response for {where} ({detail})"))
 
 
 def _content_length(response: http.client.HTTPResponse) -> int | None:
@@ -378,61 +435,60 @@ def _content_length(response: http.client.HTTPResponse) -> int | None:
     return natural(value) if value is not None else None
 
 
-def _too_large(base: str, where: str, limit: int, size: str) -> CollectError:
+def _too_large(target: _Target, where: str, limit: int, size: str) -> CollectError:
     cap = f"{limit // MIB} MiB" if limit % MIB == 0 else f"{limit} bytes"
+    stem = target.appliance.stem
     return CollectError(
-        f"UFM at {base}: {where} {size} the {cap} limit per response "
-        "(--ufm-max-response-mib / ufm_max_response_mib)"
+        f"{target.at}: {where} {size} the {cap} limit per response "
+        f"(--{stem}-max-response-mib / {stem}_max_response_mib)"
     )
 
 
 def _status_error(
-    response: http.client.HTTPResponse, base: str, creds: UfmCredentials, where: str
+    response: http.client.HTTPResponse, target: _Target, creds: UfmCredentials, where: str
 ) -> Exception:
+    at = target.at
     code = response.status
     origin = creds.origin or "the caller"
     if code == 401:
         hint = " (token revoked or expired?)" if creds.kind == "token" else ""
         return AuthError(
-            f"UFM at {base} rejected the {creds.kind} credentials from {origin} "
-            f"(HTTP 401 on {where}){hint}"
+            f"{at} rejected the {creds.kind} credentials from {origin} (HTTP 401 on {where}){hint}"
         )
     if code == 403:
         return AuthError(
-            f"UFM at {base}: the {creds.kind} credentials from {origin} may not read {where} "
-            "(HTTP 403)"
+            f"{at}: the {creds.kind} credentials from {origin} may not read {where} (HTTP 403)"
         )
     if code == 404:
-        return CollectError(f"UFM at {base} has no {where} (404): is this UFM >= 6?")
+        return CollectError(f"{at} has no {where} (404){target.appliance.missing}")
     if 300 <= code < 400:
         location = _printable(response.getheader("Location", "?"))
         return CollectError(
-            f"UFM at {base}: {where} redirects to {location} (HTTP {code}); "
-            "give the final https URL"
+            f"{at}: {where} redirects to {location} (HTTP {code}); give the final https URL"
         )
     if code >= 500:
-        return _Retryable(CollectError(f"UFM at {base}: {where} failed with HTTP {code}"))
-    return CollectError(f"UFM at {base}: {where} failed with HTTP {code}")
+        return _Retryable(CollectError(f"{at}: {where} failed with HTTP {code}"))
+    return CollectError(f"{at}: {where} failed with HTTP {code}")
 
 
-def _connect_error(err: OSError, base: str, timeout: float) -> Exception:
+def _connect_error(err: OSError, target: _Target, timeout: float) -> Exception:
     """A connect or TLS handshake failure as one line; TLS failures are final, the rest
     retryable."""
     if isinstance(err, ssl.SSLCertVerificationError):
         return CollectError(
-            f"UFM at {base}: TLS certificate verification failed: "
+            f"{target.at}: TLS certificate verification failed: "
             f"{err.verify_message or _reason(err)}; "
-            "give --ufm-ca-bundle FILE (or, unsafely, --ufm-insecure)"
+            f"give {target.flag('ca-bundle')} FILE (or, unsafely, {target.flag('insecure')})"
         )
     if isinstance(err, ssl.SSLError):
-        return CollectError(f"UFM at {base}: TLS handshake failed: {_reason(err)}")
+        return CollectError(f"{target.at}: TLS handshake failed: {_reason(err)}")
     if isinstance(err, TimeoutError):
-        return _Retryable(CollectError(f"UFM at {base}: timed out after {timeout:g}s"))
+        return _Retryable(CollectError(f"{target.at}: timed out after {timeout:g}s"))
     if isinstance(err, ConnectionRefusedError):
-        return _Retryable(CollectError(f"cannot connect to UFM at {base}: connection refused"))
+        return _Retryable(CollectError(f"cannot connect to {target.at}: connection refused"))
     if isinstance(err, socket.gaierror):
-        return CollectError(f"cannot connect to UFM at {base}: unknown host ({_reason(err)})")
-    return _Retryable(CollectError(f"cannot connect to UFM at {base}: {_reason(err)}"))
+        return CollectError(f"cannot connect to {target.at}: unknown host ({_reason(err)})")
+    return _Retryable(CollectError(f"cannot connect to {target.at}: {_reason(err)}"))
 
 
 def _printable(text: str) -> str:
@@ -449,10 +505,13 @@ def _reason(err: BaseException) -> str:
     return _printable(str(err)) or type(err).__name__
 
 
-def _decode_json_list(body: bytearray, base: str, where: str) -> str:
+def _decode_checked(
+    body: bytearray, target: _Target, where: str, check: Callable[[str, str], object]
+) -> str:
+    source = f"{target.appliance.name} {target.base}{where}"
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
-        raise ParseError("response is not UTF-8 text", None, f"UFM {base}{where}") from None
-    load_list(text, f"UFM {base}{where}")
+        raise ParseError("response is not UTF-8 text", None, source) from None
+    check(text, source)
     return text

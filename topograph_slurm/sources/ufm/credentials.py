@@ -1,4 +1,4 @@
-"""UFM credentials: basic user/password, an access token or a client certificate.
+"""UFM (and NetQ) credentials: basic user/password, an access token or a client certificate.
 
 Read from a private file or the environment — never argv — and never echoed in any message:
 a secret is kept out of ``repr``, a file readable by group or others is refused, and every
@@ -21,16 +21,30 @@ import yaml
 
 from topograph_slurm.errors import AuthError
 
-_ENV_KEYS = {
-    "UFM_USERNAME": "username",
-    "UFM_PASSWORD": "password",
-    "UFM_TOKEN": "token",
-    "UFM_CLIENT_CERT": "client_cert",
-    "UFM_CLIENT_KEY": "client_key",
-}
+
+@dataclass(frozen=True, slots=True)
+class Appliance:
+    """A fabric appliance with a REST API (UFM, NetQ): its name in messages and the stem of
+    its flags, config keys and environment variables (``--ufm-credentials``, ``UFM_TOKEN``),
+    so one credentials reader and one HTTP client serve every such source."""
+
+    name: str
+    stem: str
+    #: what a 404 hints at (appended to the error line)
+    missing: str = ""
+
+    def env_keys(self) -> dict[str, str]:
+        """Environment variable → credentials field (``UFM_USERNAME`` → ``username``)."""
+        fields = ("username", "password", "token", "client_cert", "client_key")
+        return {f"{self.stem.upper()}_{name.upper()}": name for name in fields}
+
+
+UFM = Appliance("UFM", "ufm", ": is this UFM >= 6?")
+NETQ = Appliance("NetQ", "netq")
 #: The environment variables credentials are read from. ``collect``'s srun and ssh children
 #: never get them: srun exports its whole environment to every task on every node.
-CREDENTIAL_ENV_VARS: tuple[str, ...] = tuple(_ENV_KEYS)
+CREDENTIAL_ENV_VARS: tuple[str, ...] = (*UFM.env_keys(), *NETQ.env_keys())
+
 #: How a control character is named in an error (the value itself is never shown).
 _CONTROL_NAMES = {"\0": "NUL", "\t": "TAB", "\n": "LF", "\r": "CR", "\x1b": "ESC", "\x7f": "DEL"}
 _FILE_KEYS = {
@@ -57,6 +71,7 @@ class UfmCredentials:
     client_cert: Path | None = None
     client_key: Path | None = None
     origin: str = ""  # where they came from (a path or "environment"), for error messages
+    appliance: Appliance = UFM
 
     def __post_init__(self) -> None:
         """Refuse what HTTP cannot carry, here, so that no way of building credentials can
@@ -69,8 +84,8 @@ class UfmCredentials:
             "client key path": str(self.client_key or ""),
         }
         for name, value in fields.items():
-            _refuse_control_characters(name, value, self.origin)
-        where = f"UFM credentials from {self.origin or 'the caller'}"
+            _refuse_control_characters(name, value, self.origin, self.appliance)
+        where = f"{self.appliance.name} credentials from {self.origin or 'the caller'}"
         if ":" in self.username:
             raise AuthError(f"{where}: the username contains ':', which basic auth cannot carry")
         if not self.token.isascii():
@@ -104,7 +119,9 @@ class UfmCredentials:
         return tuple(s for s in (self.password, self.token) if s)
 
 
-def load_credentials(path: Path | None, env: Mapping[str, str]) -> UfmCredentials:
+def load_credentials(
+    path: Path | None, env: Mapping[str, str], appliance: Appliance = UFM
+) -> UfmCredentials:
     """Credentials from *path* (YAML mapping or ``key=value`` lines) or, without a path, from
     ``UFM_USERNAME``/``UFM_PASSWORD``, ``UFM_TOKEN`` or ``UFM_CLIENT_CERT``/``UFM_CLIENT_KEY``.
 
@@ -112,27 +129,32 @@ def load_credentials(path: Path | None, env: Mapping[str, str]) -> UfmCredential
     password. Every error is one AuthError line that names the file and the key, never a value.
     """
     if path is not None:
-        values = _read_credentials_file(path)
+        values = _read_credentials_file(path, appliance.name)
         origin = str(path)
     else:
-        stripped = {_ENV_KEYS[k]: v.strip() for k, v in env.items() if k in _ENV_KEYS}
+        keys = appliance.env_keys()
+        stripped = {keys[k]: v.strip() for k, v in env.items() if k in keys}
         values = {k: v for k, v in stripped.items() if v}
         origin = "environment"
         if not values:
+            e = appliance.stem.upper()
             raise AuthError(
-                "no UFM credentials: give --ufm-credentials FILE or set UFM_USERNAME and "
-                "UFM_PASSWORD, UFM_TOKEN, or UFM_CLIENT_CERT (and UFM_CLIENT_KEY)"
+                f"no {appliance.name} credentials: give --{appliance.stem}-credentials FILE or "
+                f"set {e}_USERNAME and {e}_PASSWORD, {e}_TOKEN, or {e}_CLIENT_CERT (and "
+                f"{e}_CLIENT_KEY)"
             )
-    return _credentials_from(values, origin, path.parent if path is not None else None)
+    base = path.parent if path is not None else None
+    return _credentials_from(values, origin, base, appliance)
 
 
-def _refuse_control_characters(name: str, value: str, origin: str) -> None:
+def _refuse_control_characters(name: str, value: str, origin: str, appliance: Appliance) -> None:
     """One AuthError naming the field and the character, never the value."""
     bad = next((ch for ch in value if unicodedata.category(ch) == "Cc"), None)
     if bad is not None:
         char = _CONTROL_NAMES.get(bad, f"U+{ord(bad):04X}")
         raise AuthError(
-            f"UFM credentials from {origin or 'the caller'}: the {name} contains a control "
+            f"{appliance.name} credentials from {origin or 'the caller'}: the {name} contains a "
+            "control "
             f"character ({char}); remove it (surrounding whitespace is stripped, not this)"
         )
 
@@ -149,17 +171,17 @@ def _check_private(path: Path, what: str) -> None:
         )
 
 
-def _read_credentials_file(path: Path) -> dict[str, str]:
-    _check_private(path, "UFM credentials file")
+def _read_credentials_file(path: Path, name: str) -> dict[str, str]:
+    _check_private(path, f"{name} credentials file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
-        raise AuthError(f"cannot read UFM credentials file {path}: {reason}") from None
-    return _parse_credentials_text(text, path)
+        raise AuthError(f"cannot read {name} credentials file {path}: {reason}") from None
+    return _parse_credentials_text(text, path, name)
 
 
-def _parse_credentials_text(text: str, path: Path) -> dict[str, str]:
+def _parse_credentials_text(text: str, path: Path, name: str) -> dict[str, str]:
     """YAML mapping, else ``key=value`` lines; YAML errors are reported by line only, because
     PyYAML's own message quotes the offending text (which may be the password)."""
     data: object = None
@@ -169,25 +191,25 @@ def _parse_credentials_text(text: str, path: Path) -> dict[str, str]:
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
-            raise AuthError(f"UFM credentials file {path}: invalid YAML{where}") from None
+            raise AuthError(f"{name} credentials file {path}: invalid YAML{where}") from None
     if isinstance(data, dict):
         raw = {str(k): "" if v is None else str(v) for k, v in data.items()}
     elif data is None or isinstance(data, str):
-        raw = _key_value_lines(text, path)
+        raw = _key_value_lines(text, path, name)
     else:
-        raise AuthError(f"UFM credentials file {path}: expected a mapping of keys to values")
+        raise AuthError(f"{name} credentials file {path}: expected a mapping of keys to values")
     values: dict[str, str] = {}
     for key, value in raw.items():
         canonical = _FILE_KEYS.get(key.strip().lower())
         if canonical is None:
             known = ", ".join(sorted(set(_FILE_KEYS)))
-            raise AuthError(f"UFM credentials file {path}: unknown key {key!r} (known: {known})")
+            raise AuthError(f"{name} credentials file {path}: unknown key {key!r} (known: {known})")
         if value.strip():
             values[canonical] = value.strip()
     return values
 
 
-def _key_value_lines(text: str, path: Path) -> dict[str, str]:
+def _key_value_lines(text: str, path: Path, name: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -195,12 +217,15 @@ def _key_value_lines(text: str, path: Path) -> dict[str, str]:
             continue
         key, sep, value = stripped.partition("=")
         if not sep:
-            raise AuthError(f"UFM credentials file {path}:{lineno}: expected key=value")
+            raise AuthError(f"{name} credentials file {path}:{lineno}: expected key=value")
         out[key.strip()] = value.strip().strip("'\"")
     return out
 
 
-def _credentials_from(values: dict[str, str], origin: str, base: Path | None) -> UfmCredentials:
+def _credentials_from(
+    values: dict[str, str], origin: str, base: Path | None, appliance: Appliance
+) -> UfmCredentials:
+    where = f"{appliance.name} credentials from {origin}"
     kinds = [
         k
         for k, present in (
@@ -212,19 +237,25 @@ def _credentials_from(values: dict[str, str], origin: str, base: Path | None) ->
     ]
     if len(kinds) != 1:
         what = " and ".join(kinds) if kinds else "nothing usable"
-        raise AuthError(f"UFM credentials from {origin}: give exactly one method, found {what}")
+        raise AuthError(f"{where}: give exactly one method, found {what}")
     if kinds[0] == "username/password":
         if not values.get("username") or not values.get("password"):
-            raise AuthError(f"UFM credentials from {origin}: username and password both needed")
-        return UfmCredentials(values["username"], values["password"], origin=origin)
+            raise AuthError(f"{where}: username and password both needed")
+        return UfmCredentials(
+            values["username"], values["password"], origin=origin, appliance=appliance
+        )
     if kinds[0] == "token":
-        return UfmCredentials(token=values["token"], origin=origin)
-    return _cert_credentials(values, origin, base)
+        return UfmCredentials(token=values["token"], origin=origin, appliance=appliance)
+    return _cert_credentials(values, origin, base, appliance)
 
 
-def _cert_credentials(values: dict[str, str], origin: str, base: Path | None) -> UfmCredentials:
+def _cert_credentials(
+    values: dict[str, str], origin: str, base: Path | None, appliance: Appliance
+) -> UfmCredentials:
     if "client_cert" not in values:
-        raise AuthError(f"UFM credentials from {origin}: client_key given without client_cert")
+        raise AuthError(
+            f"{appliance.name} credentials from {origin}: client_key given without client_cert"
+        )
 
     def resolve(text: str) -> Path:
         p = Path(text).expanduser()
@@ -235,9 +266,10 @@ def _cert_credentials(values: dict[str, str], origin: str, base: Path | None) ->
         client_cert=resolve(values["client_cert"]),
         client_key=resolve(key) if key else None,
         origin=origin,
+        appliance=appliance,
     )  # checked (no control characters) before a path appears in any message
     if not creds.client_cert or not creds.client_cert.is_file():
-        raise AuthError(f"UFM client certificate {creds.client_cert} not found")
+        raise AuthError(f"{appliance.name} client certificate {creds.client_cert} not found")
     if creds.client_key is not None:
-        _check_private(creds.client_key, "UFM client key")
+        _check_private(creds.client_key, f"{appliance.name} client key")
     return creds
