@@ -45,7 +45,7 @@ def plan(
     from topograph_slurm.analysis.experts.hierarchy import plan_experts
     from topograph_slurm.sources.expert_load import parse_load
 
-    loads = parse_load(_read(experts["loads"]), experts["loads"])
+    loads = parse_load(_read(experts["loads"]), experts["loads"], experts["loads_format"])
     placed = prepare_job(settings, topology, job_id, _dense(job), warn)
     ep = len(placed.ranks) if experts["ep"] is None else experts["ep"]
     if not 1 <= ep <= len(placed.ranks):
