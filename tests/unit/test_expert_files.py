@@ -147,3 +147,49 @@ def test_json_and_an_engine_format_together_are_a_usage_error(tmp_path: Path) ->
     assert result.exit_code == Exit.USAGE, result.output
     assert "--json or --format sglang, not both" in result.stderr
     assert not out.exists()
+
+
+TREE = "SwitchName=leaf1 Nodes=gpu[0001-0002]\nSwitchName=leaf2 Nodes=gpu[0003-0004]\n" + (
+    "SwitchName=spine Switches=leaf[1-2]\n"
+)
+BLOCK = "BlockName=nvl1 Nodes=gpu[0001-0002]\nBlockName=nvl2 Nodes=gpu[0003-0004]\n"
+
+
+@pytest.mark.parametrize("topology", [TREE, BLOCK], ids=["tree-leaves", "nvlink-blocks"])
+def test_rank_cost_matrix_is_square_zero_diagonal_in_rank_order_and_ordered_by_level(
+    tmp_path: Path, topology: str
+) -> None:
+    """SGLang's load_rank_cost_matrix (python/sglang/srt/eplb/topology.py, sgl-project/sglang
+    1855e32b6035d0e8b84d264bf641758b82bcfd94) reads only ``rank_cost_matrix``: square, finite,
+    non-negative, zero diagonal. Four 2-GPU nodes, two per leaf (or NVLink block), and a
+    hostfile that interleaves the units so rank order is not node order."""
+    conf = tmp_path / "topology.conf"
+    conf.write_text(topology)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("gpu0001\ngpu0001\ngpu0003\ngpu0003\ngpu0002\ngpu0002\ngpu0004\ngpu0004\n")
+    loads = tmp_path / "loads.json"
+    loads.write_text(dump(PASSES))
+    result = CliRunner().invoke(
+        main,
+        ["--config", os.devnull, "experts", "--topology", str(conf), "--hostfile", str(hostfile),
+         "--gpus-per-node", "2", "--loads", str(loads), "--replicas", "16",
+         "--format", "sglang-topology"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data) == {"rank_cost_matrix"}
+    matrix = data["rank_cost_matrix"]
+    unit = {"gpu0001": 1, "gpu0002": 1, "gpu0003": 2, "gpu0004": 2}
+    hosts = ["gpu0001", "gpu0001", "gpu0003", "gpu0003", "gpu0002", "gpu0002", "gpu0004", "gpu0004"]
+    assert len(matrix) == 8 and all(len(row) == 8 for row in matrix)
+    node, shared, apart = set(), set(), set()
+    for i, a in enumerate(hosts):
+        for j, b in enumerate(hosts):
+            cost = matrix[i][j]
+            assert cost == matrix[j][i] and type(cost) is int and cost >= 0
+            if i == j:
+                assert cost == 0
+            else:
+                (node if a == b else shared if unit[a] == unit[b] else apart).add(cost)
+    assert len(node) == len(shared) == len(apart) == 1
+    assert 0 < min(node) < min(shared) < min(apart)

@@ -23,13 +23,15 @@ NVLINK_DOMAIN, SERVER = "NVLink domain", "node"
 
 @dataclass(frozen=True, slots=True)
 class ExpertsRun:
-    """A plan with what it was made from: the EP GPUs, the kind of domain, the load file."""
+    """A plan with what it was made from: the EP GPUs, the kind of domain, the load file;
+    and, when asked, the EP ranks' cost matrix by fabric level (SGLang's --eplb-topology)."""
 
     plan: ExpertPlan
     gpus: list[Gpu]
     domain_kind: str
     loads_from: str
     ranks_from: str
+    rank_costs: list[list[int]] | None = None
 
 
 def plan(
@@ -41,8 +43,10 @@ def plan(
     warn: Warn,
 ) -> ExpertsRun:
     """Loads from *experts*' ``loads`` file, the EP GPUs (the first ``ep`` ranks of the job
-    *job* and *job_id* describe) and their domains, and EPLB's plan over them."""
+    *job* and *job_id* describe) and their domains, and EPLB's plan over them; with
+    ``rank_costs`` the EP ranks' cost matrix too."""
     from topograph_slurm.analysis.experts.hierarchy import plan_experts
+    from topograph_slurm.analysis.placement.rank_cost import rank_costs
     from topograph_slurm.sources.expert_load import parse_load
 
     loads = parse_load(_read(experts["loads"]), experts["loads"], experts["loads_format"])
@@ -54,7 +58,10 @@ def plan(
     names = list(dict.fromkeys(gpu.domain for gpu in gpus))
     domains = [names.index(gpu.domain) for gpu in gpus]
     result = plan_experts(loads, experts["replicas"], experts["groups"], domains)
-    return ExpertsRun(result, gpus, kind, experts["loads"], placed.ranks_from)
+    costs = (
+        rank_costs(placed.view.fmap, [gpu.host for gpu in gpus]) if experts["rank_costs"] else None
+    )
+    return ExpertsRun(result, gpus, kind, experts["loads"], placed.ranks_from, costs)
 
 
 def _read(path: str) -> str:

@@ -61,8 +61,10 @@ _EXPERT_KEYS = ("loads", "loads_format", "replicas", "groups", "ep")
     default="text",
     show_default=True,
     help="text (the report), json (the plan), or the file an engine loads: sglang "
-    "(--init-expert-location FILE.json: physical_to_logical_map only), eplb (DeepSeek EPLB's "
-    "phy2log, log2phy, logcnt), trtllm (TensorRT-LLM's moe_config.load_balancer YAML).",
+    "(--init-expert-location FILE.json: physical_to_logical_map only), sglang-topology "
+    "(--eplb-topology FILE.json: the EP ranks' rank_cost_matrix by the fabric level each pair "
+    "shares), eplb (DeepSeek EPLB's phy2log, log2phy, logcnt), trtllm (TensorRT-LLM's "
+    "moe_config.load_balancer YAML).",
 )
 @click.option(
     "--first-layer",
@@ -104,7 +106,7 @@ def experts(
     sender's domain (uniform routing assumed), before (experts contiguous, no replicas)
     and after, then each GPU's experts; --json gives EPLB's three arrays per layer
     (physical-to-logical, logical-to-physical padded with -1, replica counts); --format
-    sglang|eplb|trtllm the file that engine loads (docs/moe.md).
+    sglang|sglang-topology|eplb|trtllm the file that engine loads (docs/moe.md).
 
     \b
     Examples:
@@ -123,13 +125,15 @@ def experts(
     if as_json and fmt != "text":
         raise UsageError(f"--json or --format {fmt}, not both")
     fmt = "json" if as_json else fmt
-    wanted = {key: flags.pop(key) for key in _EXPERT_KEYS}
+    wanted = {key: flags.pop(key) for key in _EXPERT_KEYS} | {
+        "rank_costs": fmt == "sglang-topology"
+    }
     settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
     run = app.plan(settings, topology, job_id, job, wanted, warn)
     data = experts_data(run.plan, run.gpus, run.domain_kind, run.loads_from, run.ranks_from)
     env = environment(None)
     shown = (
-        render_engine_file(env, data, fmt, first_layer)
+        render_engine_file(env, data, fmt, first_layer, run.rank_costs)
         if fmt in ENGINE_FORMATS
         else render_experts(env, data, fmt)
     )

@@ -9,6 +9,8 @@
 - ``trtllm``: TensorRT-LLM's ``MoeLoadBalancerConfig`` as YAML (``num_slots``,
   ``initial_global_assignments`` keyed by the model's layer index, ``layer_updates_per_iter``),
   the file its wide-EP example's ``generate_eplb_config.py`` writes.
+- ``sglang-topology``: ``--eplb-topology FILE.json``: ``{"rank_cost_matrix": ...}`` (SGLang's
+  ``load_rank_cost_matrix``), made by analysis.placement.rank_cost.
 """
 
 from __future__ import annotations
@@ -21,15 +23,21 @@ import jinja2
 from topograph_slurm.render.environment import render
 
 #: ``experts --format`` values that are an engine's file, not the report.
-ENGINE_FORMATS = ("sglang", "eplb", "trtllm")
+ENGINE_FORMATS = ("sglang", "sglang-topology", "eplb", "trtllm")
 
 
 def render_engine_file(
-    env: jinja2.Environment, data: dict[str, Any], fmt: str, first_layer: int
+    env: jinja2.Environment,
+    data: dict[str, Any],
+    fmt: str,
+    first_layer: int,
+    rank_costs: list[list[int]] | None = None,
 ) -> str:
     """The *fmt* engine file for the plan *data*; *first_layer* is the model layer index of
     the load file's first row (TensorRT-LLM keys its assignments by model layer)."""
     layers = data["layers"]
+    if fmt == "sglang-topology":
+        return json.dumps({"rank_cost_matrix": rank_costs}) + "\n"
     if fmt == "sglang":
         body: dict[str, Any] = {
             "physical_to_logical_map": [layer["physical_to_logical"] for layer in layers]
