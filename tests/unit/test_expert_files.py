@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -193,3 +195,90 @@ def test_rank_cost_matrix_is_square_zero_diagonal_in_rank_order_and_ordered_by_l
                 (node if a == b else shared if unit[a] == unit[b] else apart).add(cost)
     assert len(node) == len(shared) == len(apart) == 1
     assert 0 < min(node) < min(shared) < min(apart)
+
+
+def safetensors(tensors: dict[str, list[int]], dtype: str = "I64") -> bytes:
+    """A safetensors file as safetensors' save_file writes one: 8-byte little-endian header
+    length, the JSON header padded with spaces to 8 bytes, then each tensor's little-endian
+    bytes in key order (TensorRT-LLM's ExpertStatistic saves torch.bincount's int64 counts)."""
+    code = {"I64": "q", "I32": "i"}[dtype]
+    header, body = {}, b""
+    for key in sorted(tensors):
+        data = struct.pack(f"<{len(tensors[key])}{code}", *tensors[key])
+        header[key] = {"dtype": dtype, "shape": [len(tensors[key])],
+                       "data_offsets": [len(body), len(body) + len(data)]}  # fmt: skip
+        body += data
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + body
+
+
+def statistics_dir(tmp_path: Path) -> Path:
+    """EXPERT_STATISTIC_PATH as tensorrt_llm/_torch/expert_statistic.py (NVIDIA/TensorRT-LLM
+    0fccc5b97dd7b23c438e740b3bf4dcde607266c4) leaves it: rank 0's meta_info.json, and per rank
+    rank<N>.safetensors keyed <iteration>_<layer>, one count per expert; a *_raw file (token
+    ids, which examples/wide_ep/ep_load_balancer/utils.py skips) that is not counts at all."""
+    folder = tmp_path / "expert_statistic"
+    folder.mkdir()
+    (folder / "meta_info.json").write_text('{"num_experts": 8, "num_experts_per_token": 2}')
+    for rank, (first, second) in enumerate(zip(PASSES[0], PASSES[1], strict=True)):
+        (folder / f"rank{rank}.safetensors").write_bytes(
+            safetensors(
+                {f"100_{rank + 3}": first, f"101_{rank + 3}": second, f"100_{4 - rank}": [0] * 8}
+            )
+        )
+    (folder / "rank0_raw.safetensors").write_bytes(b"not counts")
+    return folder
+
+
+def test_trtllm_statistics_sum_ranks_and_iterations_per_layer_in_layer_order(
+    tmp_path: Path,
+) -> None:
+    folder = statistics_dir(tmp_path)
+    # rank 0 holds layer 3's two iterations, rank 1 layer 4's; each zeros for the other layer.
+    result = CliRunner().invoke(
+        main,
+        ["--config", os.devnull, "experts", *SIM, "--loads", str(folder), "--replicas",
+         str(SLOTS), "--format", "trtllm", "--first-layer", "3"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert list(yaml.safe_load(result.stdout)["initial_global_assignments"]) == [3, 4]
+    from topograph_slurm.sources.expert_load import parse_trtllm_statistics
+
+    ranks = {p.name: p.read_bytes() for p in folder.glob("rank?.safetensors")}
+    assert parse_trtllm_statistics((folder / "meta_info.json").read_text(), ranks, "s") == SUMMED
+
+
+@pytest.mark.parametrize(
+    ("damage", "fragment"),
+    [
+        (lambda f: (f / "rank1.safetensors").write_bytes(b"\xff" * 16), "not a safetensors file"),
+        (
+            lambda f: (f / "rank1.safetensors").write_bytes(safetensors({"100_3": [1] * 7})),
+            "is not 8 integer counts",
+        ),
+        (
+            lambda f: (f / "rank1.safetensors").write_bytes(safetensors({"x": [1] * 8})),
+            "is not named <iteration>_<layer>",
+        ),
+        (
+            lambda f: (f / "rank1.safetensors").write_bytes(safetensors({"1_3": [-1] * 8})),
+            "-1 is not a token count",
+        ),
+        (lambda f: (f / "meta_info.json").write_text("{}"), "want a positive 'num_experts'"),
+        (lambda f: (f / "meta_info.json").unlink(), "cannot read expert loads"),
+    ],
+)
+def test_damaged_trtllm_statistics_exit_3_and_write_nothing(
+    tmp_path: Path, damage: Any, fragment: str
+) -> None:
+    folder = statistics_dir(tmp_path)
+    damage(folder)
+    out = tmp_path / "plan.yaml"
+    result = CliRunner().invoke(
+        main,
+        ["--config", os.devnull, "experts", *SIM, "--loads", str(folder), "--replicas",
+         str(SLOTS), "--format", "trtllm", "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == Exit.INPUT, result.output
+    assert fragment in result.stderr and not out.exists()

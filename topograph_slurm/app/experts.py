@@ -47,9 +47,8 @@ def plan(
     ``rank_costs`` the EP ranks' cost matrix too."""
     from topograph_slurm.analysis.experts.hierarchy import plan_experts
     from topograph_slurm.analysis.placement.rank_cost import rank_costs
-    from topograph_slurm.sources.expert_load import parse_load
 
-    loads = parse_load(_read(experts["loads"]), experts["loads"], experts["loads_format"])
+    loads = _loads(experts["loads"], experts["loads_format"])
     placed = prepare_job(settings, topology, job_id, _dense(job), warn)
     ep = len(placed.ranks) if experts["ep"] is None else experts["ep"]
     if not 1 <= ep <= len(placed.ranks):
@@ -64,10 +63,32 @@ def plan(
     return ExpertsRun(result, gpus, kind, experts["loads"], placed.ranks_from, costs)
 
 
-def _read(path: str) -> str:
+def _loads(path: str, fmt: str) -> list[list[int]]:
+    """The load table at *path*: TensorRT-LLM's statistics directory (``trtllm``, or ``auto``
+    on a directory), else one file read as *fmt*."""
+    from topograph_slurm.sources.expert_load import parse_load, parse_trtllm_statistics
+
+    if fmt == "trtllm" or (fmt == "auto" and Path(path).is_dir()):
+        folder = Path(path)
+        ranks = sorted(folder.glob("rank*.safetensors")) if folder.is_dir() else []
+        statistics = {
+            rank.name: _read(rank) for rank in ranks if not rank.name.endswith("_raw.safetensors")
+        }
+        return parse_trtllm_statistics(_text(folder / "meta_info.json"), statistics, path)
+    return parse_load(_text(Path(path)), path, fmt)
+
+
+def _read(path: Path) -> bytes:
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        return path.read_bytes()
+    except OSError as err:
+        raise InputError(f"cannot read expert loads {path}: {err}") from None
+
+
+def _text(path: Path) -> str:
+    try:
+        return _read(path).decode("utf-8")
+    except UnicodeDecodeError as err:
         raise InputError(f"cannot read expert loads {path}: {err}") from None
 
 

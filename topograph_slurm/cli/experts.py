@@ -24,16 +24,17 @@ _EXPERT_KEYS = ("loads", "loads_format", "replicas", "groups", "ep")
     metavar="FILE",
     help="Per-expert token counts, [layer][logical expert]: SGLang's expert-distribution dump "
     "as JSON ({'logical_count': ...}, one table or one per forward pass, summed), DeepSeek "
-    "EPLB's weight as JSON (a list of lists, or an object with a 'weight' or 'load' key) or "
-    "CSV (one row per layer).",
+    "EPLB's weight as JSON (a list of lists, or an object with a 'weight' or 'load' key), "
+    "TensorRT-LLM's expert statistics directory (meta_info.json, rank*.safetensors; ranks and "
+    "iterations summed) or CSV (one row per layer).",
 )
 @click.option(
     "--loads-format",
     type=click.Choice(LOAD_FORMATS),
     default="auto",
     show_default=True,
-    help="How to read --loads: auto (JSON by its first character, the object's key names the "
-    "engine), sglang, eplb, csv.",
+    help="How to read --loads: auto (a directory is TensorRT-LLM's; JSON by its first "
+    "character, the object's key names the engine), sglang, eplb, csv, trtllm.",
 )
 @click.option(
     "--replicas",

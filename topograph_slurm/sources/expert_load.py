@@ -8,6 +8,7 @@ recorders keep them, written out as one of:
   dependency (docs/moe.md shows the one-line conversion).
 - DeepSeek EPLB's ``weight``: a list of lists (one per layer), or an object whose ``weight``
   (or ``load``) key holds that list;
+- TensorRT-LLM's expert statistics directory (parse_trtllm_statistics);
 - CSV: one row per layer, counts separated by commas; blank lines and lines starting with
   ``#`` are skipped, and a first row with no number in it is a header.
 
@@ -20,13 +21,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import struct
 from typing import Any
 
 from topograph_slurm.errors import InputError, ParseError
 from topograph_slurm.model.numbers import decimal, natural
 
 #: ``--loads-format``: ``auto`` tells the others apart by the file's first character and keys.
-LOAD_FORMATS = ("auto", "sglang", "eplb", "csv")
+LOAD_FORMATS = ("auto", "sglang", "eplb", "csv", "trtllm")
 #: The object keys a JSON load file may hold its table under, per format.
 JSON_KEYS = {
     "auto": ("logical_count", "weight", "load"),
@@ -136,3 +138,93 @@ def _number(cell: str) -> int | float | None:
     """A cell's number: digits only as an integer, else a finite plain decimal, else None."""
     whole = natural(cell)
     return whole if whole is not None else decimal(cell)
+
+
+#: safetensors dtypes a TensorRT-LLM count can be in (its ``torch.bincount`` gives int64).
+_COUNT_DTYPES = {"I64": "q", "I32": "i", "U8": "B"}
+#: The largest safetensors header read (TensorRT-LLM's: one entry per iteration and layer).
+MAX_HEADER = 64 * 2**20
+
+
+def parse_trtllm_statistics(
+    meta_text: str, ranks: dict[str, bytes], source: str
+) -> list[list[int]]:
+    """TensorRT-LLM's expert statistics (``EXPERT_STATISTIC_PATH``, written by
+    tensorrt_llm/_torch/expert_statistic.py): *meta_text* its ``meta_info.json``
+    (``num_experts``), *ranks* each ``rank<N>.safetensors`` by name, whose tensors, keyed
+    ``<iteration>_<layer>``, are one count per expert. The table sums every rank and iteration
+    per layer, layers in index order (the first is ``experts --first-layer``)."""
+    try:
+        meta: Any = json.loads(meta_text)
+    except (ValueError, RecursionError) as err:
+        raise InputError(f"{source}/meta_info.json: not JSON: {err}") from None
+    experts = meta.get("num_experts") if isinstance(meta, dict) else None
+    if not isinstance(experts, int) or isinstance(experts, bool) or experts < 1:
+        raise InputError(f"{source}/meta_info.json: want a positive 'num_experts'")
+    if not ranks:
+        raise InputError(f"{source}: no rank*.safetensors statistics")
+    layers: dict[int, list[int]] = {}
+    for name in sorted(ranks):
+        for key, counts in _safetensors_counts(ranks[name], f"{source}/{name}", experts):
+            layer = _layer_of(key, f"{source}/{name}")
+            total = layers.setdefault(layer, [0] * experts)
+            layers[layer] = [
+                a + _count(b, f"{source}/{name} {key}", layer, e)
+                for e, (a, b) in enumerate(zip(total, counts, strict=True))
+            ]
+    return [
+        [_count(v, source, i, e) for e, v in enumerate(layers[layer])]
+        for i, layer in enumerate(sorted(layers))
+    ]
+
+
+def _layer_of(key: str, source: str) -> int:
+    parts = key.split("_")
+    if len(parts) != 2 or not all(part.isdigit() and part.isascii() for part in parts):
+        raise InputError(f"{source}: tensor {key!r} is not named <iteration>_<layer>")
+    return int(parts[1])
+
+
+def _safetensors_counts(data: bytes, source: str, experts: int) -> list[tuple[str, list[int]]]:
+    """Each tensor of one safetensors file (8-byte little-endian header length, a JSON header
+    of ``dtype``, ``shape``, ``data_offsets`` into the bytes after it) as a list of counts."""
+    size = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
+    if not 2 <= size <= min(MAX_HEADER, len(data) - 8):
+        raise InputError(f"{source}: not a safetensors file (header length {size})")
+    try:
+        header: Any = json.loads(data[8 : 8 + size])
+    except (ValueError, RecursionError) as err:
+        raise InputError(f"{source}: safetensors header is not JSON: {err}") from None
+    if not isinstance(header, dict):
+        raise InputError(f"{source}: safetensors header is not an object")
+    body = memoryview(data)[8 + size :]
+    tensors = []
+    for key, info in sorted(header.items()):
+        if key == "__metadata__":
+            continue
+        code = _COUNT_DTYPES.get(str(info.get("dtype"))) if isinstance(info, dict) else None
+        if code is None or info.get("shape") != [experts]:
+            raise InputError(
+                f"{source}: tensor {key!r} is not {experts} integer counts (dtype "
+                f"{'/'.join(_COUNT_DTYPES)}, shape [{experts}])"
+            )
+        start, end = _offsets(info.get("data_offsets"), len(body), source, key)
+        width = struct.calcsize(code)
+        if end - start != experts * width:
+            raise InputError(
+                f"{source}: tensor {key!r} holds {end - start} bytes, not {experts * width}"
+            )
+        tensors.append((key, list(struct.unpack_from(f"<{experts}{code}", body, start))))
+    return tensors
+
+
+def _offsets(value: Any, length: int, source: str, key: str) -> tuple[int, int]:
+    ok = (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        and 0 <= value[0] <= value[1] <= length
+    )
+    if not ok:
+        raise InputError(f"{source}: tensor {key!r} has data_offsets {value!r} outside the file")
+    return value[0], value[1]
