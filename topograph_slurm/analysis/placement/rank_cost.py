@@ -15,13 +15,9 @@ from topograph_slurm.model.placement import LEVEL_NODE, FabricMap
 
 
 def rank_costs(fmap: FabricMap, hosts: list[str]) -> list[list[int]]:
-    """The matrix for the EP ranks whose nodes are *hosts*, in rank order."""
+    """The matrix for the EP ranks whose nodes are *hosts* (all on the fabric), in rank order."""
     levels = [level for level in fmap.levels if level != LEVEL_NODE]
-    apart = len(levels) + 2
-    units = {
-        host: [fmap.places[host].unit(level) if host in fmap.places else None for level in levels]
-        for host in dict.fromkeys(hosts)
-    }
+    units = {host: [fmap.places[host].unit(level) for level in levels] for host in hosts}
 
     def cost(a: str, b: str) -> int:
         if a == b:
@@ -29,7 +25,7 @@ def rank_costs(fmap: FabricMap, hosts: list[str]) -> list[list[int]]:
         shared = (
             i for i, (x, y) in enumerate(zip(units[a], units[b], strict=True)) if x and x == y
         )
-        return next(shared, apart - 2) + 2
+        return 2 + next(shared, len(levels))
 
     by_pair = {(a, b): cost(a, b) for a in units for b in units}
     return [
