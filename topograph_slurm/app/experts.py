@@ -23,13 +23,15 @@ NVLINK_DOMAIN, SERVER = "NVLink domain", "node"
 
 @dataclass(frozen=True, slots=True)
 class ExpertsRun:
-    """A plan with what it was made from: the EP GPUs, the kind of domain, the load file."""
+    """A plan with what it was made from: the EP GPUs, the kind of domain, the load file;
+    and, when asked, the EP ranks' cost matrix by fabric level (SGLang's --eplb-topology)."""
 
     plan: ExpertPlan
     gpus: list[Gpu]
     domain_kind: str
     loads_from: str
     ranks_from: str
+    rank_costs: list[list[int]] | None = None
 
 
 def plan(
@@ -41,11 +43,12 @@ def plan(
     warn: Warn,
 ) -> ExpertsRun:
     """Loads from *experts*' ``loads`` file, the EP GPUs (the first ``ep`` ranks of the job
-    *job* and *job_id* describe) and their domains, and EPLB's plan over them."""
+    *job* and *job_id* describe) and their domains, and EPLB's plan over them; with
+    ``rank_costs`` the EP ranks' cost matrix too."""
     from topograph_slurm.analysis.experts.hierarchy import plan_experts
-    from topograph_slurm.sources.expert_load import parse_load
+    from topograph_slurm.analysis.placement.rank_cost import rank_costs
 
-    loads = parse_load(_read(experts["loads"]), experts["loads"])
+    loads = _loads(experts["loads"], experts["loads_format"])
     placed = prepare_job(settings, topology, job_id, _dense(job), warn)
     ep = len(placed.ranks) if experts["ep"] is None else experts["ep"]
     if not 1 <= ep <= len(placed.ranks):
@@ -54,13 +57,38 @@ def plan(
     names = list(dict.fromkeys(gpu.domain for gpu in gpus))
     domains = [names.index(gpu.domain) for gpu in gpus]
     result = plan_experts(loads, experts["replicas"], experts["groups"], domains)
-    return ExpertsRun(result, gpus, kind, experts["loads"], placed.ranks_from)
+    costs = (
+        rank_costs(placed.view.fmap, [gpu.host for gpu in gpus]) if experts["rank_costs"] else None
+    )
+    return ExpertsRun(result, gpus, kind, experts["loads"], placed.ranks_from, costs)
 
 
-def _read(path: str) -> str:
+def _loads(path: str, fmt: str) -> list[list[int]]:
+    """The load table at *path*: TensorRT-LLM's statistics directory (``trtllm``, or ``auto``
+    on a directory), else one file read as *fmt*."""
+    from topograph_slurm.sources.expert_load import parse_load, parse_trtllm_statistics
+
+    if fmt == "trtllm" or (fmt == "auto" and Path(path).is_dir()):
+        folder = Path(path)
+        ranks = sorted(folder.glob("rank*.safetensors")) if folder.is_dir() else []
+        statistics = {
+            rank.name: _read(rank) for rank in ranks if not rank.name.endswith("_raw.safetensors")
+        }
+        return parse_trtllm_statistics(_text(folder / "meta_info.json"), statistics, path)
+    return parse_load(_text(Path(path)), path, fmt)
+
+
+def _read(path: Path) -> bytes:
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        return path.read_bytes()
+    except OSError as err:
+        raise InputError(f"cannot read expert loads {path}: {err}") from None
+
+
+def _text(path: Path) -> str:
+    try:
+        return _read(path).decode("utf-8")
+    except UnicodeDecodeError as err:
         raise InputError(f"cannot read expert loads {path}: {err}") from None
 
 

@@ -9,8 +9,11 @@ import click
 
 from topograph_slurm.cli.options import ASCII_INT, OUTPUT_FILE, warn, write_output
 from topograph_slurm.cli.placement import NODE_KEYS, node_options, split_flags
+from topograph_slurm.errors import UsageError
+from topograph_slurm.render.expert_files import ENGINE_FORMATS
+from topograph_slurm.sources.expert_load import LOAD_FORMATS
 
-_EXPERT_KEYS = ("loads", "replicas", "groups", "ep")
+_EXPERT_KEYS = ("loads", "loads_format", "replicas", "groups", "ep")
 
 
 @click.command()
@@ -19,8 +22,19 @@ _EXPERT_KEYS = ("loads", "replicas", "groups", "ep")
     "--loads",
     required=True,
     metavar="FILE",
-    help="Per-expert token counts, [layer][logical expert]: JSON (a list of lists, or an "
-    "object with a 'weight' or 'load' key) or CSV (one row per layer).",
+    help="Per-expert token counts, [layer][logical expert]: SGLang's expert-distribution dump "
+    "as JSON ({'logical_count': ...}, one table or one per forward pass, summed), DeepSeek "
+    "EPLB's weight as JSON (a list of lists, or an object with a 'weight' or 'load' key), "
+    "TensorRT-LLM's expert statistics directory (meta_info.json, rank*.safetensors; ranks and "
+    "iterations summed) or CSV (one row per layer).",
+)
+@click.option(
+    "--loads-format",
+    type=click.Choice(LOAD_FORMATS),
+    default="auto",
+    show_default=True,
+    help="How to read --loads: auto (a directory is TensorRT-LLM's; JSON by its first "
+    "character, the object's key names the engine), sglang, eplb, csv, trtllm.",
 )
 @click.option(
     "--replicas",
@@ -40,17 +54,44 @@ _EXPERT_KEYS = ("loads", "replicas", "groups", "ep")
     "--ep", type=ASCII_INT, help="Expert-parallel size: the first EP ranks (default: all)."
 )
 @node_options
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text (--format json).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", *ENGINE_FORMATS]),
+    default="text",
+    show_default=True,
+    help="text (the report), json (the plan), or the file an engine loads: sglang "
+    "(--init-expert-location FILE.json: physical_to_logical_map only), sglang-topology "
+    "(--eplb-topology FILE.json: the EP ranks' rank_cost_matrix by the fabric level each pair "
+    "shares), eplb (DeepSeek EPLB's phy2log, log2phy, logcnt), trtllm (TensorRT-LLM's "
+    "moe_config.load_balancer YAML).",
+)
+@click.option(
+    "--first-layer",
+    type=ASCII_INT,
+    default=0,
+    show_default=True,
+    help="--format trtllm: the model layer index of the loads' first row (TensorRT-LLM keys "
+    "its assignments by model layer; DeepSeek-V3's first MoE layer is 3).",
+)
 @click.option(
     "--out",
     type=OUTPUT_FILE,
     metavar="FILE",
-    help="Also write the JSON plan to FILE (atomic, only on change; nothing is written on an "
-    "error).",
+    help="Also write FILE: the --format engine file, else the JSON plan (atomic, only on "
+    "change; nothing is written on an error).",
 )
 @click.pass_context
 def experts(
-    ctx: click.Context, /, job_id: str | None, as_json: bool, out: str | None, **flags: Any
+    ctx: click.Context,
+    /,
+    job_id: str | None,
+    as_json: bool,
+    fmt: str,
+    first_layer: int,
+    out: str | None,
+    **flags: Any,
 ) -> None:
     """Place a MoE model's experts on a job's GPUs with DeepSeek's EPLB, the fabric's
     fastest domain as EPLB's "node".
@@ -65,7 +106,8 @@ def experts(
     Prints per layer the busiest GPU over the mean and the share of tokens leaving the
     sender's domain (uniform routing assumed), before (experts contiguous, no replicas)
     and after, then each GPU's experts; --json gives EPLB's three arrays per layer
-    (physical-to-logical, logical-to-physical padded with -1, replica counts).
+    (physical-to-logical, logical-to-physical padded with -1, replica counts); --format
+    sglang|sglang-topology|eplb|trtllm the file that engine loads (docs/moe.md).
 
     \b
     Examples:
@@ -73,16 +115,31 @@ def experts(
           --loads loads.json --replicas 32 --groups 4
       topograph-slurm experts "$SLURM_JOB_ID" --topology /etc/slurm/topology.conf \\
           --loads eplb.csv --replicas 288 --groups 8 --out plan.json
+      topograph-slurm experts "$SLURM_JOB_ID" --loads sglang_dump.json --replicas 288 \\
+          --groups 8 --format sglang --out init_expert_location.json
     """
     from topograph_slurm.app import experts as app
     from topograph_slurm.render.environment import environment
+    from topograph_slurm.render.expert_files import render_engine_file
     from topograph_slurm.render.experts import experts_data, render_experts
 
-    wanted = {key: flags.pop(key) for key in _EXPERT_KEYS}
+    if as_json and fmt != "text":
+        raise UsageError(f"--json or --format {fmt}, not both")
+    fmt = "json" if as_json else fmt
+    wanted = {key: flags.pop(key) for key in _EXPERT_KEYS} | {
+        "rank_costs": fmt == "sglang-topology"
+    }
     settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
     run = app.plan(settings, topology, job_id, job, wanted, warn)
     data = experts_data(run.plan, run.gpus, run.domain_kind, run.loads_from, run.ranks_from)
     env = environment(None)
+    shown = (
+        render_engine_file(env, data, fmt, first_layer, run.rank_costs)
+        if fmt in ENGINE_FORMATS
+        else render_experts(env, data, fmt)
+    )
     if out:
-        write_output(ctx, out, render_experts(env, data, "json"))
-    click.echo(render_experts(env, data, "json" if as_json else "text"), nl=False)
+        write_output(
+            ctx, out, shown if fmt in ENGINE_FORMATS else render_experts(env, data, "json")
+        )
+    click.echo(shown, nl=False)
