@@ -42,13 +42,24 @@ _EXPERT_KEYS = ("loads", "replicas", "groups", "ep")
 @node_options
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 @click.option(
+    "--per-gpu",
+    is_flag=True,
+    help="Text: also list each GPU's experts per layer (one line per GPU; long for large jobs).",
+)
+@click.option(
     "--out",
     metavar="FILE",
     help="Also write the JSON plan to FILE (atomically; nothing is written on an error).",
 )
 @click.pass_context
 def experts(
-    ctx: click.Context, /, job_id: str | None, as_json: bool, out: str | None, **flags: Any
+    ctx: click.Context,
+    /,
+    job_id: str | None,
+    as_json: bool,
+    per_gpu: bool,
+    out: str | None,
+    **flags: Any,
 ) -> None:
     """Place a MoE model's experts on a job's GPUs with DeepSeek's EPLB, the fabric's
     fastest domain as EPLB's "node".
@@ -61,8 +72,9 @@ def experts(
 
     Prints per layer the busiest GPU over the mean and the share of tokens leaving the
     sender's domain (uniform routing assumed), before (experts contiguous, no replicas)
-    and after, then each GPU's experts; --json gives EPLB's three arrays per layer
-    (physical-to-logical, logical-to-physical padded with -1, replica counts).
+    and after (with --per-gpu also each GPU's experts); --json gives EPLB's three arrays
+    per layer (physical-to-logical, logical-to-physical padded with -1, replica counts)
+    and each GPU's experts.
 
     \b
     Examples:
@@ -78,10 +90,15 @@ def experts(
     wanted = {key: flags.pop(key) for key in _EXPERT_KEYS}
     settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
     run = app.plan(settings, topology, job_id, job, wanted, warn)
-    data = experts_data(run.plan, run.gpus, run.domain_kind, run.loads_from, run.ranks_from)
+    made = (run.plan, run.gpus, run.domain_kind, run.loads_from, run.ranks_from)
     env = environment(None)
+    plan_json = render_experts(env, experts_data(*made), "json") if out or as_json else ""
     if out:
         from topograph_slurm.output import write_file
 
-        write_file(Path(out), render_experts(env, data, "json"))
-    click.echo(render_experts(env, data, "json" if as_json else "text"), nl=False)
+        write_file(Path(out), plan_json)
+    if as_json:
+        click.echo(plan_json, nl=False)
+    else:
+        text = experts_data(*made, "text", per_gpu_text=per_gpu)
+        click.echo(render_experts(env, text, "text"), nl=False)
