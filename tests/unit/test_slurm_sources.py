@@ -390,3 +390,29 @@ def test_node_states_take_comma_separated_features_and_refuse_other_shapes() -> 
             parse_node_states(json.dumps({"nodes": [bad]}))
     with pytest.raises(InputError, match="scontrol show nodes --json"):
         parse_node_states("not json")
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_real_answers_decode_into_the_typed_records(release: str) -> None:
+    """Slurm's own answers (tests/fixtures/real/scontrol, the Docker cluster's): every
+    record decodes; the occupancy fields read as the capture's setup made them."""
+    real = Path(__file__).parents[1] / "fixtures" / "real" / "scontrol"
+    nodes = (real / f"scontrol-{release}-nodes.json").read_bytes()
+    gpus = {n.name: (n.gpus, n.used, n.down) for n in parse_node_gpus(nodes)}
+    assert gpus == {
+        "node01": (4, 4, False), "node02": (4, 0, False),
+        "node03": (4, 2, False), "node04": (4, 0, True),
+    }  # fmt: skip
+    queue = parse_scontrol_jobs((real / f"scontrol-{release}-jobs.json").read_bytes())
+    shapes = [(j.job_id, j.state, j.nodes, j.node_count, j.segment) for j in queue]
+    segment = 2 if release == "26.05" else None
+    assert shapes == [
+        ("1", "RUNNING", ("node01",), 1, None),
+        ("2", "RUNNING", ("node03",), 1, None),
+        ("3", "PENDING", (), 2, None),
+        ("4", "PENDING", (), 4, segment),
+    ]
+    job = parse_scontrol_job((real / f"scontrol-{release}-job.json").read_bytes(), "2")
+    assert (job.nodes, job.gpus_per_node) == (("node03",), 2)
+    partition = (real / f"scontrol-{release}-partition.json").read_bytes()
+    assert parse_partition_nodes(partition, "gpu") == ["node01", "node02", "node03", "node04"]
