@@ -42,6 +42,7 @@ from tests.support.scontrol import Answer, ReplayScontrol  # noqa: E402
 from topograph_slurm.analysis.occupancy.units import report  # noqa: E402
 from topograph_slurm.analysis.placement.span import fabric_map  # noqa: E402
 from topograph_slurm.cli.main import main as cli  # noqa: E402
+from topograph_slurm.model.names import fold  # noqa: E402
 from topograph_slurm.render.environment import environment  # noqa: E402
 from topograph_slurm.render.occupancy import render_occupancy, render_occupancy_metrics  # noqa: E402
 from topograph_slurm.slurm.jobs import parse_scontrol_jobs  # noqa: E402
@@ -65,14 +66,13 @@ def templates(release: str) -> None:
 
 
 def cluster(nodes: int, jobs: int, block: int, seed: int = 7) -> tuple[str, str, str]:
-    """topology.conf, show nodes --json and show jobs --json of a fragmented cluster."""
+    """topology.conf (hostlists folded, as ``generate`` writes them), show nodes --json and
+    show jobs --json of a fragmented cluster."""
     rng = random.Random(seed)
     names = [f"gpu{i:05d}" for i in range(1, nodes + 1)]
     blocks = [names[i : i + block] for i in range(0, nodes, block)]
     topology = (
-        "".join(
-            f"BlockName=nvl{b:04d} Nodes={','.join(members)}\n" for b, members in enumerate(blocks)
-        )
+        "".join(f"BlockName=nvl{b:04d} Nodes={fold(members)}\n" for b, members in enumerate(blocks))
         + f"BlockSizes={block}\n"
     )
     free = names[:]
@@ -121,7 +121,7 @@ def _job(job_id: int, state: str, rng: random.Random, held: list[str], gpus: int
     return real | {
         "job_id": job_id,
         "job_state": [state],
-        "nodes": ",".join(held),
+        "nodes": fold(held) if held else "",
         "partition": rng.choice(PARTITIONS),
         "node_count": {"set": True, "infinite": False, "number": size},
         "segment_size": rng.choice((0, 6, 8)) if 0.3 <= shape < 0.6 else 0,
@@ -151,16 +151,24 @@ def best(rounds: int, work: Callable[[], object]) -> float:
     return min(times)
 
 
+#: Runs the command and prints its CPU seconds and peak RSS: a small process of its own, since
+#: a child keeps the peak RSS of the process it was forked from (this one holds the answers).
+_MEASURE = (
+    "import resource, subprocess, sys\n"
+    "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+    "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(f'{r.ru_utime + r.ru_stime:7.3f} s CPU, peak RSS {r.ru_maxrss / 1024:.0f} MB')\n"
+)
+
+
 def process(argv: list[str]) -> str:
     """The command as a timer runs it, a process of its own: CPU seconds (its scontrol
     children included) and its peak RSS."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    command = [sys.executable, "-m", "topograph_slurm", *argv]
-    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return f"{cpu:7.3f} s CPU, peak RSS {after.ru_maxrss / 1024:.0f} MB"
+    command = [sys.executable, "-c", _MEASURE, sys.executable, "-m", "topograph_slurm", *argv]
+    return subprocess.run(
+        command, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def main() -> None:

@@ -12,10 +12,10 @@ from topograph_slurm.errors import InputError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuTopology, GresDevice, GresPlan
 from topograph_slurm.model.result import Finding
-from topograph_slurm.sources.snapshot import KEY_Q, KEY_TOPO
+from topograph_slurm.sources.snapshot import KEY_TOPO
 
 if TYPE_CHECKING:
-    from topograph_slurm.sources.snapshot import NodeSnapshot, Snapshot
+    from topograph_slurm.sources.snapshot import Snapshot
 
 #: The most a hand-given capture may hold: a topo -m is a few KiB, a -q a few hundred.
 _CAPTURE_LIMIT = 16 << 20
@@ -76,7 +76,7 @@ def _snapshot_devices(
         if node.topology is None:
             continue
         where = f"{source.snapshot}: {name}"
-        nodes[name] = _devices(where, node.topology, _products(node), source.threads_per_core)
+        nodes[name] = _devices(where, node.topology, node.products, source.threads_per_core)
     if not nodes:
         raise InputError(f"{source.snapshot}: no node has a readable nvidia-smi topo -m")
     return nodes, _unread(snapshot.findings, [n for n in snapshot.nodes if n not in nodes])
@@ -93,15 +93,8 @@ def layout_findings(snapshot: Snapshot) -> list[Finding]:
     for name, node in snapshot.nodes.items():
         if node.topology is not None:
             with contextlib.suppress(InputError):
-                nodes[name] = gres.node_devices(node.topology, _products(node))
+                nodes[name] = gres.node_devices(node.topology, node.products)
     return list(gres.plan(nodes).findings)
-
-
-def _products(node: NodeSnapshot) -> dict[int, str]:
-    """Each GPU's product name from the node's nvidia-smi -q (for Type=), if collected."""
-    from topograph_slurm.sources.nvidia_smi import parse_product_names
-
-    return parse_product_names(node.raw.get(KEY_Q, ""))
 
 
 def _unread(findings: list[Finding], missing: list[str]) -> list[Finding]:

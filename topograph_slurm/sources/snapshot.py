@@ -72,13 +72,15 @@ def check_node_name(node: str) -> str:
 @dataclass(slots=True)
 class NodeSnapshot:
     """One node's parsed outputs. ``gpus`` is None when no fabric output could be read;
-    ``fabric_source`` names the command it came from (``-q`` is preferred: it has Health)."""
+    ``fabric_source`` names the command it came from (``-q`` is preferred: it has Health);
+    ``products`` is each GPU's ``Product Name`` from ``-q``, by index. The texts themselves
+    are not kept: a 16,384-node snapshot holds ~1.4 GB of them."""
 
     name: str
     gpus: list[GpuFabric] | None = None
     fabric_source: str | None = None
     topology: GpuTopology | None = None
-    raw: dict[str, str] = field(default_factory=dict)
+    products: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -222,14 +224,34 @@ def _read_output(root: Path, entry: Mapping[str, Any]) -> str | None:
         return None
 
 
-def _parse_node(node: NodeSnapshot, findings: list[Finding]) -> None:
-    """Fill gpus/topology from raw outputs; -q first (it carries Health), then the CSV."""
+#: ``topo -m`` texts already parsed in this snapshot: nodes of one hardware print the same
+#: matrix, so each distinct text is parsed once (a GpuTopology is immutable, shared).
+_Topologies = dict[str, "GpuTopology | ParseError"]
+
+
+def _topology(text: str, seen: _Topologies) -> GpuTopology:
+    if text not in seen:
+        try:
+            seen[text] = parse_topo_matrix(text)
+        except ParseError as err:
+            seen[text] = err
+    found = seen[text]
+    if isinstance(found, ParseError):
+        raise found
+    return found
+
+
+def _parse_node(
+    node: NodeSnapshot, raw: Mapping[str, str], findings: list[Finding], seen: _Topologies
+) -> None:
+    """Fill gpus/topology/products from the node's outputs *raw*; -q first (it carries
+    Health, and the product names come from the same pass), then the CSV."""
     for key in (KEY_Q, KEY_QUERY):
-        text = node.raw.get(key)
+        text = raw.get(key)
         if text is None:
             continue
         try:
-            gpus = parse_fabric_output(text)
+            gpus = parse_fabric_output(text, node.products if key == KEY_Q else None)
         except ParseError as err:
             findings.append(Finding(FindingKind.COLLECT_PARSE_ERROR, node.name, f"{key}: {err}"))
             continue
@@ -240,14 +262,37 @@ def _parse_node(node: NodeSnapshot, findings: list[Finding]) -> None:
         findings.append(
             Finding(FindingKind.COLLECT_MISSING, node.name, "no nvidia-smi fabric output")
         )
-    text = node.raw.get(KEY_TOPO)
+    text = raw.get(KEY_TOPO)
     if text is not None:
         try:
-            node.topology = parse_topo_matrix(text)
+            node.topology = _topology(text, seen)
         except ParseError as err:
             findings.append(
                 Finding(FindingKind.COLLECT_PARSE_ERROR, node.name, f"{KEY_TOPO}: {err}")
             )
+
+
+def _read_node(
+    root: Path,
+    name: str,
+    entries: Sequence[Mapping[str, Any]],
+    findings: list[Finding],
+    seen: _Topologies,
+) -> NodeSnapshot:
+    """One node read and parsed from its manifest *entries*; its texts are dropped after."""
+    node, raw, failed = NodeSnapshot(name), {}, []
+    for entry in entries:
+        text = _read_output(root, entry) if entry.get("exit_code") == 0 else None
+        if text is not None:
+            raw[str(entry.get("command"))] = text
+        elif entry.get("exit_code") == 0 and not entry.get("error"):
+            what = f"{entry.get('command')}: output file missing"
+            findings.append(Finding(FindingKind.COLLECT_MISSING, name, what))
+        else:
+            failed.append(entry)
+    findings += _failure_findings(failed)
+    _parse_node(node, raw, findings, seen)
+    return node
 
 
 def load_snapshot(path: Path | str) -> Snapshot:
@@ -258,23 +303,15 @@ def load_snapshot(path: Path | str) -> Snapshot:
     """
     root = Path(path)
     data = _read_manifest(root)
-    nodes: dict[str, NodeSnapshot] = {}
-    findings: list[Finding] = []
-    failed: list[Mapping[str, Any]] = []
+    entries: dict[str, list[Mapping[str, Any]]] = {}
     for entry in _entries(data):
-        name = check_node_name(entry["node"])
-        node = nodes.setdefault(name, NodeSnapshot(name))
-        text = _read_output(root, entry) if entry.get("exit_code") == 0 else None
-        if text is not None:
-            node.raw[str(entry.get("command"))] = text
-        elif entry.get("exit_code") == 0 and not entry.get("error"):
-            what = f"{entry.get('command')}: output file missing"
-            findings.append(Finding(FindingKind.COLLECT_MISSING, name, what))
-        else:
-            failed.append(entry)
-    findings += _failure_findings(failed)
-    for name in sorted(nodes, key=natural_key):
-        _parse_node(nodes[name], findings)
+        entries.setdefault(check_node_name(entry["node"]), []).append(entry)
+    findings: list[Finding] = []
+    seen: _Topologies = {}
+    nodes = {
+        name: _read_node(root, name, entries[name], findings, seen)
+        for name in sorted(entries, key=natural_key)
+    }
     fabric_text = None
     fabric = data.get("fabric")
     if isinstance(fabric, dict):
@@ -283,12 +320,11 @@ def load_snapshot(path: Path | str) -> Snapshot:
             findings += _failure_findings([fabric])
     findings.sort(key=lambda f: (natural_key(f.subject), f.kind))
     bench = load_bench(root / BENCH_FILE) if (root / BENCH_FILE).is_file() else None
-    ordered = {name: nodes[name] for name in sorted(nodes, key=natural_key)}
     return Snapshot(
         root,
         str(data.get("created", "")),
         str(data.get("via", "")),
-        ordered,
+        nodes,
         data,
         fabric_text,
         findings,
