@@ -16,7 +16,12 @@ the clock), ``--repeat`` rounds in turn:
   node's ``-q`` and ``topo -m`` read, the dump analysed; ``ib`` because this single-node
   NVSwitch capture, CliqueId 0 and an all-zero ClusterUUID, is refused as NVLink blocks
   until issue 34 item 10 lands);
-* ``gres-snapshot``: ``gres --snapshot DIR`` (every node's ``topo -m`` and product names).
+* ``gres-snapshot``: ``gres --snapshot DIR`` (every node's ``topo -m`` and product names);
+* ``…-raw``: the same two on the same snapshot without ``facts.json`` (every node's texts
+  parsed, as for a snapshot an older release collected or one whose files changed).
+
+The snapshot with facts gets them as ``collect`` writes them (``snapshot_facts``, after the
+texts); that one-time cost is shown apart.
 
 The table shows each stage's best CPU seconds (user + system, children included: steadier
 than wall time on a shared machine), its peak RSS, and the median over rounds of its CPU
@@ -31,6 +36,7 @@ import re
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from bench_parse import Sample, print_sample, sample, scale_parser, write_fabric
@@ -39,7 +45,15 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-STAGES = ["generate", "generate-snapshot", "gres-snapshot"]
+from topograph_slurm.sources.snapshot import FACTS_FILE, snapshot_facts  # noqa: E402
+
+STAGES = [
+    "generate",
+    "generate-snapshot",
+    "gres-snapshot",
+    "generate-snapshot-raw",
+    "gres-snapshot-raw",
+]
 REAL = REPO / "tests" / "fixtures" / "real"
 Q = REAL / "nvidia-smi-q" / "h100-sxm-8gpu-hgx-q-fabric-completed.txt"
 TOPO = REAL / "nvidia-smi-topo" / "dgx-a100-8gpu-12nic-mlx5-columns.txt"
@@ -59,12 +73,14 @@ def _child(stage: str, dump: str, snapshot: str) -> None:
     import topograph_slurm.cli.generate
     import topograph_slurm.cli.gres  # noqa: F401
 
+    raw = f"{snapshot}-raw"
+    generate = ["generate", "--format", "tree", "--block-source", "ib", "--snapshot"]
     runs = {
         "generate": ["generate", "--ibnetdiscover", dump, "--format", "tree"],
-        "generate-snapshot": [
-            *("generate", "--snapshot", snapshot, "--format", "tree", "--block-source", "ib"),
-        ],
+        "generate-snapshot": [*generate, snapshot],
         "gres-snapshot": ["gres", "--snapshot", snapshot],
+        "generate-snapshot-raw": [*generate, raw],
+        "gres-snapshot-raw": ["gres", "--snapshot", raw],
     }
     print_sample(lambda: _cli(runs[stage]))
 
@@ -109,11 +125,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         _child(*args.child)
         return 0
-    print(f"{'nodes':>6} {'stage':<18} {'CPU s':>7} {'paired':>7} {'RSS MB':>7}")
+    print(f"{'nodes':>6} {'stage':<22} {'CPU s':>7} {'paired':>7} {'RSS MB':>7}")
     for nodes in args.nodes:
         with tempfile.TemporaryDirectory(prefix="topograph-bench-") as tmp:
             dump, _ = write_fabric(nodes, args.rails, Path(tmp))
-            write_snapshot_dir(dump, Path(tmp) / "snapshot")
+            snapshot = Path(tmp) / "snapshot"
+            write_snapshot_dir(dump, Path(f"{snapshot}-raw"))
+            write_snapshot_dir(dump, snapshot)
+            start = time.process_time()
+            (snapshot / FACTS_FILE).write_bytes(snapshot_facts(snapshot))
+            made = time.process_time() - start
+            print(f"{nodes:>6} {'(facts at collect)':<22} {made:>7.2f}")
             samples: dict[str, list[Sample]] = {name: [] for name in STAGES}
             for _ in range(args.repeat):
                 for name in STAGES:
@@ -126,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 best = min(got, key=lambda s: s.cpu_seconds)
                 print(
-                    f"{nodes:>6} {name:<18} {best.cpu_seconds:>7.2f} {paired:>7.2f} "
+                    f"{nodes:>6} {name:<22} {best.cpu_seconds:>7.2f} {paired:>7.2f} "
                     f"{max(s.peak_rss_mb for s in got):>7.0f}"
                 )
     return 0

@@ -71,12 +71,15 @@ def _snapshot_devices(
     from topograph_slurm.sources.snapshot import load_snapshot
 
     snapshot = load_snapshot(str(source.snapshot))
-    nodes = {}
+    nodes: dict[str, tuple[GresDevice, ...]] = {}
+    seen: _Layouts = {}
     for name, node in snapshot.nodes.items():
         if node.topology is None:
             continue
-        where = f"{source.snapshot}: {name}"
-        nodes[name] = _devices(where, node.topology, node.products, source.threads_per_core)
+        try:
+            nodes[name] = _layout(node.topology, node.products, source.threads_per_core, seen)
+        except InputError as err:
+            raise InputError(f"{source.snapshot}: {name}: {err}") from None
     if not nodes:
         raise InputError(f"{source.snapshot}: no node has a readable nvidia-smi topo -m")
     return nodes, _unread(snapshot.findings, [n for n in snapshot.nodes if n not in nodes])
@@ -89,12 +92,37 @@ def layout_findings(snapshot: Snapshot) -> list[Finding]:
     here: ``gres`` itself says why."""
     from topograph_slurm.analysis.nvlink import gres
 
-    nodes = {}
+    nodes: dict[str, tuple[GresDevice, ...]] = {}
+    seen: _Layouts = {}
     for name, node in snapshot.nodes.items():
         if node.topology is not None:
             with contextlib.suppress(InputError):
-                nodes[name] = gres.node_devices(node.topology, node.products)
+                nodes[name] = _layout(node.topology, node.products, None, seen)
     return list(gres.plan(nodes).findings)
+
+
+#: Layouts already worked out in one snapshot, by (topo -m, product names): a snapshot shares
+#: one parsed topo -m between the nodes that printed the same, so nodes of one type cost one.
+_Layouts = dict[tuple[int, tuple[tuple[int, str], ...]], "tuple[GresDevice, ...] | InputError"]
+
+
+def _layout(
+    topo: GpuTopology, products: dict[int, str], threads_per_core: int | None, seen: _Layouts
+) -> tuple[GresDevice, ...]:
+    """``node_devices`` of *topo* and *products*, once per distinct pair (its InputError
+    likewise, raised for every node that has it)."""
+    from topograph_slurm.analysis.nvlink.gres import node_devices
+
+    key = (id(topo), tuple(sorted(products.items())))
+    if key not in seen:
+        try:
+            seen[key] = node_devices(topo, products, threads_per_core)
+        except InputError as err:
+            seen[key] = err
+    found = seen[key]
+    if isinstance(found, InputError):
+        raise found
+    return found
 
 
 def _unread(findings: list[Finding], missing: list[str]) -> list[Finding]:

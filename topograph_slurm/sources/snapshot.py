@@ -16,11 +16,22 @@ Layout of a snapshot directory::
     DIR/bench.json                       with `bench --record DIR`: the benchmark plan, command
                                          lines, timings, versions, results per run, per-level
                                          medians and findings (its own format and version)
+    DIR/facts.json                       written by `collect` after the snapshot: every node
+                                         read without a finding, parsed (GPUs, fabric source,
+                                         product names, its topo -m by index into the distinct
+                                         texts), with the size and mtime of each file it was
+                                         read from (its own format and version)
 
 The version rule: ``SNAPSHOT_VERSION`` changes only when a file that exists changes meaning, so
 an older reader would misread it. A new optional file beside the manifest (``bench.json``) does
 not bump it: readers ignore files they do not know, and a file that has a format of its own
 (``BENCH_FORMAT``/``BENCH_VERSION``) is checked by its reader here.
+
+The facts file is a cache: a reader takes a node from it only when every file the node's
+manifest entries name still has the size and mtime recorded there, and otherwise (a file
+changed, the file absent, of another version or unreadable) parses the node's texts as
+before. A 16,384-node snapshot holds ~1.4 GB of ``nvidia-smi -q`` text: parsed once, when
+collected, not by every command that reads the snapshot.
 
 A node that failed (non-zero exit, timeout, unreachable, garbage) is in the manifest with its
 exit code, error and stderr tail; reading turns it into a finding, so a node that could not be
@@ -31,10 +42,13 @@ is not done here (see ``topology.clique`` and ``topology.nvlink``).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from topograph_slurm.errors import InputError, ParseError
 from topograph_slurm.model import names
@@ -56,6 +70,10 @@ IBNETDISCOVER_FILE = "ibnetdiscover.txt"
 KEY_QUERY = "nvidia-smi-query"
 KEY_Q = "nvidia-smi-q"
 KEY_TOPO = "nvidia-smi-topo"
+
+FACTS_FILE = "facts.json"
+FACTS_FORMAT = "topograph-slurm-snapshot-facts"
+FACTS_VERSION = 1
 
 BENCH_FILE = "bench.json"
 BENCH_FORMAT = "topograph-slurm-bench"
@@ -295,6 +313,103 @@ def _read_node(
     return node
 
 
+class _Stamp(msgspec.Struct, array_like=True, gc=False):
+    """A file a node was read from, as it was then: manifest path, size, mtime."""
+
+    file: str
+    size: int
+    mtime_ns: int
+
+
+class _NodeFacts(msgspec.Struct, gc=False):
+    files: list[_Stamp]
+    gpus: list[GpuFabric] | None
+    fabric_source: str | None
+    products: dict[int, str]
+    topology: int | None  # index into _Facts.topologies
+
+
+class _Facts(msgspec.Struct, gc=False):
+    format: str
+    version: int
+    topologies: list[str]
+    nodes: dict[str, _NodeFacts]
+
+
+def _stamps(root: Path, entries: Sequence[Mapping[str, Any]]) -> list[_Stamp] | None:
+    """The stamp of every file *entries* name; None when one is not a plain readable file
+    of a successful command (such a node is parsed, and its finding made, the long way)."""
+    stamps = []
+    for entry in entries:
+        rel = entry.get("file")
+        if entry.get("exit_code") != 0 or not isinstance(rel, str):
+            return None
+        try:
+            info = os.stat(root / rel)
+        except (OSError, ValueError):
+            return None
+        stamps.append(_Stamp(rel, info.st_size, info.st_mtime_ns))
+    return stamps
+
+
+def _read_facts(root: Path) -> _Facts | None:
+    """The facts file, or None when there is none of this version (then every node is
+    parsed from its texts: the file only saves time)."""
+    try:
+        facts = msgspec.json.decode((root / FACTS_FILE).read_bytes(), type=_Facts)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    ours = facts.format == FACTS_FORMAT and facts.version == FACTS_VERSION
+    return facts if ours else None
+
+
+def _from_facts(
+    root: Path,
+    name: str,
+    entries: Sequence[Mapping[str, Any]],
+    facts: _Facts | None,
+    seen: _Topologies,
+) -> NodeSnapshot | None:
+    """Node *name* from the facts file when its files are as they were recorded."""
+    known = facts.nodes.get(name) if facts else None
+    if facts is None or known is None or _stamps(root, entries) != known.files:
+        return None
+    topology = None
+    if known.topology is not None:
+        if not 0 <= known.topology < len(facts.topologies):
+            return None
+        topology = _topology(facts.topologies[known.topology], seen)
+    return NodeSnapshot(name, known.gpus, known.fabric_source, topology, known.products)
+
+
+def _node_entries(data: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
+    entries: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in _entries(data):
+        entries.setdefault(check_node_name(entry["node"]), []).append(entry)
+    return entries
+
+
+def snapshot_facts(path: Path | str) -> bytes:
+    """The facts file of the snapshot at *path* (``collect`` writes it beside the snapshot
+    it wrote): every node read without a finding, parsed, with its files' stamps."""
+    root = Path(path)
+    entries = _node_entries(_read_manifest(root))
+    seen: _Topologies = {}
+    texts: dict[str, int] = {}
+    nodes: dict[str, _NodeFacts] = {}
+    for name in sorted(entries, key=natural_key):
+        findings: list[Finding] = []
+        node = _read_node(root, name, entries[name], findings, seen)
+        stamps = _stamps(root, entries[name])
+        if findings or stamps is None:
+            continue
+        topo = next((e for e in entries[name] if e.get("command") == KEY_TOPO), None)
+        text = _read_output(root, topo) if topo is not None else None
+        index = texts.setdefault(text, len(texts)) if text is not None else None
+        nodes[name] = _NodeFacts(stamps, node.gpus, node.fabric_source, node.products, index)
+    return msgspec.json.encode(_Facts(FACTS_FORMAT, FACTS_VERSION, list(texts), nodes))
+
+
 def load_snapshot(path: Path | str) -> Snapshot:
     """Read and parse a snapshot directory written by ``topograph_slurm.collect.collect``.
 
@@ -303,13 +418,13 @@ def load_snapshot(path: Path | str) -> Snapshot:
     """
     root = Path(path)
     data = _read_manifest(root)
-    entries: dict[str, list[Mapping[str, Any]]] = {}
-    for entry in _entries(data):
-        entries.setdefault(check_node_name(entry["node"]), []).append(entry)
+    entries = _node_entries(data)
+    facts = _read_facts(root)
     findings: list[Finding] = []
     seen: _Topologies = {}
     nodes = {
-        name: _read_node(root, name, entries[name], findings, seen)
+        name: _from_facts(root, name, entries[name], facts, seen)
+        or _read_node(root, name, entries[name], findings, seen)
         for name in sorted(entries, key=natural_key)
     }
     fabric_text = None
