@@ -219,6 +219,31 @@ def test_collect_keeps_the_parsed_facts_and_readers_use_them_while_files_are_unc
 
 
 @pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("cluster_uuid", "x\nBlockName=evil Nodes=gb1"),
+        ("state", "Completed\nSwitchName=evil"),
+        ("clique_id", -1),
+        ("health_flags", ["ok", "a\rb"]),
+    ],
+)
+def test_facts_that_no_text_reader_would_hand_on_are_not_used(
+    fake: FakeCluster, tmp_path: Path, field: str, value: object
+) -> None:
+    """facts.json is no more trusted than the texts: a ClusterUUID that is no UUID (it
+    becomes part of block names) or a value with a line break is not taken; the node is read
+    from its texts."""
+    fake.healthy("gb1", 1)
+    snap = tmp_path / "snap"
+    c.collect(plan(["gb1"]), snap)
+    cached = _loaded(snap)
+    facts = json.loads((snap / sn.FACTS_FILE).read_text())
+    facts["nodes"]["gb1"]["gpus"][0][field] = value
+    (snap / sn.FACTS_FILE).write_text(json.dumps(facts))
+    assert _loaded(snap) == cached
+
+
+@pytest.mark.parametrize(
     "facts",
     [b"not json", b'{"format": "topograph-slurm-snapshot-facts", "version": 99, "topologies": [],'
      b' "nodes": {}}', b'{"nodes": [1, 2]}', b"[" * 100_000],

@@ -55,7 +55,8 @@ _HEADERLESS = {len(CSV_FIELDS): CSV_FIELDS, len(TOPOGRAPH_FIELDS): TOPOGRAPH_FIE
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
 _KEY_VALUE = re.compile(r"^([^:]*[^:\s])\s*:\s*(.*)$")
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+#: A ClusterUUID as the readers hand it on (lowercase): it becomes part of block names.
+CLUSTER_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _UNSIGNED = re.compile(r"^\d{1,10}$")
 _NA_WORDS = frozenset({"", "n/a", "none", "not available"})
 _FABRIC_KEYS = frozenset({"state", "status", "cliqueid", "clusteruuid"})
@@ -103,7 +104,7 @@ def _cluster_uuid(raw: str | None, where: str, line: int | None) -> str | None:
     if value is None:
         return None
     lowered = value.lower()
-    if not _UUID.match(lowered):
+    if not CLUSTER_UUID.match(lowered):
         raise ParseError(f"ClusterUUID {value!r} is not a UUID", line, where)
     return lowered
 

@@ -56,7 +56,11 @@ from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuFabric, GpuTopology
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding, decode_finding
-from topograph_slurm.sources.nvidia_smi import parse_fabric_output, parse_topo_matrix
+from topograph_slurm.sources.nvidia_smi import (
+    CLUSTER_UUID,
+    parse_fabric_output,
+    parse_topo_matrix,
+)
 
 SNAPSHOT_FORMAT = "topograph-slurm-snapshot"
 SNAPSHOT_VERSION = 1
@@ -352,6 +356,23 @@ def _stamps(root: Path, entries: Sequence[Mapping[str, Any]]) -> list[_Stamp] | 
     return stamps
 
 
+def _plausible(known: _NodeFacts) -> bool:
+    """Whether *known* holds only what the text readers can hand on: one-line values, a
+    ClusterUUID that is a UUID, a clique that is a number (the facts file is no more
+    trusted than the texts: a block name or a report line must not come from it unchecked)."""
+    if known.fabric_source not in (None, KEY_Q, KEY_QUERY):
+        return False
+    texts: list[str | None] = list(known.products.values())
+    for gpu in known.gpus or ():
+        if gpu.cluster_uuid is not None and not CLUSTER_UUID.match(gpu.cluster_uuid):
+            return False
+        if gpu.clique_id is not None and not 0 <= gpu.clique_id < 2**32:
+            return False
+        texts += [gpu.bus_id, gpu.serial, gpu.uuid, gpu.state, gpu.status, gpu.health]
+        texts += [gpu.health_bandwidth, *gpu.health_flags]
+    return not any(text and ("\n" in text or "\r" in text) for text in texts)
+
+
 def _read_facts(root: Path) -> _Facts | None:
     """The facts file, or None when there is none of this version (then every node is
     parsed from its texts: the file only saves time)."""
@@ -372,7 +393,9 @@ def _from_facts(
 ) -> NodeSnapshot | None:
     """Node *name* from the facts file when its files are as they were recorded."""
     known = facts.nodes.get(name) if facts else None
-    if facts is None or known is None or _stamps(root, entries) != known.files:
+    if facts is None or known is None or not _plausible(known):
+        return None
+    if _stamps(root, entries) != known.files:
         return None
     topology = None
     if known.topology is not None:
