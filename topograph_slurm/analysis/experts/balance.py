@@ -48,3 +48,30 @@ def balanced_packing(weights: NDArray[np.float32], packs: int) -> Packing:
         else:
             heapq.heappop(heap)
     return Packing(pack_of, rank_of)
+
+
+def balanced_packing_rows(
+    weights: NDArray[np.float32], packs: int
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """:func:`balanced_packing` of every row of *weights* at once (each domain's copies onto
+    its GPUs): the rows' greedy steps run side by side, the lightest pack with room found by
+    an ``argmin`` that, as the heap, takes the lowest-numbered of equal loads. Each item's
+    pack and its place in it, as arrays shaped like *weights*."""
+    rows, count = weights.shape
+    per_pack = count // packs
+    if per_pack == 1:
+        return np.tile(np.arange(count), (rows, 1)), np.zeros((rows, count), dtype=np.intp)
+    order = np.argsort(-weights, axis=1, kind="stable")
+    loads = np.zeros((rows, packs), dtype=np.float32)
+    filled = np.zeros((rows, packs), dtype=np.intp)
+    pack = np.empty((rows, count), dtype=np.intp)
+    rank = np.empty((rows, count), dtype=np.intp)
+    every, full = np.arange(rows), np.float32(np.inf)
+    for step in range(count):
+        item = order[:, step]
+        chosen = np.argmin(np.where(filled < per_pack, loads, full), axis=1)
+        pack[every, item] = chosen
+        rank[every, item] = filled[every, chosen]
+        loads[every, chosen] += weights[every, item]
+        filled[every, chosen] += 1
+    return pack, rank

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from topograph_slurm.analysis.experts.balance import balanced_packing
+from topograph_slurm.analysis.experts.balance import balanced_packing, balanced_packing_rows
 from topograph_slurm.analysis.experts.estimate import contiguous, estimate, planned
 from topograph_slurm.analysis.experts.replicate import replicate
 from topograph_slurm.errors import UsageError
@@ -96,20 +96,23 @@ def _layer(row: NDArray[np.float32], layout: ExpertLayout, groups: int, domains:
     slot_expert = np.zeros(layout.replicas, dtype=np.intp)
     slot_rank = np.zeros(layout.replicas, dtype=np.intp)
     counts = np.zeros(experts, dtype=np.intp)
+    local = np.asarray(domain_experts).reshape(domains, experts_per_domain)
+    per_copy = np.empty((domains, slots_per_domain), dtype=np.float32)
+    copy_expert = np.empty((domains, slots_per_domain), dtype=np.intp)
+    copy_rank = np.empty((domains, slots_per_domain), dtype=np.intp)
     for domain in range(domains):
-        local = np.asarray(
-            domain_experts[domain * experts_per_domain : (domain + 1) * experts_per_domain]
-        )
-        local_loads = row[local]
+        local_loads = row[local[domain]]
         copies = replicate(local_loads, slots_per_domain)
         shares = np.divide(local_loads, np.asarray(copies.counts, dtype=np.float32))
-        per_copy = np.asarray(shares, dtype=np.float32)[copies.slot_expert]
-        on_gpus = balanced_packing(per_copy, layout.gpus // domains)
-        base = domain * slots_per_domain
-        target = base + np.asarray(on_gpus.pack) * layout.slots_per_gpu + on_gpus.rank
-        slot_expert[target] = local[copies.slot_expert]
-        slot_rank[target] = copies.slot_rank
-        counts[local] = copies.counts
+        per_copy[domain] = np.asarray(shares, dtype=np.float32)[copies.slot_expert]
+        copy_expert[domain] = local[domain][copies.slot_expert]
+        copy_rank[domain] = copies.slot_rank
+        counts[local[domain]] = copies.counts
+    pack, rank = balanced_packing_rows(per_copy, layout.gpus // domains)
+    base = np.arange(domains)[:, None] * slots_per_domain
+    target = base + pack * layout.slots_per_gpu + rank
+    slot_expert[target] = copy_expert
+    slot_rank[target] = copy_rank
     return slot_expert, slot_rank, counts.tolist()
 
 
