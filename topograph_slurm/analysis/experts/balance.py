@@ -58,6 +58,9 @@ def balanced_packing_rows(
     an ``argmin`` that, as the heap, takes the lowest-numbered of equal loads. Each item's
     pack and its place in it, as arrays shaped like *weights*."""
     rows, count = weights.shape
+    if rows == 1:  # one row: the heap's Python steps are cheaper than an array step each
+        one = balanced_packing(weights[0], packs)
+        return np.asarray([one.pack], dtype=np.intp), np.asarray([one.rank], dtype=np.intp)
     per_pack = count // packs
     if per_pack == 1:
         return np.tile(np.arange(count), (rows, 1)), np.zeros((rows, count), dtype=np.intp)
