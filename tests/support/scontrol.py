@@ -16,7 +16,7 @@ from pathlib import Path
 class Answer:
     """What one command line prints and exits with; ``then`` runs after (e.g. ``cp``)."""
 
-    stdout: str = ""
+    stdout: str | bytes = ""  # bytes: printed as they are (not UTF-8, say)
     stderr: str = ""
     code: int = 0
     then: str = ""
@@ -32,7 +32,9 @@ class ReplayScontrol:
         cases = []
         for i, (args, answer) in enumerate(answers.items()):
             out, err = directory / f"{name}.{i}.out", directory / f"{name}.{i}.err"
-            out.write_text(answer.stdout)
+            out.write_bytes(
+                answer.stdout if isinstance(answer.stdout, bytes) else answer.stdout.encode()
+            )
             err.write_text(answer.stderr)
             body = f"cat {shlex.quote(str(out))}; cat {shlex.quote(str(err))} >&2; {answer.then}"
             cases.append(f"  {shlex.quote(args)}) {body}\n    exit {answer.code};;")

@@ -186,6 +186,79 @@ def test_every_node_gets_its_own_output_files_byte_exact(fake: FakeCluster, tmp_
             assert (snap / "nodes" / node / f"nvidia-smi-{key}.txt").read_text() == printed
 
 
+def _loaded(snap: Path) -> tuple[object, ...]:
+    found = sn.load_snapshot(snap)
+    return (found.findings, [(n.name, n.gpus, n.fabric_source, n.topology, n.products)
+                             for n in found.nodes.values()])  # fmt: skip
+
+
+def test_collect_keeps_the_parsed_facts_and_readers_use_them_while_files_are_unchanged(
+    fake: FakeCluster, tmp_path: Path
+) -> None:
+    """collect writes facts.json beside the snapshot: what reading gives is the same with it
+    as without it; it is what a reader takes for a node whose files are as recorded (a
+    product name planted in it shows), and not once a file changed (the text read again)."""
+    fake.healthy("gb1", 1)
+    fake.healthy("gb2", 2)
+    fake.script("gb3", "exit 9\n")
+    snap = tmp_path / "snap"
+    c.collect(plan(["gb1", "gb2", "gb3"]), snap)
+    facts = json.loads((snap / sn.FACTS_FILE).read_text())
+    assert (facts["format"], facts["version"]) == (sn.FACTS_FORMAT, sn.FACTS_VERSION)
+    assert sorted(facts["nodes"]) == ["gb1", "gb2"]  # gb3 failed: read (and reported) anew
+    cached = _loaded(snap)
+    (snap / sn.FACTS_FILE).rename(tmp_path / "facts.json")
+    assert _loaded(snap) == cached
+    facts["nodes"]["gb1"]["products"] = {"0": "PLANTED"}
+    (snap / sn.FACTS_FILE).write_text(json.dumps(facts))
+    assert sn.load_snapshot(snap).nodes["gb1"].products == {0: "PLANTED"}
+    q = snap / "nodes" / "gb1" / f"{sn.KEY_Q}.txt"
+    q.write_text(q.read_text() + "\n")
+    assert sn.load_snapshot(snap).nodes["gb1"].products != {0: "PLANTED"}
+    assert _loaded(snap) == cached
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("cluster_uuid", "x\nBlockName=evil Nodes=gb1"),
+        ("state", "Completed\nSwitchName=evil"),
+        ("clique_id", -1),
+        ("health_flags", ["ok", "a\rb"]),
+    ],
+)
+def test_facts_that_no_text_reader_would_hand_on_are_not_used(
+    fake: FakeCluster, tmp_path: Path, field: str, value: object
+) -> None:
+    """facts.json is no more trusted than the texts: a ClusterUUID that is no UUID (it
+    becomes part of block names) or a value with a line break is not taken; the node is read
+    from its texts."""
+    fake.healthy("gb1", 1)
+    snap = tmp_path / "snap"
+    c.collect(plan(["gb1"]), snap)
+    cached = _loaded(snap)
+    facts = json.loads((snap / sn.FACTS_FILE).read_text())
+    facts["nodes"]["gb1"]["gpus"][0][field] = value
+    (snap / sn.FACTS_FILE).write_text(json.dumps(facts))
+    assert _loaded(snap) == cached
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [b"not json", b'{"format": "topograph-slurm-snapshot-facts", "version": 99, "topologies": [],'
+     b' "nodes": {}}', b'{"nodes": [1, 2]}', b"[" * 100_000],
+)  # fmt: skip
+def test_a_facts_file_of_another_version_or_shape_is_not_used(
+    fake: FakeCluster, tmp_path: Path, facts: bytes
+) -> None:
+    fake.healthy("gb1", 1)
+    snap = tmp_path / "snap"
+    c.collect(plan(["gb1"]), snap)
+    cached = _loaded(snap)
+    (snap / sn.FACTS_FILE).write_bytes(facts)
+    assert _loaded(snap) == cached
+
+
 def test_manifest_records_node_command_exit_duration_timestamp(
     fake: FakeCluster, tmp_path: Path
 ) -> None:

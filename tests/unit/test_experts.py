@@ -17,12 +17,14 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topograph_slurm.analysis.experts.estimate import contiguous, estimate
+from tests.support import experts_oracle
+from topograph_slurm.analysis.experts.estimate import Placement, contiguous, estimate
 from topograph_slurm.analysis.experts.hierarchy import plan_experts
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit, InputError
@@ -51,7 +53,7 @@ HELD_OUT_P2L = [
 def arrays(plan: ExpertPlan) -> tuple[list[list[int]], list[list[list[int]]], list[list[int]]]:
     return (
         [layer.physical_to_logical for layer in plan.layers],
-        [layer.logical_to_physical for layer in plan.layers],
+        [layer.logical_to_physical(plan.width) for layer in plan.layers],
         [layer.replica_counts for layer in plan.layers],
     )
 
@@ -159,7 +161,9 @@ def test_estimate_by_hand() -> None:
     loads, domains = [60, 20, 10, 10], [0, 1]
     before = estimate(loads, contiguous(4, 2), domains, 2)
     assert (before.balance, before.cross_domain, before.split_groups) == (1.6, 0.5, 0)
-    after = estimate(loads, [(0, 0), (1, 0), (0, 1), (1, 2), (1, 3)], domains, 2)
+    after = estimate(
+        loads, Placement(np.array([0, 1, 0, 1, 1]), np.array([0, 0, 1, 2, 3])), domains, 2
+    )
     assert (after.balance, after.cross_domain, after.split_groups) == (1.0, 0.2, 1)
 
 
@@ -204,7 +208,7 @@ def test_every_plan_is_a_consistent_placement(
         p2l, counts = layer.physical_to_logical, layer.replica_counts
         assert len(p2l) == replicas and min(counts) >= 1 and sum(counts) == replicas
         assert counts == [p2l.count(e) for e in range(len(counts))]
-        for expert, slots in enumerate(layer.logical_to_physical):
+        for expert, slots in enumerate(layer.logical_to_physical(plan.width)):
             real = [s for s in slots if s != -1]
             assert slots[: len(real)] == real and len(real) == counts[expert]
             assert all(p2l[s] == expert for s in real)
@@ -218,6 +222,46 @@ def test_every_plan_is_a_consistent_placement(
 
 
 # --- the load file -------------------------------------------------------------------------
+
+
+@st.composite
+def large_layouts(draw: st.DrawFn) -> tuple[list[list[int]], int, int, list[int]]:
+    """Up to 64 experts on up to 48 GPUs, loads drawn from few values (ties everywhere) or
+    a wide range, domains equal or not, ranks interleaved."""
+    groups = draw(st.sampled_from([1, 2, 4, 8]))
+    experts = groups * draw(st.integers(1, 8))
+    domains = draw(st.integers(1, 6))
+    sizes = (
+        [draw(st.integers(1, 8))] * domains
+        if draw(st.booleans())
+        else [draw(st.integers(1, 8)) for _ in range(domains)]
+    )
+    gpus = sum(sizes)
+    replicas = gpus * draw(st.integers(-(-experts // gpus), -(-experts // gpus) + 4))
+    values = st.sampled_from([0, 1, 7, 7, 100]) if draw(st.booleans()) else st.integers(0, 2**40)
+    loads = draw(
+        st.lists(st.lists(values, min_size=experts, max_size=experts), min_size=1, max_size=3)
+    )
+    gpu_domains = draw(st.permutations([d for d, n in enumerate(sizes) for _ in range(n)]))
+    return loads, replicas, groups, gpu_domains  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(layouts(), large_layouts()))
+def test_vectorised_plan_and_estimate_equal_the_loop_by_loop_oracle(
+    case: tuple[list[list[int]], int, int, list[int]],
+) -> None:
+    """The heap/sort/matrix implementation gives the first implementation's plan and
+    estimates exactly (tests/support/experts_oracle.py keeps it), ties and float32 included."""
+    loads, replicas, groups, gpu_domains = case
+    new = plan_experts(loads, replicas, groups, gpu_domains)
+    old = experts_oracle.plan_experts(loads, replicas, groups, gpu_domains)
+    assert new.policy == old.policy
+    assert arrays(new) == tuple(
+        [getattr(layer, field) for layer in old.layers]
+        for field in ("physical_to_logical", "logical_to_physical", "replica_counts")
+    )
+    assert (new.before, new.after) == (old.before, old.after)
 
 
 def test_load_file_formats_agree() -> None:
@@ -296,8 +340,14 @@ def test_sim_servers_are_the_domains(tmp_path: Path) -> None:
     text = run(*SIM, "--loads", loads, "--replicas", "32", "--groups", "4")
     assert text.exit_code == 0, text.output
     assert "Policy: hierarchical: 4 expert groups packed onto 4 nodes of 4 GPUs" in text.stdout
-    assert "  3 gpu0001:3 [gpu0001]: " in text.stdout
     assert "layer 2: balance " in text.stdout
+    assert "gpu0001:3" not in text.stdout and "--per-gpu lists them" in text.stdout
+    per_gpu = run(*SIM, "--loads", loads, "--replicas", "32", "--groups", "4", "--per-gpu")
+    assert per_gpu.exit_code == 0, per_gpu.output
+    line = next(ln for ln in per_gpu.stdout.splitlines() if ln.startswith("  3 gpu0001:3 "))
+    assert line == "  3 gpu0001:3 [gpu0001]: " + " | ".join(
+        ",".join(map(str, layer["gpu_experts"][3])) for layer in data["layers"]
+    )
 
 
 def test_multi_node_nvlink_blocks_are_the_domains(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ not produced by running the parser, so a parser bug cannot write its own answer 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import real_fixture
+from tests.support import nvidia_smi_oracle
 from tests.support.sim_gpu import (
     fake_nvidia_smi_script,
     gb200_tray_topology,
@@ -28,6 +30,7 @@ from topograph_slurm.errors import ParseError
 from topograph_slurm.model.gpu import ZERO_UUID, GpuFabric, GpuTopology
 from topograph_slurm.sources.nvidia_smi import (
     parse_fabric_output,
+    parse_product_names,
     parse_query_csv,
     parse_query_fabric,
     parse_topo_matrix,
@@ -817,3 +820,75 @@ def test_parse_errors_escape_control_characters() -> None:
     message = str(err.value)
     assert "'zz\\x07\\x1b1\\x7f'" in message
     assert not any(ord(c) < 32 or ord(c) == 127 for c in message)
+
+
+def _either(parse: Callable[[str], object], text: str) -> object:
+    try:
+        return parse(text)
+    except ParseError as err:
+        return ("ParseError", str(err))
+
+
+def _same_as_oracle(text: str) -> None:
+    products: dict[int, str] = {}
+    assert _either(lambda t: parse_query_fabric(t, products), text) == _either(
+        nvidia_smi_oracle.parse_query_fabric, text
+    )
+    expected = nvidia_smi_oracle.parse_product_names(text)
+    assert products == expected and parse_product_names(text) == expected
+
+
+def test_streaming_reader_equals_the_line_by_line_oracle_on_real_captures() -> None:
+    """Every real ``-q`` capture (the project's and the shared ones), whole and cut at each
+    tenth of its lines: the streaming reader's GPUs, errors and product names are the
+    line-by-line reader's."""
+    folders = [Path(__file__).parents[1] / "fixtures" / "real" / "nvidia-smi-q"]
+    shared = Path("/work/shared/fixtures/real/nvidia-smi-q")
+    folders += [shared] if shared.is_dir() else []
+    paths = [path for folder in folders for path in sorted(folder.glob("*.txt"))]
+    assert len(paths) >= 5
+    for path in paths:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        lines = text.split("\n")
+        for cut in range(1, 11):
+            _same_as_oracle("\n".join(lines[: len(lines) * cut // 10]))
+            _same_as_oracle("\n".join(lines[len(lines) * (cut - 1) // 10 :]))
+
+
+#: Lines of ``-q`` text and its fragments, to be shuffled, re-indented and re-spaced.
+_Q_LINES = [
+    "GPU 00000000:18:00.0", "GPU 00000000:2A:00.0", "    Product Name : NVIDIA H100",
+    "    Product Name                          : NVIDIA GB200", "Product Name: [N/A]",
+    "    Serial Number : 1654", "    GPU UUID : GPU-1", "    Fabric", "Fabric", "--",
+    "        State : Completed", "        Status : Success", "        CliqueId : 2",
+    "        ClusterUUID : 8f4e5b2a-1c3d-4e5f-8a9b-0c1d2e3f4a5b", "        Clique ID : x",
+    "        Health", "            Summary : Healthy", "            Bandwidth : Full",
+    "            Degraded BW : True", "    Compute Mode : Default", "", "  ",
+    "\t\tState : In Progress",
+    "        Cluster UUID : 00000000-0000-0000-0000-000000000000", "\x1b[1mFabric\x1b[0m",
+    "    GPU Part Number : 2330", "CliqueId : 4", "    Fabric GUID : --",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_Q_LINES), st.sampled_from(["", " ", "  ", "\t", "    "])),
+        max_size=40,
+    ),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+)
+def test_streaming_reader_equals_the_line_by_line_oracle_on_generated_text(
+    lines: list[tuple[str, str]], newline: str
+) -> None:
+    """Shuffled, re-indented ``-q`` lines (headers, Fabric blocks, Health, fragments' ``--``,
+    tabs, CR, ANSI escapes): the streaming reader answers as the line-by-line one."""
+    _same_as_oracle(newline.join(indent + line for line, indent in lines))
+
+
+def test_streaming_reader_equals_the_oracle_on_rendered_reports() -> None:
+    gpus = [
+        GpuFabric(i, state="Completed", status="Success", clique_id=i % 3, cluster_uuid=ZERO_UUID)
+        for i in range(8)
+    ]
+    _same_as_oracle(render_query_q(gpus))

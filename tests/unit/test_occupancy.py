@@ -207,6 +207,8 @@ def test_metrics_unchanged_are_not_rewritten(tmp_path: Path) -> None:
     ("node_list", "job_list"),
     [
         ([{"gres": "gpu:4"}], None),
+        ([1, 2], None),
+        (None, [1, 2]),
         (None, [{"job_state": ["RUNNING"]}]),
         (None, [job(1, "RUNNING", node_count=-3)]),
     ],
@@ -220,6 +222,27 @@ def test_a_wrong_shape_is_one_input_error_and_nothing_written(
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "unexpected `scontrol show" in lines[0], result.output
     assert not path.exists()
+
+
+def test_bytes_that_are_not_utf8_are_replaced_not_a_crash(tmp_path: Path) -> None:
+    """Slurm copies a drain reason's bytes into its JSON unchanged (exit 70 once): a reason
+    holding 0xff reads as U+FFFD and the counts are those of the clean answer."""
+    clean = occupancy(tmp_path / "clean")
+    raw = json.dumps({"nodes": nodes()}).encode().replace(b'{"name"', b'{"reason": "m\xff", "name"')
+    assert raw.count(b"\xff") == 12
+    answers = {
+        "show nodes --json": Answer(raw),
+        "show jobs --json": Answer(json.dumps({"jobs": jobs()})),
+    }
+    scontrol = ReplayScontrol(tmp_path / "bin", answers)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"scontrol: {scontrol.path}\n")
+    topology = tmp_path / "topology.conf"
+    topology.write_text(TOPOLOGY)
+    argv = ["--config", str(config), "occupancy", "--topology", str(topology), "--json"]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == Exit.OK, result.output
+    assert json.loads(result.stdout)["fabric"] == clean["fabric"]
 
 
 def test_draw_occupancy_colours_each_node_by_its_state(tmp_path: Path) -> None:

@@ -79,6 +79,33 @@ def test_start_writes_the_record_in_rank_order_with_crossings(tmp_path: Path) ->
     assert path.stat().st_mode & 0o777 == 0o644
 
 
+def test_a_byte_that_is_not_utf8_in_the_job_is_read_as_replacement(tmp_path: Path) -> None:
+    """Slurm copies a comment's bytes into its JSON unchanged; the PrologSlurmctld read the
+    job (exit 70 once), its record names the nodes as with a clean answer."""
+    config = setup(tmp_path, CROSSING, TP16)
+    answer = slurm_job(CROSSING, TP16).replace(
+        '"job_id": 7', '"comment": "caf\\u00e9", "job_id": 7'
+    )
+    raw = answer.encode().replace(b"\\u00e9", b"\xe9")  # latin-1 é: not UTF-8
+    ReplayScontrol(tmp_path / "bin", {"show job --json 7": Answer(raw)})
+    result = run(config, "record", "start", "--job", "7")
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "records" / "job-7.json").read_text())
+    assert [n["node"] for n in data["nodes"]] == CROSSING and data["layout"]["tp"] == 16
+
+
+def test_a_job_answer_of_another_shape_is_an_incomplete_record_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """``{"jobs": [1, 2]}`` (exit 70 once): the hook still exits 0, the record says why."""
+    config = setup(tmp_path, CROSSING, TP16)
+    ReplayScontrol(tmp_path / "bin", {"show job --json 7": Answer('{"jobs": [1, 2]}')})
+    result = run(config, "record", "start", "--job", "7")
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "records" / "job-7.json").read_text()
+    assert "unexpected `scontrol show job --json` output" in text
+
+
 def test_without_a_tp_record_tp_is_one_nodes_gpus(tmp_path: Path) -> None:
     config = setup(tmp_path, CROSSING)
     assert run(config, "record", "start", "--job", "7").exit_code == 0

@@ -16,13 +16,15 @@ import pytest
 from topograph_slurm.errors import CollectError, InputError, UsageError
 from topograph_slurm.model.health import SlurmNode
 from topograph_slurm.model.job import TpRecord, parse_tp_record
-from topograph_slurm.slurm.jobs import parse_scontrol_job, scontrol_job
+from topograph_slurm.slurm.jobs import parse_scontrol_job, parse_scontrol_jobs, scontrol_job
 from topograph_slurm.slurm.nodes import (
+    parse_node_gpus,
     parse_node_states,
     parse_node_table,
     parse_scontrol_nodes,
     slurm_rank_order,
 )
+from topograph_slurm.slurm.partitions import parse_partition_nodes
 from topograph_slurm.slurm.scontrol import Scontrol
 from topograph_slurm.slurm.topology import parse_show_topology, scontrol_topology
 
@@ -232,15 +234,88 @@ def test_scontrol_job_refuses_a_bad_id_before_running(tmp_path: Path, job_id: st
         scontrol_job(Scontrol(fake_scontrol(tmp_path, "exit 99")), job_id)
 
 
-DEEP = '{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}"
+NESTED = "[" * 100_000 + "]" * 100_000
+DEEP = '{"jobs": ' + NESTED + "}"
 
 
 def test_deeply_nested_scontrol_json_is_one_input_error(tmp_path: Path) -> None:
-    """``json`` gives up on deep nesting with a RecursionError (exit 70 once): bad input."""
-    with pytest.raises(InputError, match="show job --json` output: JSON nested too deep"):
+    """Deep nesting (a RecursionError, exit 70 once) is bad input, also inside a field no
+    reader uses (the decoder walks it to skip it)."""
+    with pytest.raises(InputError, match="show job --json` output: "):
         scontrol_job(Scontrol(fake_scontrol(tmp_path, f"cat <<'EOF'\n{DEEP}\nEOF")), "1")
-    with pytest.raises(InputError, match="show nodes --json` output: JSON nested too deep"):
+    skipped = '{"jobs": [{"job_id": 1, "comment": ' + NESTED + "}]}"
+    with pytest.raises(InputError, match="show jobs --json` output: JSON nested too deep"):
+        parse_scontrol_jobs(skipped)
+    with pytest.raises(InputError, match="show nodes --json` output: "):
         parse_node_table(DEEP.replace("jobs", "nodes"))
+
+
+SHAPES = [
+    '{"nodes": [1, 2]}',
+    '{"nodes": {"name": "a"}}',
+    '{"nodes": [{"name": ["a"]}]}',
+    "[]",
+]
+
+
+@pytest.mark.parametrize("text", SHAPES)
+def test_show_nodes_of_another_shape_is_one_input_error(text: str) -> None:
+    """Typed decoding: any record of another shape, wherever it is, is one input error
+    naming the command (``{"nodes": [1,2]}`` ended in exit 70); a reader checks the fields
+    it reads (the node table only names)."""
+    node = '{"nodes": [{"name": "a", "weight": 1, "state": {"x": 1}}]}'
+    cases = [(text, parse) for parse in (parse_node_table, parse_node_states, parse_node_gpus)]
+    cases += [(node, parse_node_states), (node, parse_node_gpus)]
+    cases += [('{"nodes": [{"name": "a", "weight": 1e400}]}', parse_node_states)]
+    for data, parse in cases:
+        with pytest.raises(InputError, match=r"\Aunexpected `scontrol show nodes --json` output"):
+            parse(data.encode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"jobs": [1, 2]}',
+        '{"jobs": [{"job_id": 1, "job_resources": {"nodes": {"allocation": [7]}}}]}',
+        '{"jobs": [{"job_id": 1, "gres_detail": "gpu:4"}]}',
+        '{"jobs": [{"job_id": [1]}]}',
+    ],
+)
+def test_show_jobs_of_another_shape_is_one_input_error(text: str) -> None:
+    with pytest.raises(InputError, match=r"\Aunexpected `scontrol show jobs? --json` output"):
+        parse_scontrol_jobs(text.encode())
+    with pytest.raises(InputError, match=r"\Aunexpected `scontrol show jobs? --json` output"):
+        parse_scontrol_job(text.encode(), "1")
+    with pytest.raises(InputError, match="expected a whole number, got -1"):
+        parse_scontrol_jobs(b'{"jobs": [{"job_id": 1, "node_count": {"number": -1}}]}')
+
+
+def test_partition_of_another_shape_is_one_input_error() -> None:
+    for text in ('{"partitions": [1]}', '{"partitions": [{"name": "p", "nodes": "n1"}]}'):
+        with pytest.raises(InputError, match="unexpected `scontrol show partition --json`"):
+            parse_partition_nodes(text.encode(), "p")
+
+
+def test_bytes_that_are_not_utf8_decode_as_replacement(tmp_path: Path) -> None:
+    """Slurm copies a reason's or comment's bytes into its JSON unchanged; a byte >= 0x80
+    that is not UTF-8 (exit 70 once) reads as U+FFFD, the rest of the answer as it is."""
+    nodes = (
+        b'{"nodes": [{"name": "n1", "weight": 1, "reason": "disk \xff\xfe bad", '
+        b'"gres": "gpu:4", "state": ["IDLE"], "partitions": ["p"]}]}'
+    )
+    (state,) = parse_node_states(nodes)
+    assert state.reason == "disk \ufffd\ufffd bad"
+    assert [n.gpus for n in parse_node_gpus(nodes)] == [4]
+    script = tmp_path / "answer"
+    script.write_bytes(
+        b'{"jobs": [{"job_id": 1, "job_state": ["RUNNING"], "nodes": "n1", '
+        b'"admin_comment": "\x80 topograph:tp=8", "gres_detail": ["gpu:8"]}]}'
+    )
+    job = scontrol_job(Scontrol(fake_scontrol(tmp_path, f"cat {script}")), "1")
+    assert (job.nodes, job.gpus_per_node) == (("n1",), 8)
+    binary = fake_scontrol(tmp_path, "printf 'bad \\377 byte\\n' >&2; exit 1")
+    with pytest.raises(CollectError, match="failed \\(exit 1\\): bad \ufffd byte"):
+        scontrol_job(Scontrol(binary), "1")
 
 
 def test_scontrol_failure_is_one_collect_error(tmp_path: Path) -> None:
@@ -315,3 +390,29 @@ def test_node_states_take_comma_separated_features_and_refuse_other_shapes() -> 
             parse_node_states(json.dumps({"nodes": [bad]}))
     with pytest.raises(InputError, match="scontrol show nodes --json"):
         parse_node_states("not json")
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_real_answers_decode_into_the_typed_records(release: str) -> None:
+    """Slurm's own answers (tests/fixtures/real/scontrol, the Docker cluster's): every
+    record decodes; the occupancy fields read as the capture's setup made them."""
+    real = Path(__file__).parents[1] / "fixtures" / "real" / "scontrol"
+    nodes = (real / f"scontrol-{release}-nodes.json").read_bytes()
+    gpus = {n.name: (n.gpus, n.used, n.down) for n in parse_node_gpus(nodes)}
+    assert gpus == {
+        "node01": (4, 4, False), "node02": (4, 0, False),
+        "node03": (4, 2, False), "node04": (4, 0, True),
+    }  # fmt: skip
+    queue = parse_scontrol_jobs((real / f"scontrol-{release}-jobs.json").read_bytes())
+    shapes = [(j.job_id, j.state, j.nodes, j.node_count, j.segment) for j in queue]
+    segment = 2 if release == "26.05" else None
+    assert shapes == [
+        ("1", "RUNNING", ("node01",), 1, None),
+        ("2", "RUNNING", ("node03",), 1, None),
+        ("3", "PENDING", (), 2, None),
+        ("4", "PENDING", (), 4, segment),
+    ]
+    job = parse_scontrol_job((real / f"scontrol-{release}-job.json").read_bytes(), "2")
+    assert (job.nodes, job.gpus_per_node) == (("node03",), 2)
+    partition = (real / f"scontrol-{release}-partition.json").read_bytes()
+    assert parse_partition_nodes(partition, "gpu") == ["node01", "node02", "node03", "node04"]

@@ -232,9 +232,9 @@ def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Inputs:
         source = str(path / "fabric" / "ibnetdiscover.txt")
         return Inputs(ibnetdiscover.parse_ibnetdiscover(snapshot.ibnetdiscover, source), snapshot)
     from topograph_slurm.sources import lldp
+    from topograph_slurm.sources.snapshot import node_outputs
 
-    key = lldp.KEY_LLDP
-    outputs = {name: node.raw[key] for name, node in snapshot.nodes.items() if key in node.raw}
+    outputs = node_outputs(snapshot, lldp.KEY_LLDP)
     if outputs:
         fabric, findings = lldp.fabric_from_lldp(outputs, str(path / "nodes"))
         return Inputs(fabric, snapshot, findings)

@@ -12,10 +12,11 @@ from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuTopology, GresDevice, GresPlan
 from topograph_slurm.model.result import Finding
-from topograph_slurm.sources.snapshot import KEY_Q, KEY_TOPO
+from topograph_slurm.sources.snapshot import KEY_TOPO
 
 if TYPE_CHECKING:
-    from topograph_slurm.sources.snapshot import NodeSnapshot, Snapshot
+    from topograph_slurm.analysis.nvlink.gres import CoreLayout
+    from topograph_slurm.sources.snapshot import Snapshot
 
 #: The most a hand-given capture may hold: a topo -m is a few KiB, a -q a few hundred.
 _CAPTURE_LIMIT = 16 << 20
@@ -78,12 +79,15 @@ def _snapshot_devices(
     from topograph_slurm.sources.snapshot import load_snapshot
 
     snapshot = load_snapshot(str(source.snapshot))
-    nodes = {}
+    nodes: dict[str, tuple[GresDevice, ...]] = {}
+    seen: _Layouts = {}
     for name, node in snapshot.nodes.items():
         if node.topology is None:
             continue
-        where = f"{source.snapshot}: {name}"
-        nodes[name] = _devices(where, node.topology, _products(node), source)
+        try:
+            nodes[name] = _layout(node.topology, node.products, _cores(source), seen)
+        except InputError as err:
+            raise InputError(f"{source.snapshot}: {name}: {err}") from None
     if not nodes:
         raise InputError(f"{source.snapshot}: no node has a readable nvidia-smi topo -m")
     return nodes, _unread(snapshot.findings, [n for n in snapshot.nodes if n not in nodes])
@@ -96,19 +100,37 @@ def layout_findings(snapshot: Snapshot) -> list[Finding]:
     here: ``gres`` itself says why."""
     from topograph_slurm.analysis.nvlink import gres
 
-    nodes = {}
+    nodes: dict[str, tuple[GresDevice, ...]] = {}
+    seen: _Layouts = {}
     for name, node in snapshot.nodes.items():
         if node.topology is not None:
             with contextlib.suppress(InputError):
-                nodes[name] = gres.node_devices(node.topology, _products(node))
+                nodes[name] = _layout(node.topology, node.products, _cores(GresSource()), seen)
     return list(gres.plan(nodes).findings)
 
 
-def _products(node: NodeSnapshot) -> dict[int, str]:
-    """Each GPU's product name from the node's nvidia-smi -q (for Type=), if collected."""
-    from topograph_slurm.sources.nvidia_smi import parse_product_names
+#: Layouts already worked out in one snapshot, by (topo -m, product names): a snapshot shares
+#: one parsed topo -m between the nodes that printed the same, so nodes of one type cost one.
+_Layouts = dict[tuple[int, tuple[tuple[int, str], ...]], "tuple[GresDevice, ...] | InputError"]
 
-    return parse_product_names(node.raw.get(KEY_Q, ""))
+
+def _layout(
+    topo: GpuTopology, products: dict[int, str], cores: CoreLayout, seen: _Layouts
+) -> tuple[GresDevice, ...]:
+    """``node_devices`` of *topo* and *products*, once per distinct pair (its InputError
+    likewise, raised for every node that has it)."""
+    from topograph_slurm.analysis.nvlink.gres import node_devices
+
+    key = (id(topo), tuple(sorted(products.items())))
+    if key not in seen:
+        try:
+            seen[key] = node_devices(topo, products, cores)
+        except InputError as err:
+            seen[key] = err
+    found = seen[key]
+    if isinstance(found, InputError):
+        raise found
+    return found
 
 
 def _unread(findings: list[Finding], missing: list[str]) -> list[Finding]:
@@ -121,15 +143,22 @@ def _unread(findings: list[Finding], missing: list[str]) -> list[Finding]:
     return told
 
 
+def _cores(source: GresSource) -> CoreLayout:
+    """How the source says to read a node's cores (threads per core, sockets, NUMA nodes as
+    sockets)."""
+    from topograph_slurm.analysis.nvlink.gres import CoreLayout
+
+    return CoreLayout(source.threads_per_core, source.sockets, source.numa_node_as_socket)
+
+
 def _devices(
     where: str, topo: GpuTopology, products: dict[int, str], source: GresSource
 ) -> tuple[GresDevice, ...]:
     """One node's devices; an InputError names *where* the layout came from."""
-    from topograph_slurm.analysis.nvlink.gres import CoreLayout, node_devices
+    from topograph_slurm.analysis.nvlink.gres import node_devices
 
-    layout = CoreLayout(source.threads_per_core, source.sockets, source.numa_node_as_socket)
     try:
-        return node_devices(topo, products, layout)
+        return node_devices(topo, products, _cores(source))
     except InputError as err:
         raise InputError(f"{where}: {err}") from None
 

@@ -76,6 +76,11 @@ _EXPERT_KEYS = ("loads", "loads_format", "replicas", "groups", "ep")
     "its assignments by model layer; DeepSeek-V3's first MoE layer is 3).",
 )
 @click.option(
+    "--per-gpu",
+    is_flag=True,
+    help="Text: also list each GPU's experts per layer (one line per GPU; long for large jobs).",
+)
+@click.option(
     "--out",
     type=OUTPUT_FILE,
     metavar="FILE",
@@ -90,6 +95,7 @@ def experts(
     as_json: bool,
     fmt: str,
     first_layer: int,
+    per_gpu: bool,
     out: str | None,
     **flags: Any,
 ) -> None:
@@ -105,9 +111,10 @@ def experts(
 
     Prints per layer the busiest GPU over the mean and the share of tokens leaving the
     sender's domain (uniform routing assumed), before (experts contiguous, no replicas)
-    and after, then each GPU's experts; --json gives EPLB's three arrays per layer
-    (physical-to-logical, logical-to-physical padded with -1, replica counts); --format
-    sglang|sglang-topology|eplb|trtllm the file that engine loads (docs/moe.md).
+    and after (with --per-gpu also each GPU's experts); --json gives EPLB's three arrays
+    per layer (physical-to-logical, logical-to-physical padded with -1, replica counts)
+    and each GPU's experts; --format sglang|sglang-topology|eplb|trtllm the file that
+    engine loads (docs/moe.md).
 
     \b
     Examples:
@@ -131,15 +138,15 @@ def experts(
     }
     settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
     run = app.plan(settings, topology, job_id, job, wanted, warn)
-    data = experts_data(run.plan, run.gpus, run.domain_kind, run.loads_from, run.ranks_from)
+    made = (run.plan, run.gpus, run.domain_kind, run.loads_from, run.ranks_from)
     env = environment(None)
-    shown = (
-        render_engine_file(env, data, fmt, first_layer, run.rank_costs)
-        if fmt in ENGINE_FORMATS
-        else render_experts(env, data, fmt)
-    )
+    plan = experts_data(*made) if fmt != "text" or out else {}
+    if fmt == "text":
+        shown = render_experts(env, experts_data(*made, "text", per_gpu_text=per_gpu), "text")
+    elif fmt in ENGINE_FORMATS:
+        shown = render_engine_file(env, plan, fmt, first_layer, run.rank_costs)
+    else:
+        shown = render_experts(env, plan, "json")
     if out:
-        write_output(
-            ctx, out, shown if fmt in ENGINE_FORMATS else render_experts(env, data, "json")
-        )
+        write_output(ctx, out, render_experts(env, plan, "json") if fmt == "text" else shown)
     click.echo(shown, nl=False)

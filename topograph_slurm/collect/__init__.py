@@ -41,9 +41,10 @@ from topograph_slurm.collect.transport import (
     terminate_live,
 )
 from topograph_slurm.errors import CollectError
-from topograph_slurm.output import write_directory
+from topograph_slurm.output import write_directory, write_file
 from topograph_slurm.sources.snapshot import (
     FABRIC_DIR,
+    FACTS_FILE,
     IBNETDISCOVER_FILE,
     IBNETDISCOVER_KEY,
     MANIFEST,
@@ -51,6 +52,7 @@ from topograph_slurm.sources.snapshot import (
     SNAPSHOT_FORMAT,
     SNAPSHOT_VERSION,
     check_node_name,
+    snapshot_facts,
 )
 
 STDERR_TAIL = 2000  # characters of stderr kept per command in the manifest
@@ -256,4 +258,5 @@ def collect(
     manifest = _manifest(plan, results, fabric, started, duration)
     manifest.update(extra_manifest or {})
     write_snapshot(dest, manifest, files, state_dir)
+    write_file(dest / FACTS_FILE, snapshot_facts(dest))
     return CollectOutcome(dest, results, fabric, duration)

@@ -46,12 +46,22 @@ class Gpu:
 @dataclass(frozen=True, slots=True)
 class LayerPlan:
     """One MoE layer's placement: the logical expert in each physical slot (slot ``s`` on
-    GPU ``s // slots_per_gpu``), each logical expert's slots (first replica first, padded
-    with -1 to the plan's widest) and how many replicas each logical expert has."""
+    GPU ``s // slots_per_gpu``), which replica of its expert each slot holds (0 for the
+    first) and how many replicas each logical expert has."""
 
     physical_to_logical: list[int]
-    logical_to_physical: list[list[int]]
+    replica_rank: list[int]
     replica_counts: list[int]
+
+    def logical_to_physical(self, width: int) -> list[list[int]]:
+        """Each logical expert's slots, first replica first, padded with -1 to *width*
+        (EPLB's third array; built only for the JSON, where it is the largest part)."""
+        table = [[-1] * width for _ in self.replica_counts]
+        for slot, (expert, rank) in enumerate(
+            zip(self.physical_to_logical, self.replica_rank, strict=True)
+        ):
+            table[expert][rank] = slot
+        return table
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +87,9 @@ class ExpertPlan:
     layers: list[LayerPlan]
     before: list[LayerEstimate]
     after: list[LayerEstimate]
+
+    @property
+    def width(self) -> int:
+        """The most replicas any expert has in any layer: EPLB pads every layer's
+        logical-to-physical map to it."""
+        return max(max(layer.replica_counts) for layer in self.layers)

@@ -1,5 +1,6 @@
 """What ``experts`` prints: EPLB's three arrays per layer as JSON (what an engine loads),
-and as text each GPU's experts per layer with the balance and cross-domain estimate."""
+and as text the balance and cross-domain estimate per layer, each GPU's experts per layer
+only when asked (thousands of GPUs make it megabytes)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,16 @@ def experts_data(
     domain_kind: str,
     loads_from: str,
     ranks_from: str,
+    fmt: str = "json",
+    per_gpu_text: bool = False,
 ) -> dict[str, Any]:
-    """The plan as plain data: the JSON output, and the text template's context."""
+    """The plan as plain data: the JSON output (*fmt* ``json``: EPLB's arrays and each GPU's
+    experts), or the text template's context (the estimates; each GPU's experts when
+    *per_gpu_text*). Only what the output shows is built."""
     layout = plan.layout
     per_gpu = layout.slots_per_gpu
+    arrays, by_gpu = fmt == "json", fmt == "json" or per_gpu_text
+    width = plan.width
     return {
         "policy": plan.policy,
         "why_global": plan.why_global,
@@ -39,16 +46,28 @@ def experts_data(
         "gpus": [asdict(gpu) for gpu in gpus],
         "layers": [
             {
-                "physical_to_logical": layer.physical_to_logical,
-                "logical_to_physical": layer.logical_to_physical,
-                "replica_counts": layer.replica_counts,
-                "gpu_experts": [
-                    layer.physical_to_logical[g * per_gpu : (g + 1) * per_gpu]
-                    for g in range(layout.gpus)
-                ],
                 "before": _estimate(before),
                 "after": _estimate(after),
             }
+            | (
+                {
+                    "physical_to_logical": layer.physical_to_logical,
+                    "logical_to_physical": layer.logical_to_physical(width),
+                    "replica_counts": layer.replica_counts,
+                }
+                if arrays
+                else {}
+            )
+            | (
+                {
+                    "gpu_experts": [
+                        layer.physical_to_logical[g * per_gpu : (g + 1) * per_gpu]
+                        for g in range(layout.gpus)
+                    ]
+                }
+                if by_gpu
+                else {}
+            )
             for layer, before, after in zip(plan.layers, plan.before, plan.after, strict=True)
         ],
     }

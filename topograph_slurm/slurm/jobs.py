@@ -15,13 +15,13 @@ and ``segment_size`` (``--segment``) on 26.05 only (24.11 prints null).
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.job import SlurmJob, parse_tp_record
 from topograph_slurm.model.occupancy import QueueJob
-from topograph_slurm.slurm.scontrol import Scontrol, decode, whole
+from topograph_slurm.slurm.schema import Job, Jobs, Number, SetNumber, decode
+from topograph_slurm.slurm.scontrol import Scontrol, whole
 
 #: A job id scontrol takes: ``123``, an array task ``123_4``, a het component ``123+1``.
 _JOB_ID = re.compile(r"\A\d+(?:[_+]\d+)?\Z", re.ASCII)
@@ -31,24 +31,24 @@ _GRES_GPUS = re.compile(r"(?:^|,)gpu(?::[^:(,]+)?:(\d+)", re.ASCII)
 _TRES_GPUS = re.compile(r"(?:^|,)gres/gpu(?::[^:=,]+)?[:=](\d+)", re.ASCII)
 
 
-def parse_scontrol_job(text: str, job_id: str) -> SlurmJob:
+def parse_scontrol_job(data: bytes | str, job_id: str) -> SlurmJob:
     """Job *job_id* from ``scontrol show job --json <job_id>`` output (an array job's own
     task, else the first listed); an input error when Slurm lists no such job."""
-    jobs = decode(text, "scontrol show job --json")
+    command = "scontrol show job --json"
+    listed = decode(data, command, Jobs).jobs
+    if not listed:
+        raise InputError(f"job {job_id} not found: scontrol show job lists no such job")
+    job = next((j for j in listed if str(j.job_id) == job_id), listed[0])
     try:
-        listed = jobs["jobs"]
-        if not listed:
-            raise InputError(f"job {job_id} not found: scontrol show job lists no such job")
-        job = next((j for j in listed if str(j.get("job_id")) == job_id), listed[0])
         return SlurmJob(
-            str(job["job_id"]),
-            _state(job.get("job_state")),
+            str(job.job_id),
+            _state(job.job_state),
             tuple(_job_nodes(job)),
             _gpus_per_node(job),
-            parse_tp_record(str(job.get("admin_comment") or "")),
+            parse_tp_record(job.admin_comment or ""),
         )
-    except (KeyError, TypeError, AttributeError, ValueError) as err:
-        raise InputError(f"unexpected `scontrol show job --json` output: {err!r}") from None
+    except ValueError as err:
+        raise InputError(f"unexpected `{command}` output: {err}") from None
 
 
 def scontrol_job(scontrol: Scontrol, job_id: str) -> SlurmJob:
@@ -56,44 +56,44 @@ def scontrol_job(scontrol: Scontrol, job_id: str) -> SlurmJob:
     job_id = job_id.strip()
     if not _JOB_ID.match(job_id):
         raise UsageError(f"invalid job id {job_id!r}: expected a number such as 1234 or 1234_5")
-    return parse_scontrol_job(scontrol.run(["show", "job", "--json", job_id]), job_id)
+    return parse_scontrol_job(scontrol.output(["show", "job", "--json", job_id]), job_id)
 
 
-def parse_scontrol_jobs(text: str) -> list[QueueJob]:
+def parse_scontrol_jobs(data: bytes | str) -> list[QueueJob]:
     """Every job ``scontrol show jobs --json`` lists, running and pending: nodes in rank
     order, partitions, node count (``node_count``: a number, or 24.11's ``{"number": N}``),
     GPUs per node and the ``--tp-size`` record (what occupancy needs)."""
     command = "scontrol show jobs --json"
     try:
-        return [_queue_job(job) for job in decode(text, command)["jobs"]]
-    except (KeyError, TypeError, AttributeError, ValueError) as err:
-        raise InputError(f"unexpected `{command}` output: {err!r}") from None
+        return [_queue_job(job) for job in decode(data, command, Jobs).jobs]
+    except ValueError as err:
+        raise InputError(f"unexpected `{command}` output: {err}") from None
 
 
 def scontrol_jobs(scontrol: Scontrol) -> list[QueueJob]:
     """Run ``scontrol show jobs --json`` and read every job."""
-    return parse_scontrol_jobs(scontrol.run(["show", "jobs", "--json"]))
+    return parse_scontrol_jobs(scontrol.output(["show", "jobs", "--json"]))
 
 
-def _queue_job(job: dict[str, Any]) -> QueueJob:
-    partitions = str(job.get("partition") or "")
-    segment = _number(job.get("segment_size"))
+def _queue_job(job: Job) -> QueueJob:
+    partitions = job.partition or ""
+    segment = _number(job.segment_size)
     return QueueJob(
-        str(job["job_id"]),
-        _state(job.get("job_state")),
+        str(job.job_id),
+        _state(job.job_state),
         tuple(_job_nodes(job)),
         tuple(part for part in partitions.split(",") if part),
-        max(1, _number(job.get("node_count")) or 1),
+        max(1, _number(job.node_count) or 1),
         _gpus_per_node(job),
         segment or None,
-        parse_tp_record(str(job.get("admin_comment") or "")),
+        parse_tp_record(job.admin_comment or ""),
     )
 
 
-def _number(value: object) -> int:
+def _number(value: SetNumber | Number | None) -> int:
     """A whole number, or the ``number`` of 24.11's ``{"set": true, "number": N}``; 0 unset."""
-    if isinstance(value, dict):
-        return whole(value.get("number", 0)) if value.get("set", True) else 0
+    if isinstance(value, SetNumber):
+        return whole(value.number) if value.set else 0
     return 0 if value is None else whole(value)
 
 
@@ -102,35 +102,34 @@ def gres_gpus(text: str) -> int:
     return sum(int(n) for n in _GRES_GPUS.findall(text))
 
 
-def _state(value: object) -> str:
+def _state(value: list[str] | str | None) -> str:
     """``["RUNNING"]`` (24.11, 26.05; flags such as ``COMPLETING`` follow) or a plain string."""
     if isinstance(value, list):
-        return "+".join(str(v) for v in value)
-    return str(value or "UNKNOWN")
+        return "+".join(value)
+    return value or "UNKNOWN"
 
 
-def _job_nodes(job: dict[str, Any]) -> list[str]:
+def _job_nodes(job: Job) -> list[str]:
     """The allocation list in Slurm's order; the ``nodes`` hostlist (sorted by name) when a
     finished job no longer has one."""
-    resources = job.get("job_resources") or {}
-    allocation = (resources.get("nodes") or {}).get("allocation") or []
+    held = job.job_resources.nodes if job.job_resources else None
+    allocation = (held.allocation if held else None) or []
     if allocation:
-        ordered = sorted(allocation, key=lambda node: whole(node.get("index", 0)))
-        return [str(node["name"]) for node in ordered]
-    hostlist = str(job.get("nodes") or "")
+        ordered = sorted(allocation, key=lambda node: whole(node.index))
+        return [node.name for node in ordered]
+    hostlist = job.nodes or ""
     return names.expand(hostlist, "scontrol show job") if hostlist else []
 
 
-def _gpus_per_node(job: dict[str, Any]) -> int | None:
+def _gpus_per_node(job: Job) -> int | None:
     """GPUs each node holds: the allocated ``gres_detail`` when all nodes agree, else the
     request ``tres_per_node``; None without GPUs or when nodes hold different counts."""
-    detail = job.get("gres_detail") or []
-    counts = {gres_gpus(str(entry)) for entry in detail}
+    counts = {gres_gpus(entry) for entry in job.gres_detail or []}
     if len(counts) == 1 and min(counts) > 0:
         return counts.pop()
     if len(counts) > 1:
         return None
-    found = _TRES_GPUS.findall(str(job.get("tres_per_node") or ""))
+    found = _TRES_GPUS.findall(job.tres_per_node or "")
     return sum(int(n) for n in found) or None
 
 
@@ -153,25 +152,20 @@ PROLOG_REASON = "Prolog"
 CONFIGURING = "CONFIGURING"
 
 
-def parse_in_prolog(text: str) -> list[str]:
+def parse_in_prolog(text: bytes | str) -> list[str]:
     """The ids of the jobs ``scontrol show jobs --json`` shows in their prolog (state flag
     CONFIGURING or reason Prolog): their batch launch is still deferred."""
-    command = "scontrol show jobs --json"
-    try:
-        return [str(job["job_id"]) for job in decode(text, command)["jobs"] if _in_prolog(job)]
-    except (KeyError, TypeError, AttributeError) as err:
-        raise InputError(f"unexpected `{command}` output: {err!r}") from None
+    jobs = decode(text, "scontrol show jobs --json", Jobs).jobs
+    return [str(job.job_id) for job in jobs if _in_prolog(job)]
 
 
-def _in_prolog(job: dict[str, Any]) -> bool:
+def _in_prolog(job: Job) -> bool:
     """CONFIGURING, or RUNNING with reason Prolog: a job cancelled in its prolog keeps the
     reason (seen on 24.11.5) but has no launch left to lose."""
-    state = _state(job.get("job_state")).split("+")
-    return CONFIGURING in state or (
-        state[0] == "RUNNING" and job.get("state_reason") == PROLOG_REASON
-    )
+    state = _state(job.job_state).split("+")
+    return CONFIGURING in state or (state[0] == "RUNNING" and job.state_reason == PROLOG_REASON)
 
 
 def jobs_in_prolog(scontrol: Scontrol) -> list[str]:
     """Run ``scontrol show jobs --json`` and name the jobs in their prolog."""
-    return parse_in_prolog(scontrol.run(["show", "jobs", "--json"]))
+    return parse_in_prolog(scontrol.output(["show", "jobs", "--json"]))

@@ -1,7 +1,8 @@
 """Slurm's nodes: their names in node table order (the order it ranks a job's nodes in) and
 each node's weight, features, state and reason, from ``scontrol show nodes --json`` (stable
 across 23.02–26.05, read rather than pyslurm, whose releases pair with one Slurm major.minor).
-Each parser is a pure function of its text; the commands run through :class:`.Scontrol`.
+Each parser is a pure function of the answer's bytes, decoded into the typed records of
+:mod:`.schema` (only the fields read); the commands run through :class:`.Scontrol`.
 """
 
 from __future__ import annotations
@@ -13,29 +14,38 @@ from topograph_slurm.model import names
 from topograph_slurm.model.health import SlurmNode
 from topograph_slurm.model.occupancy import NodeGpus
 from topograph_slurm.slurm.jobs import gres_gpus
-from topograph_slurm.slurm.scontrol import Scontrol, decode, whole
+from topograph_slurm.slurm.schema import Node, NodeNames, Nodes, decode
+from topograph_slurm.slurm.scontrol import Scontrol, whole
+
+#: The command every reader here reads, as its errors name it.
+SHOW_NODES = "scontrol show nodes --json"
 
 
-def parse_node_table(text: str) -> list[str]:
+def parse_node_table(data: bytes | str) -> list[str]:
     """Node names from ``scontrol show nodes --json``, in Slurm's node table order (the order
     it ranks a job's nodes in: see :func:`slurm_rank_order`)."""
-    try:
-        return [str(node["name"]) for node in decode(text, "scontrol show nodes --json")["nodes"]]
-    except (KeyError, TypeError) as err:
-        raise InputError(f"unexpected `scontrol show nodes --json` output: {err}") from None
+    return [node.name for node in decode(data, SHOW_NODES, NodeNames).nodes]
 
 
-def parse_scontrol_nodes(text: str) -> frozenset[str]:
+def parse_scontrol_nodes(data: bytes | str) -> frozenset[str]:
     """Node names from ``scontrol show nodes --json`` output."""
-    return frozenset(parse_node_table(text))
+    return frozenset(parse_node_table(data))
 
 
 def scontrol_nodes(scontrol: Scontrol) -> frozenset[str]:
     """Run ``scontrol show nodes --json`` and return the node names."""
-    return parse_scontrol_nodes(scontrol.run(["show", "nodes", "--json"]))
+    return parse_scontrol_nodes(_show_nodes(scontrol))
 
 
-def parse_node_states(text: str) -> list[SlurmNode]:
+def _show_nodes(scontrol: Scontrol) -> bytes:
+    return scontrol.output(["show", "nodes", "--json"])
+
+
+def _records(data: bytes | str) -> list[Node]:
+    return decode(data, SHOW_NODES, Nodes).nodes
+
+
+def parse_node_states(data: bytes | str) -> list[SlurmNode]:
     """Each node's weight, features (available and active), state flags and reason from
     ``scontrol show nodes --json``: what ``health`` compares its proposals with.
 
@@ -43,21 +53,20 @@ def parse_node_states(text: str) -> list[SlurmNode]:
     ``active_features`` (lists of names), ``state`` (a list: ``["IDLE", "DRAIN"]``),
     ``reason`` (``""`` when unset).
     """
-    command = "scontrol show nodes --json"
     try:
         return [
             SlurmNode(
-                str(node["name"]),
-                whole(node["weight"]),
-                _names(node.get("features")),
-                _names(node.get("active_features")),
-                _names(node.get("state")),
-                str(node.get("reason") or ""),
+                node.name,
+                whole(node.weight),
+                _names(node.features),
+                _names(node.active_features),
+                _names(node.state),
+                node.reason or "",
             )
-            for node in decode(text, command)["nodes"]
+            for node in _records(data)
         ]
-    except (KeyError, TypeError, ValueError) as err:
-        raise InputError(f"unexpected `{command}` output: {err!r}") from None
+    except ValueError as err:
+        raise InputError(f"unexpected `{SHOW_NODES}` output: {err}") from None
 
 
 #: Node state flags under which a node takes no new job: its free GPUs count as down.
@@ -80,45 +89,35 @@ _NO_NEW_JOBS = frozenset(
 )
 
 
-def parse_node_gpus(text: str) -> list[NodeGpus]:
+def parse_node_gpus(data: bytes | str) -> list[NodeGpus]:
     """Each node's GPUs from ``scontrol show nodes --json``: ``gres`` (configured), the
     allocated ``gres_used`` (all of them on an ALLOCATED node: no CPU is left to use the rest),
     whether its state takes no new job, and ``partitions``."""
-    command = "scontrol show nodes --json"
-    try:
-        return [_node_gpus(node) for node in decode(text, command)["nodes"]]
-    except (KeyError, TypeError, ValueError) as err:
-        raise InputError(f"unexpected `{command}` output: {err!r}") from None
+    return [_node_gpus(node) for node in _records(data)]
 
 
-def _node_gpus(node: dict[str, object]) -> NodeGpus:
-    state = set(_names(node.get("state")))
-    gpus = gres_gpus(str(node.get("gres") or ""))
-    used = gpus if "ALLOCATED" in state else gres_gpus(str(node.get("gres_used") or ""))
-    return NodeGpus(
-        str(node["name"]), gpus, used, bool(state & _NO_NEW_JOBS), _names(node.get("partitions"))
-    )
+def _node_gpus(node: Node) -> NodeGpus:
+    state = set(_names(node.state))
+    gpus = gres_gpus(node.gres or "")
+    used = gpus if "ALLOCATED" in state else gres_gpus(node.gres_used or "")
+    return NodeGpus(node.name, gpus, used, bool(state & _NO_NEW_JOBS), _names(node.partitions))
 
 
 def scontrol_node_gpus(scontrol: Scontrol) -> list[NodeGpus]:
     """Run ``scontrol show nodes --json``: every node's GPUs, state and partitions."""
-    return parse_node_gpus(scontrol.run(["show", "nodes", "--json"]))
+    return parse_node_gpus(_show_nodes(scontrol))
 
 
-def _names(value: object) -> tuple[str, ...]:
+def _names(value: list[str] | str | None) -> tuple[str, ...]:
     """A list of names, or a comma-separated string of them (older releases' features)."""
     if isinstance(value, str):
         return tuple(part for part in value.split(",") if part)
-    if isinstance(value, list):
-        return tuple(str(part) for part in value)
-    if value is None:
-        return ()
-    raise TypeError(f"expected a list of names, got {value!r}")
+    return tuple(value or ())
 
 
 def scontrol_node_states(scontrol: Scontrol) -> list[SlurmNode]:
     """Run ``scontrol show nodes --json``: every node's weight, features, state and reason."""
-    return parse_node_states(scontrol.run(["show", "nodes", "--json"]))
+    return parse_node_states(_show_nodes(scontrol))
 
 
 def slurm_rank_order(nodes: Iterable[str], node_table: Sequence[str]) -> list[str]:

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model import names
-from topograph_slurm.slurm.scontrol import Scontrol, decode
+from topograph_slurm.slurm.schema import Partitions, decode
+from topograph_slurm.slurm.scontrol import Scontrol
 
 
-def parse_partition_nodes(text: str, name: str) -> list[str]:
+def parse_partition_nodes(data: bytes | str, name: str) -> list[str]:
     """The nodes partition *name* is configured with, in name order; an input error when
     Slurm lists no such partition or it has no nodes."""
-    data = decode(text, "scontrol show partition --json")
-    try:
-        listed = [p for p in data["partitions"] if p.get("name") == name]
-        if not listed:
-            raise InputError(f"partition {name} not found: scontrol show partition lists none")
-        hostlist = str(listed[0]["nodes"]["configured"] or "")
-    except (KeyError, TypeError, AttributeError) as err:
-        raise InputError(f"unexpected `scontrol show partition --json` output: {err!r}") from None
+    listed = [
+        p
+        for p in decode(data, "scontrol show partition --json", Partitions).partitions
+        if p.name == name
+    ]
+    if not listed:
+        raise InputError(f"partition {name} not found: scontrol show partition lists none")
+    hostlist = (listed[0].nodes.configured if listed[0].nodes else None) or ""
     if not hostlist:
         raise InputError(f"partition {name} has no nodes")
     return names.expand(hostlist, f"partition {name}")
@@ -32,4 +33,4 @@ def parse_partition_nodes(text: str, name: str) -> list[str]:
 def scontrol_partition_nodes(scontrol: Scontrol, name: str) -> list[str]:
     """Run ``scontrol show partition --json NAME`` and read its nodes."""
     names.check([name], "partition", "--partition", UsageError)
-    return parse_partition_nodes(scontrol.run(["show", "partition", "--json", name]), name)
+    return parse_partition_nodes(scontrol.output(["show", "partition", "--json", name]), name)

@@ -8,14 +8,13 @@ command that changes slurmctld (:mod:`.apply`, :mod:`.reconfigure`) goes through
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from topograph_slurm.errors import CollectError, InputError
+from topograph_slurm.errors import CollectError
 from topograph_slurm.model.numbers import natural
 
 if TYPE_CHECKING:
@@ -46,15 +45,19 @@ class Scontrol:
             raise NotInstalled(f"{self.binary} not found: {why}")
 
     def run(self, args: Sequence[str], what: str | None = None) -> str:
-        """stdout of ``scontrol <args>``; a collect error of one line otherwise: *what* (the
-        command and its first two arguments) failed, with its exit code and last stderr line."""
+        """stdout of ``scontrol <args>`` as text (a byte that is not UTF-8 read as U+FFFD:
+        Slurm copies bytes of names and reasons unchanged); see :meth:`output`."""
+        return self.output(args, what).decode("utf-8", errors="replace")
+
+    def output(self, args: Sequence[str], what: str | None = None) -> bytes:
+        """stdout of ``scontrol <args>`` as bytes (what the ``--json`` readers decode); a
+        collect error of one line otherwise: *what* (the command and its first two
+        arguments) failed, with its exit code and last stderr line."""
         what = what or " ".join([self.binary, *args[:2]])
         try:
             proc = subprocess.run(
                 [self.binary, *args],
                 capture_output=True,
-                text=True,
-                errors="replace",  # Slurm's JSON copies a job name's bytes >= 0x80 unchanged
                 timeout=self.timeout,
                 check=False,
             )
@@ -65,26 +68,10 @@ class Scontrol:
         except subprocess.TimeoutExpired:
             raise CollectError(f"{what} timed out after {self.timeout:g}s") from None
         if proc.returncode != 0:
-            said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:]
-            raise CollectError(
-                f"{what} failed (exit {proc.returncode}): {(said or ['no error output'])[0]}"
-            )
+            said = (proc.stderr.strip() or proc.stdout.strip()).decode(errors="replace")
+            last = said.splitlines()[-1:] or ["no error output"]
+            raise CollectError(f"{what} failed (exit {proc.returncode}): {last[0]}")
         return proc.stdout
-
-    def json(self, args: Sequence[str]) -> Any:
-        """``scontrol <args>`` (a ``--json`` command) decoded."""
-        return decode(self.run(args), " ".join(["scontrol", *args]))
-
-
-def decode(text: str, command: str) -> Any:
-    """The decoded output; ``json`` gives up on deep nesting with a RecursionError, which is
-    bad input like any other malformed output."""
-    try:
-        return json.loads(text)
-    except ValueError as err:
-        raise InputError(f"unexpected `{command}` output: {err}") from None
-    except RecursionError:
-        raise InputError(f"unexpected `{command}` output: JSON nested too deep") from None
 
 
 def whole(value: object) -> int:

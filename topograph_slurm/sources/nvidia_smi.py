@@ -55,7 +55,8 @@ _HEADERLESS = {len(CSV_FIELDS): CSV_FIELDS, len(TOPOGRAPH_FIELDS): TOPOGRAPH_FIE
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
 _KEY_VALUE = re.compile(r"^([^:]*[^:\s])\s*:\s*(.*)$")
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+#: A ClusterUUID as the readers hand it on (lowercase): it becomes part of block names.
+CLUSTER_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _UNSIGNED = re.compile(r"^\d{1,10}$")
 _NA_WORDS = frozenset({"", "n/a", "none", "not available"})
 _FABRIC_KEYS = frozenset({"state", "status", "cliqueid", "clusteruuid"})
@@ -103,7 +104,7 @@ def _cluster_uuid(raw: str | None, where: str, line: int | None) -> str | None:
     if value is None:
         return None
     lowered = value.lower()
-    if not _UUID.match(lowered):
+    if not CLUSTER_UUID.match(lowered):
         raise ParseError(f"ClusterUUID {value!r} is not a UUID", line, where)
     return lowered
 
@@ -152,6 +153,7 @@ class _QReader:
         self.block: _Block | None = None
         self.block_indent = 0
         self.sub: tuple[str, int] | None = None
+        self.products: dict[int, str] = {}  # Product Name by GPU section, in the same pass
 
     def _end_block(self) -> None:
         self.block, self.sub = None, None
@@ -191,10 +193,19 @@ class _QReader:
         elif key == "GPU UUID" and gpu.uuid is None:
             gpu.uuid = _value(value)
 
+    def _product(self, stripped: str) -> None:
+        match = _KEY_VALUE.match(stripped)
+        if match and match.group(1).strip() == "Product Name":
+            value = _value(match.group(2))
+            if value is not None:
+                self.products.setdefault(len(self.gpus) - 1, value)
+
     def feed(self, lineno: int, line: str) -> None:
         stripped = line.strip()
         if not stripped:
             return
+        if self.gpus and "Product Name" in stripped:
+            self._product(stripped)
         if stripped == "--":
             self._end_block()
             return
@@ -257,17 +268,77 @@ def _to_fabric(index: int, block: _Block | None, gpu: _GpuSection | None) -> Gpu
     )
 
 
-def parse_query_fabric(text: str) -> list[GpuFabric]:
-    """Read the Fabric section of every GPU from ``nvidia-smi -q`` text or a fragment of it.
+#: What the lines that matter outside a Fabric block hold: a ``GPU 0000…`` header, ``GPU
+#: UUID``, ``Fabric``, ``Serial Number``, ``Product Name``. Every other line outside a block
+#: changes nothing (``--`` only ends a block), so the reader does not look at it. One pattern
+#: each: a pattern that starts with a literal is searched for at C speed, an alternation not.
+_MATTERS = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"GPU\s+[0-9A-Fa-f]{4,8}:",
+        "GPU UUID",
+        "Fabric",
+        "Serial Number",
+        "Product Name",
+    )
+)
+
+
+def _cleaned(text: str) -> str:
+    """*text* without ANSI escapes, every line break a ``\\n`` (what :func:`_clean_lines`
+    splits; each line's own clean-up is left to whoever reads the line)."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _scan(text: str) -> _QReader:
+    """One pass over ``-q`` text feeding :class:`_QReader` the lines that matter: those
+    :data:`_MATTERS` finds and every line inside a Fabric block, where indentation ends the
+    block. A 16,384-node snapshot is ~1.4 GB of ``-q`` text; a GPU's Fabric block is a
+    dozen of its ~180 lines."""
+    text = _cleaned(text)
+    found = {text.rfind("\n", 0, m.start()) + 1 for p in _MATTERS for m in p.finditer(text)}
+    reader = _QReader()
+    fed, lineno, counted = -1, 1, 0  # fed: where the last line fed ends
+    for start in sorted(found):
+        if start <= fed:
+            continue
+        lineno += text.count("\n", counted, start)
+        while True:
+            end = text.find("\n", start)
+            end = len(text) if end < 0 else end
+            reader.feed(lineno, text[start:end].rstrip().expandtabs(8))
+            if reader.block is None or end == len(text):
+                break
+            start, lineno = end + 1, lineno + 1
+        fed = counted = end
+    return reader
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of *text* one at a time (a caller that stops early splits no more)."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        yield text[start:end]
+        start = end + 1
+    yield text[start:]
+
+
+def parse_query_fabric(text: str, products: dict[int, str] | None = None) -> list[GpuFabric]:
+    """Read the Fabric section of every GPU from ``nvidia-smi -q`` text or a fragment of it;
+    *products*, when given, receives each GPU's ``Product Name`` from the same pass (as
+    :func:`parse_product_names` reads them; also when the fabric then turns out unreadable).
 
     A GPU section without a Fabric block (drivers older than R530) yields a GpuFabric with
     everything None, so the node is reported rather than silently treated as fabric-less.
     Raises ParseError when the text holds neither GPU sections nor any Fabric block.
     """
-    lines = _clean_lines(text)
-    reader = _QReader()
-    for lineno, line in enumerate(lines, 1):
-        reader.feed(lineno, line)
+    reader = _scan(text)
+    if products is not None:
+        products.update(reader.products)
     if reader.gpus:
         if reader.orphans:
             raise ParseError(
@@ -276,7 +347,7 @@ def parse_query_fabric(text: str) -> list[GpuFabric]:
                 SRC_Q,
             )
         return [_to_fabric(i, gpu.fabric, gpu) for i, gpu in enumerate(reader.gpus)]
-    blocks = reader.orphans or _headerless_blocks(lines)
+    blocks = reader.orphans or _headerless_blocks(_clean_lines(text))
     if not blocks:
         raise ParseError(
             "no 'GPU 0000…' section and no Fabric block (State/CliqueId/ClusterUUID) found",
@@ -366,14 +437,15 @@ def parse_query_csv(text: str, fields: Iterable[str] | None = None) -> list[GpuF
     return gpus
 
 
-def parse_fabric_output(text: str) -> list[GpuFabric]:
+def parse_fabric_output(text: str, products: dict[int, str] | None = None) -> list[GpuFabric]:
     """Either fabric output, told apart by shape: ``-q`` text has ``key   : value`` lines or a
     ``Fabric``/``GPU 0000…`` line; anything else is read as the CSV query. For snapshots
-    and hand-supplied files where the command that produced the text is not recorded."""
-    for line in _clean_lines(text):
-        stripped = line.strip()
+    and hand-supplied files where the command that produced the text is not recorded.
+    *products* as for :func:`parse_query_fabric` (the CSV query has none)."""
+    for line in _lines(_cleaned(text)):
+        stripped = line.rstrip().expandtabs(8).strip()
         if stripped == "Fabric" or _GPU_HEADER.match(stripped) or " : " in stripped:
-            return parse_query_fabric(text)
+            return parse_query_fabric(text, products)
     return parse_query_csv(text)
 
 
@@ -381,19 +453,7 @@ def parse_product_names(text: str) -> dict[int, str]:
     """The ``Product Name`` of each GPU section of ``nvidia-smi -q`` text, by GPU index (the
     section's position: nvidia-smi lists GPUs in index order). Fragments without ``GPU …``
     headers have none, so the result is empty: the GPU's type is then not known."""
-    names: dict[int, str] = {}
-    index = -1
-    for line in _clean_lines(text):
-        stripped = line.strip()
-        if _GPU_HEADER.match(stripped):
-            index += 1
-            continue
-        match = _KEY_VALUE.match(stripped)
-        if index >= 0 and match and match.group(1).strip() == "Product Name":
-            value = _value(match.group(2))
-            if value is not None:
-                names.setdefault(index, value)
-    return names
+    return _scan(text).products
 
 
 # --------------------------------------------------------------------------- topo -m
@@ -402,6 +462,8 @@ _TRAILING = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")
 _TRAILING_START = frozenset({"CPU", "NUMA", "GPU"})
 _GPU_LABEL = re.compile(r"^GPU(\d{1,4})$")
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d{1,4})\s*:\s*(\S+)\s*$")
+_NUMA_RANGE = re.compile(r"(\d{1,5})(?:-(\d{1,5}))?")
+_CELL_WORD = re.compile(r"[A-Z]+\d*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,7 +506,7 @@ def _numa_list(raw: str | None, lineno: int) -> tuple[int, ...]:
         return ()
     nodes: list[int] = []
     for part in value.split(","):
-        match = re.fullmatch(r"(\d{1,5})(?:-(\d{1,5}))?", part)
+        match = _NUMA_RANGE.fullmatch(part)
         if match is None:
             raise ParseError(f"NUMA affinity {value!r} is not a list of ranges", lineno, SRC_TOPO)
         lo, hi = int(match.group(1)), int(match.group(2) or match.group(1))
@@ -459,7 +521,7 @@ def _link_cells(values: list[str]) -> int:
     affinity value (``0-71``, ``N/A``) arriving early means the row lost cells."""
     count = 0
     for value in values:
-        if not re.fullmatch(r"[A-Z]+\d*", value):
+        if not _CELL_WORD.fullmatch(value):
             break
         count += 1
     return count

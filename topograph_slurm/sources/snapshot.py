@@ -16,11 +16,22 @@ Layout of a snapshot directory::
     DIR/bench.json                       with `bench --record DIR`: the benchmark plan, command
                                          lines, timings, versions, results per run, per-level
                                          medians and findings (its own format and version)
+    DIR/facts.json                       written by `collect` after the snapshot: every node
+                                         read without a finding, parsed (GPUs, fabric source,
+                                         product names, its topo -m by index into the distinct
+                                         texts), with the size and mtime of each file it was
+                                         read from (its own format and version)
 
 The version rule: ``SNAPSHOT_VERSION`` changes only when a file that exists changes meaning, so
 an older reader would misread it. A new optional file beside the manifest (``bench.json``) does
 not bump it: readers ignore files they do not know, and a file that has a format of its own
 (``BENCH_FORMAT``/``BENCH_VERSION``) is checked by its reader here.
+
+The facts file is a cache: a reader takes a node from it only when every file the node's
+manifest entries name still has the size and mtime recorded there, and otherwise (a file
+changed, the file absent, of another version or unreadable) parses the node's texts as
+before. A 16,384-node snapshot holds ~1.4 GB of ``nvidia-smi -q`` text: parsed once, when
+collected, not by every command that reads the snapshot.
 
 A node that failed (non-zero exit, timeout, unreachable, garbage) is in the manifest with its
 exit code, error and stderr tail; reading turns it into a finding, so a node that could not be
@@ -31,10 +42,13 @@ is not done here (see ``topology.clique`` and ``topology.nvlink``).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from topograph_slurm.errors import InputError, ParseError
 from topograph_slurm.model import names
@@ -42,7 +56,11 @@ from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuFabric, GpuTopology
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding, decode_finding
-from topograph_slurm.sources.nvidia_smi import parse_fabric_output, parse_topo_matrix
+from topograph_slurm.sources.nvidia_smi import (
+    CLUSTER_UUID,
+    parse_fabric_output,
+    parse_topo_matrix,
+)
 
 SNAPSHOT_FORMAT = "topograph-slurm-snapshot"
 SNAPSHOT_VERSION = 1
@@ -56,6 +74,10 @@ IBNETDISCOVER_FILE = "ibnetdiscover.txt"
 KEY_QUERY = "nvidia-smi-query"
 KEY_Q = "nvidia-smi-q"
 KEY_TOPO = "nvidia-smi-topo"
+
+FACTS_FILE = "facts.json"
+FACTS_FORMAT = "topograph-slurm-snapshot-facts"
+FACTS_VERSION = 1
 
 BENCH_FILE = "bench.json"
 BENCH_FORMAT = "topograph-slurm-bench"
@@ -72,13 +94,15 @@ def check_node_name(node: str) -> str:
 @dataclass(slots=True)
 class NodeSnapshot:
     """One node's parsed outputs. ``gpus`` is None when no fabric output could be read;
-    ``fabric_source`` names the command it came from (``-q`` is preferred: it has Health)."""
+    ``fabric_source`` names the command it came from (``-q`` is preferred: it has Health);
+    ``products`` is each GPU's ``Product Name`` from ``-q``, by index. The texts themselves
+    are not kept: a 16,384-node snapshot holds ~1.4 GB of them."""
 
     name: str
     gpus: list[GpuFabric] | None = None
     fabric_source: str | None = None
     topology: GpuTopology | None = None
-    raw: dict[str, str] = field(default_factory=dict)
+    products: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -222,14 +246,34 @@ def _read_output(root: Path, entry: Mapping[str, Any]) -> str | None:
         return None
 
 
-def _parse_node(node: NodeSnapshot, findings: list[Finding]) -> None:
-    """Fill gpus/topology from raw outputs; -q first (it carries Health), then the CSV."""
+#: ``topo -m`` texts already parsed in this snapshot: nodes of one hardware print the same
+#: matrix, so each distinct text is parsed once (a GpuTopology is immutable, shared).
+_Topologies = dict[str, "GpuTopology | ParseError"]
+
+
+def _topology(text: str, seen: _Topologies) -> GpuTopology:
+    if text not in seen:
+        try:
+            seen[text] = parse_topo_matrix(text)
+        except ParseError as err:
+            seen[text] = err
+    found = seen[text]
+    if isinstance(found, ParseError):
+        raise found
+    return found
+
+
+def _parse_node(
+    node: NodeSnapshot, raw: Mapping[str, str], findings: list[Finding], seen: _Topologies
+) -> None:
+    """Fill gpus/topology/products from the node's outputs *raw*; -q first (it carries
+    Health, and the product names come from the same pass), then the CSV."""
     for key in (KEY_Q, KEY_QUERY):
-        text = node.raw.get(key)
+        text = raw.get(key)
         if text is None:
             continue
         try:
-            gpus = parse_fabric_output(text)
+            gpus = parse_fabric_output(text, node.products if key == KEY_Q else None)
         except ParseError as err:
             findings.append(Finding(FindingKind.COLLECT_PARSE_ERROR, node.name, f"{key}: {err}"))
             continue
@@ -240,14 +284,167 @@ def _parse_node(node: NodeSnapshot, findings: list[Finding]) -> None:
         findings.append(
             Finding(FindingKind.COLLECT_MISSING, node.name, "no nvidia-smi fabric output")
         )
-    text = node.raw.get(KEY_TOPO)
+    text = raw.get(KEY_TOPO)
     if text is not None:
         try:
-            node.topology = parse_topo_matrix(text)
+            node.topology = _topology(text, seen)
         except ParseError as err:
             findings.append(
                 Finding(FindingKind.COLLECT_PARSE_ERROR, node.name, f"{KEY_TOPO}: {err}")
             )
+
+
+def _read_node(
+    root: Path,
+    name: str,
+    entries: Sequence[Mapping[str, Any]],
+    findings: list[Finding],
+    seen: _Topologies,
+) -> NodeSnapshot:
+    """One node read and parsed from its manifest *entries*; its texts are dropped after."""
+    node, raw, failed = NodeSnapshot(name), {}, []
+    for entry in entries:
+        text = _read_output(root, entry) if entry.get("exit_code") == 0 else None
+        if text is not None:
+            raw[str(entry.get("command"))] = text
+        elif entry.get("exit_code") == 0 and not entry.get("error"):
+            what = f"{entry.get('command')}: output file missing"
+            findings.append(Finding(FindingKind.COLLECT_MISSING, name, what))
+        else:
+            failed.append(entry)
+    findings += _failure_findings(failed)
+    _parse_node(node, raw, findings, seen)
+    return node
+
+
+class _Stamp(msgspec.Struct, array_like=True, gc=False):
+    """A file a node was read from, as it was then: manifest path, size, mtime."""
+
+    file: str
+    size: int
+    mtime_ns: int
+
+
+class _NodeFacts(msgspec.Struct, gc=False):
+    files: list[_Stamp]
+    gpus: list[GpuFabric] | None
+    fabric_source: str | None
+    products: dict[int, str]
+    topology: int | None  # index into _Facts.topologies
+
+
+class _Facts(msgspec.Struct, gc=False):
+    format: str
+    version: int
+    topologies: list[str]
+    nodes: dict[str, _NodeFacts]
+
+
+def _stamps(root: Path, entries: Sequence[Mapping[str, Any]]) -> list[_Stamp] | None:
+    """The stamp of every file *entries* name; None when one is not a plain readable file
+    of a successful command (such a node is parsed, and its finding made, the long way)."""
+    stamps = []
+    for entry in entries:
+        rel = entry.get("file")
+        if entry.get("exit_code") != 0 or not isinstance(rel, str):
+            return None
+        try:
+            info = os.stat(root / rel)
+        except (OSError, ValueError):
+            return None
+        stamps.append(_Stamp(rel, info.st_size, info.st_mtime_ns))
+    return stamps
+
+
+def _plausible(known: _NodeFacts) -> bool:
+    """Whether *known* holds only what the text readers can hand on: one-line values, a
+    ClusterUUID that is a UUID, a clique that is a number (the facts file is no more
+    trusted than the texts: a block name or a report line must not come from it unchecked)."""
+    if known.fabric_source not in (None, KEY_Q, KEY_QUERY):
+        return False
+    texts: list[str | None] = list(known.products.values())
+    for gpu in known.gpus or ():
+        if gpu.cluster_uuid is not None and not CLUSTER_UUID.match(gpu.cluster_uuid):
+            return False
+        if gpu.clique_id is not None and not 0 <= gpu.clique_id < 2**32:
+            return False
+        texts += [gpu.bus_id, gpu.serial, gpu.uuid, gpu.state, gpu.status, gpu.health]
+        texts += [gpu.health_bandwidth, *gpu.health_flags]
+    return not any(text and ("\n" in text or "\r" in text) for text in texts)
+
+
+def _read_facts(root: Path) -> _Facts | None:
+    """The facts file, or None when there is none of this version (then every node is
+    parsed from its texts: the file only saves time)."""
+    try:
+        facts = msgspec.json.decode((root / FACTS_FILE).read_bytes(), type=_Facts)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    ours = facts.format == FACTS_FORMAT and facts.version == FACTS_VERSION
+    return facts if ours else None
+
+
+def _from_facts(
+    root: Path,
+    name: str,
+    entries: Sequence[Mapping[str, Any]],
+    facts: _Facts | None,
+    seen: _Topologies,
+) -> NodeSnapshot | None:
+    """Node *name* from the facts file when its files are as they were recorded."""
+    known = facts.nodes.get(name) if facts else None
+    if facts is None or known is None or not _plausible(known):
+        return None
+    if _stamps(root, entries) != known.files:
+        return None
+    topology = None
+    if known.topology is not None:
+        if not 0 <= known.topology < len(facts.topologies):
+            return None
+        topology = _topology(facts.topologies[known.topology], seen)
+    return NodeSnapshot(name, known.gpus, known.fabric_source, topology, known.products)
+
+
+def _node_entries(data: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
+    entries: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in _entries(data):
+        entries.setdefault(check_node_name(entry["node"]), []).append(entry)
+    return entries
+
+
+def snapshot_facts(path: Path | str) -> bytes:
+    """The facts file of the snapshot at *path* (``collect`` writes it beside the snapshot
+    it wrote): every node read without a finding, parsed, with its files' stamps."""
+    root = Path(path)
+    entries = _node_entries(_read_manifest(root))
+    seen: _Topologies = {}
+    texts: dict[str, int] = {}
+    nodes: dict[str, _NodeFacts] = {}
+    for name in sorted(entries, key=natural_key):
+        findings: list[Finding] = []
+        node = _read_node(root, name, entries[name], findings, seen)
+        stamps = _stamps(root, entries[name])
+        if findings or stamps is None:
+            continue
+        topo = next((e for e in entries[name] if e.get("command") == KEY_TOPO), None)
+        text = _read_output(root, topo) if topo is not None else None
+        index = texts.setdefault(text, len(texts)) if text is not None else None
+        nodes[name] = _NodeFacts(stamps, node.gpus, node.fabric_source, node.products, index)
+    return msgspec.json.encode(_Facts(FACTS_FORMAT, FACTS_VERSION, list(texts), nodes))
+
+
+def node_outputs(snapshot: Snapshot, key: str) -> dict[str, str]:
+    """Each node's successful output of the command *key* (``lldp``), read when asked: the
+    snapshot keeps no texts, and only a source that needs one command's (LLDP, for an
+    Ethernet fabric without UFM or ibnetdiscover) reads it."""
+    found = {}
+    for name, entries in _node_entries(snapshot.manifest).items():
+        for entry in entries:
+            if entry.get("command") == key and entry.get("exit_code") == 0:
+                text = _read_output(snapshot.path, entry)
+                if text is not None:
+                    found[name] = text
+    return found
 
 
 def load_snapshot(path: Path | str) -> Snapshot:
@@ -258,23 +455,15 @@ def load_snapshot(path: Path | str) -> Snapshot:
     """
     root = Path(path)
     data = _read_manifest(root)
-    nodes: dict[str, NodeSnapshot] = {}
+    entries = _node_entries(data)
+    facts = _read_facts(root)
     findings: list[Finding] = []
-    failed: list[Mapping[str, Any]] = []
-    for entry in _entries(data):
-        name = check_node_name(entry["node"])
-        node = nodes.setdefault(name, NodeSnapshot(name))
-        text = _read_output(root, entry) if entry.get("exit_code") == 0 else None
-        if text is not None:
-            node.raw[str(entry.get("command"))] = text
-        elif entry.get("exit_code") == 0 and not entry.get("error"):
-            what = f"{entry.get('command')}: output file missing"
-            findings.append(Finding(FindingKind.COLLECT_MISSING, name, what))
-        else:
-            failed.append(entry)
-    findings += _failure_findings(failed)
-    for name in sorted(nodes, key=natural_key):
-        _parse_node(nodes[name], findings)
+    seen: _Topologies = {}
+    nodes = {
+        name: _from_facts(root, name, entries[name], facts, seen)
+        or _read_node(root, name, entries[name], findings, seen)
+        for name in sorted(entries, key=natural_key)
+    }
     fabric_text = None
     fabric = data.get("fabric")
     if isinstance(fabric, dict):
@@ -283,12 +472,11 @@ def load_snapshot(path: Path | str) -> Snapshot:
             findings += _failure_findings([fabric])
     findings.sort(key=lambda f: (natural_key(f.subject), f.kind))
     bench = load_bench(root / BENCH_FILE) if (root / BENCH_FILE).is_file() else None
-    ordered = {name: nodes[name] for name in sorted(nodes, key=natural_key)}
     return Snapshot(
         root,
         str(data.get("created", "")),
         str(data.get("via", "")),
-        ordered,
+        nodes,
         data,
         fabric_text,
         findings,

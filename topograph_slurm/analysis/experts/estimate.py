@@ -5,59 +5,81 @@ evenly from every EP rank (uniform routing: the sender of a token is any rank al
 sender uses a replica inside its own domain when its domain holds one. Then the share of an
 expert's tokens that leaves the sender's domain is the share of ranks in domains without a
 replica of it.
+
+The estimate is array arithmetic over the expert × domain presence matrix (a model has a few
+hundred experts, a large job thousands of domains); the token counts themselves stay Python
+integers, which may exceed what an ``int64`` product holds, so the sums come out exact.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
 
 from topograph_slurm.model.experts import ExpertLayout, LayerEstimate, LayerPlan
 
-#: ``(GPU, logical expert)``: one replica of the expert on the GPU (rank-order GPU index).
-Placement = list[tuple[int, int]]
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Replicas as two parallel arrays: replica ``i`` of logical expert ``experts[i]`` is on
+    GPU ``gpus[i]`` (rank-order GPU index)."""
+
+    gpus: NDArray[np.intp]
+    experts: NDArray[np.intp]
 
 
 def contiguous(experts: int, gpus: int) -> Placement:
     """The default layout: one copy of every expert, experts laid over the GPUs in order
     (expert ``e`` on GPU ``e * gpus // experts``)."""
-    return [(expert * gpus // experts, expert) for expert in range(experts)]
+    expert = np.arange(experts, dtype=np.intp)
+    return Placement(expert * gpus // experts, expert)
 
 
 def planned(layer: LayerPlan, layout: ExpertLayout) -> Placement:
     """A plan's replicas: slot ``s`` on GPU ``s // slots_per_gpu``."""
-    per_gpu = layout.slots_per_gpu
-    return [(slot // per_gpu, expert) for slot, expert in enumerate(layer.physical_to_logical)]
+    slots = np.arange(len(layer.physical_to_logical), dtype=np.intp)
+    return Placement(slots // layout.slots_per_gpu, np.asarray(layer.physical_to_logical))
 
 
 def estimate(
     loads: Sequence[int], placement: Placement, gpu_domains: Sequence[int], groups: int
 ) -> LayerEstimate:
     """Busiest GPU over the mean, cross-domain share of tokens, groups split over domains."""
-    copies = Counter(expert for _, expert in placement)
-    gpu_load = [0.0] * len(gpu_domains)
-    homes: dict[int, set[int]] = defaultdict(set)
-    for gpu, expert in placement:
-        gpu_load[gpu] += loads[expert] / copies[expert]
-        homes[expert].add(gpu_domains[gpu])
+    experts = len(loads)
+    domain_of, domain_size = _domains(gpu_domains)
+    copies = np.bincount(placement.experts, minlength=experts).tolist()
+    # Each expert's share per replica, as Python divides it (exact for any token count);
+    # bincount then sums each GPU's shares in placement order, as a running sum would.
+    share = np.array([load / n if n else 0.0 for load, n in zip(loads, copies, strict=True)])
+    gpu_load = np.bincount(
+        placement.gpus, weights=share[placement.experts], minlength=len(gpu_domains)
+    )
+    present = np.zeros((experts, len(domain_size)), dtype=bool)
+    present[placement.experts, domain_of[placement.gpus]] = True
+    split = _split_groups(present, groups)
     total = sum(loads)
     if not total:
-        return LayerEstimate(1.0, 0.0, _split_groups(homes, len(loads), groups))
-    domain_size = Counter(gpu_domains)
-    outside = sum(
-        loads[expert] * sum(n for d, n in domain_size.items() if d not in homes[expert])
-        for expert in range(len(loads))
-    )
+        return LayerEstimate(1.0, 0.0, split)
+    ranks_outside = ((~present) @ domain_size).tolist()
+    outside = sum(load * ranks for load, ranks in zip(loads, ranks_outside, strict=True))
     return LayerEstimate(
-        max(gpu_load) * len(gpu_load) / total,
+        float(gpu_load.max()) * len(gpu_domains) / total,
         outside / (total * len(gpu_domains)),
-        _split_groups(homes, len(loads), groups),
+        split,
     )
 
 
-def _split_groups(homes: dict[int, set[int]], experts: int, groups: int) -> int:
-    size = experts // groups
-    spans = [
-        set().union(*(homes[e] for e in range(g * size, (g + 1) * size))) for g in range(groups)
-    ]
-    return sum(len(span) > 1 for span in spans)
+def _domains(gpu_domains: Sequence[int]) -> tuple[NDArray[np.intp], NDArray[np.int64]]:
+    """Each GPU's domain as an index 0..D-1, and each domain's GPU count."""
+    _, domain_of = np.unique(np.asarray(gpu_domains), return_inverse=True)
+    return domain_of.ravel(), np.bincount(domain_of.ravel()).astype(np.int64)
+
+
+def _split_groups(present: NDArray[np.bool_], groups: int) -> int:
+    """Groups (consecutive equal runs of experts) whose replicas sit in more than one domain."""
+    experts, domains = present.shape
+    spans = present.reshape(groups, experts // groups, domains).any(axis=1).sum(axis=1)
+    return int((spans > 1).sum())

@@ -13,12 +13,13 @@ to its rank, so slot ``s`` is always on rank ``s // slots_per_gpu``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
-from topograph_slurm.analysis.experts.balance import balanced_packing
+from topograph_slurm.analysis.experts.balance import balanced_packing, balanced_packing_rows
 from topograph_slurm.analysis.experts.estimate import contiguous, estimate, planned
 from topograph_slurm.analysis.experts.replicate import replicate
 from topograph_slurm.errors import UsageError
@@ -42,7 +43,7 @@ def plan_experts(
     experts = len(loads[0])
     _check_layout(experts, replicas, groups, len(gpu_domains))
     order = sorted(range(len(gpu_domains)), key=gpu_domains.__getitem__)
-    sizes = sorted(gpu_domains.count(d) for d in set(gpu_domains))
+    sizes = sorted(Counter(gpu_domains).values())
     domains = len(sizes)
     why_global = _why_global(experts, groups, domains, sizes[0] == sizes[-1])
     policy = GLOBAL if why_global else HIERARCHICAL
@@ -52,8 +53,7 @@ def plan_experts(
         _layer(np.asarray(row, dtype=np.float32), layout, packed_groups, packed_domains)
         for row in loads
     ]
-    width = max(max(counts) for _, _, counts in slots)
-    layers = [_in_rank_order(slot, order, layout, width) for slot in slots]
+    layers = [_in_rank_order(slot, order, layout) for slot in slots]
     return ExpertPlan(
         layout,
         policy,
@@ -94,7 +94,7 @@ def _why_global(experts: int, groups: int, domains: int, even: bool) -> str:
     return "" if even else UNEVEN_DOMAINS
 
 
-_Slots = tuple[list[int], list[int], list[int]]
+_Slots = tuple[NDArray[np.intp], NDArray[np.intp], list[int]]
 
 
 def _layer(row: NDArray[np.float32], layout: ExpertLayout, groups: int, domains: int) -> _Slots:
@@ -110,36 +110,33 @@ def _layer(row: NDArray[np.float32], layout: ExpertLayout, groups: int, domains:
     domain_experts = [g * group_size + k for g in laid for k in range(group_size)]
     slots_per_domain = layout.replicas // domains
     experts_per_domain = experts // domains
-    slot_expert, slot_rank, counts = [0] * layout.replicas, [0] * layout.replicas, [0] * experts
+    slot_expert = np.zeros(layout.replicas, dtype=np.intp)
+    slot_rank = np.zeros(layout.replicas, dtype=np.intp)
+    counts = np.zeros(experts, dtype=np.intp)
+    local = np.asarray(domain_experts).reshape(domains, experts_per_domain)
+    per_copy = np.empty((domains, slots_per_domain), dtype=np.float32)
+    copy_expert = np.empty((domains, slots_per_domain), dtype=np.intp)
+    copy_rank = np.empty((domains, slots_per_domain), dtype=np.intp)
     for domain in range(domains):
-        local = domain_experts[domain * experts_per_domain : (domain + 1) * experts_per_domain]
-        local_loads = row[local]
+        local_loads = row[local[domain]]
         copies = replicate(local_loads, slots_per_domain)
         shares = np.divide(local_loads, np.asarray(copies.counts, dtype=np.float32))
-        per_copy = np.asarray(shares, dtype=np.float32)[copies.slot_expert]
-        on_gpus = balanced_packing(per_copy, layout.gpus // domains)
-        base = domain * slots_per_domain
-        for slot, (expert, rank) in enumerate(
-            zip(copies.slot_expert, copies.slot_rank, strict=True)
-        ):
-            target = base + on_gpus.pack[slot] * layout.slots_per_gpu + on_gpus.rank[slot]
-            slot_expert[target], slot_rank[target] = local[expert], rank
-        for expert, count in enumerate(copies.counts):
-            counts[local[expert]] = count
-    return slot_expert, slot_rank, counts
+        per_copy[domain] = np.asarray(shares, dtype=np.float32)[copies.slot_expert]
+        copy_expert[domain] = local[domain][copies.slot_expert]
+        copy_rank[domain] = copies.slot_rank
+        counts[local[domain]] = copies.counts
+    pack, rank = balanced_packing_rows(per_copy, layout.gpus // domains)
+    base = np.arange(domains)[:, None] * slots_per_domain
+    target = base + pack * layout.slots_per_gpu + rank
+    slot_expert[target] = copy_expert
+    slot_rank[target] = copy_rank
+    return slot_expert, slot_rank, counts.tolist()
 
 
-def _in_rank_order(slots: _Slots, order: list[int], layout: ExpertLayout, width: int) -> LayerPlan:
-    """EPLB's GPU ``j`` is rank ``order[j]``: its block of slots moved there, the
-    logical-to-physical map built from the moved slots (replica rank order, -1 padded)."""
+def _in_rank_order(slots: _Slots, order: list[int], layout: ExpertLayout) -> LayerPlan:
+    """EPLB's GPU ``j`` is rank ``order[j]``: its block of slots moved there."""
     slot_expert, slot_rank, counts = slots
     per_gpu = layout.slots_per_gpu
-    physical, ranks = [0] * layout.replicas, [0] * layout.replicas
-    for gpu, rank in enumerate(order):
-        block = slice(gpu * per_gpu, (gpu + 1) * per_gpu)
-        physical[rank * per_gpu : (rank + 1) * per_gpu] = slot_expert[block]
-        ranks[rank * per_gpu : (rank + 1) * per_gpu] = slot_rank[block]
-    to_physical = [[-1] * width for _ in counts]
-    for slot, (expert, replica) in enumerate(zip(physical, ranks, strict=True)):
-        to_physical[expert][replica] = slot
-    return LayerPlan(physical, to_physical, counts)
+    gpu_of_rank = np.argsort(np.asarray(order))
+    source = (gpu_of_rank[:, None] * per_gpu + np.arange(per_gpu)).ravel()
+    return LayerPlan(slot_expert[source].tolist(), slot_rank[source].tolist(), counts)
