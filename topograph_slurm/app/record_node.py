@@ -310,7 +310,12 @@ def _own_findings(data: Mapping[str, object], node: str, job_id: str, where: str
     names.check([node], "node", where)
     kinds = {kind.value: kind for kind in NODE_END_KINDS}
     return [
-        Finding(kinds[f.kind], f.subject, f.message, nodes=(node,))
+        _about_node(kinds[f.kind], f, node)
         for f in findings(data, where)
         if f.kind in kinds and (f.subject == node or f.subject.startswith(f"{node}/"))
     ]
+
+
+def _about_node(kind: FindingKind, found: Finding, node: str) -> Finding:
+    """*found* as the catalogue's *kind* (its level, not the file's) about *node*."""
+    return Finding(kind, found.subject, found.message, nodes=(node,))

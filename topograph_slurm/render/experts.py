@@ -33,6 +33,7 @@ def experts_data(
     return {
         "policy": plan.policy,
         "why_global": plan.why_global,
+        "experts": len(plan.layers[0].replica_counts) if plan.layers else 0,
         "domain_kind": domain_kind,
         "loads_from": loads_from,
         "ranks_from": ranks_from,

@@ -79,7 +79,11 @@ def _domains(gpu_domains: Sequence[int]) -> tuple[NDArray[np.intp], NDArray[np.i
 
 
 def _split_groups(present: NDArray[np.bool_], groups: int) -> int:
-    """Groups (consecutive equal runs of experts) whose replicas sit in more than one domain."""
+    """Groups (consecutive equal runs of experts // groups experts; with groups that do not
+    divide the experts, as the global fallback allows, the remainder is in none) whose
+    replicas sit in more than one domain."""
     experts, domains = present.shape
-    spans = present.reshape(groups, experts // groups, domains).any(axis=1).sum(axis=1)
+    size = experts // groups
+    grouped = present[: groups * size].reshape(groups, size, domains)
+    spans = grouped.any(axis=1).sum(axis=1)
     return int((spans > 1).sum())
