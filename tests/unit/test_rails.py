@@ -16,7 +16,12 @@ from click.testing import CliRunner, Result
 from tests.conftest import real_dump_names, real_fixture
 from tests.support.ufm_standin import ufm_json_from_fabric
 from topograph_slurm.analysis.fabric.analyse import analyse
-from topograph_slurm.analysis.fabric.naming import NamingPolicy, compile_rewrites, hca_names
+from topograph_slurm.analysis.fabric.naming import (
+    HcaNames,
+    NamingPolicy,
+    compile_rewrites,
+    hca_names,
+)
 from topograph_slurm.analysis.fabric.rails import misaligned_rails
 from topograph_slurm.app.fabric import DEMO_SIM
 from topograph_slurm.cli.main import main
@@ -52,10 +57,15 @@ def _swap(rails_of: Rails, node: str, a: int, b: int) -> None:
     held[a], held[b] = (hca_a, leaf_b), (hca_b, leaf_a)
 
 
+def _named(names: dict[str, str]) -> HcaNames:
+    """The names of a test's table, as the rail check asks for them."""
+    return lambda hcas: list(map(names.get, hcas))
+
+
 def _judge(rails_of: Rails, names: dict[str, str]) -> list[tuple[str, str]]:
     leaves = sorted({leaf for held in rails_of.values() for _, leaf in held})
     group = LeafGroup(leaves[0], leaves, sorted(rails_of))
-    found = misaligned_rails([group], rails_of, names, {})
+    found = misaligned_rails([group], rails_of, _named(names), {})
     assert all(f.kind == FindingKind.RAIL_MISALIGNED and f.is_problem for f in found)
     return [(f.subject, f.message) for f in found]
 
@@ -106,14 +116,17 @@ def test_no_majority_no_rail_and_one_leaf_no_unit() -> None:
     _swap(rails_of, "n1", 0, 1)
     assert _judge(rails_of, names) == []
     one_leaf = {f"n{n}": [(f"h{n}-{r}", "leaf") for r in range(2)] for n in range(4)}
-    assert misaligned_rails([LeafGroup("leaf", ["leaf"], sorted(one_leaf))], one_leaf, {}, {}) == []
+    assert (
+        misaligned_rails([LeafGroup("leaf", ["leaf"], sorted(one_leaf))], one_leaf, _named({}), {})
+        == []
+    )
 
 
 def test_a_cable_to_another_units_leaf_is_the_rail_votes_not_this() -> None:
     rails_of, names = _unit(nodes=4, rails=2)
     rails_of["n1"][1] = ("h1-1", "elsewhere")  # a rail disagreement, not a swap in the unit
     group = LeafGroup("r0", ["r0", "r1"], sorted(rails_of))
-    assert misaligned_rails([group], rails_of, names, {}) == []
+    assert misaligned_rails([group], rails_of, _named(names), {}) == []
 
 
 def test_hca_names_are_the_second_word_after_the_map_and_the_rewrites() -> None:
@@ -125,9 +138,9 @@ def test_hca_names_are_the_second_word_after_the_map_and_the_rewrites() -> None:
         node_name_map={mapped: "gpu0001 mlx5_7"},
         rewrites=compile_rewrites([(r"^(gpu\d+)_port(\d)$", r"\1 mlx5_\2")]),
     )
-    rails_of = analyse(fabric, policy).hosts.rails
-    named = hca_names(fabric, policy, rails_of)
-    assert sorted(named.values()) == ["mlx5_0", "mlx5_1", "mlx5_7"]  # "gpu0002" names none
+    hcas = [hca for held in analyse(fabric, policy).hosts.rails.values() for hca, _leaf in held]
+    named = dict(zip(hcas, hca_names(fabric, policy)(hcas), strict=True))
+    assert sorted(map(str, named.values())) == ["None", "mlx5_0", "mlx5_1", "mlx5_7"]
     assert named[mapped] == "mlx5_7"
 
 

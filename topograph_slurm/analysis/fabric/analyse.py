@@ -77,9 +77,7 @@ def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) 
     hosts, findings = _one_subnet_per_node(fabric, hosts, links, component, switch_names)
     groups, grouping = group_leaves(hosts.rails, switch_names)
     findings += grouping
-    findings += misaligned_rails(
-        groups, hosts.rails, hca_names(fabric, policy, hosts.rails), switch_names
-    )
+    findings += misaligned_rails(groups, hosts.rails, hca_names(fabric, policy), switch_names)
     service = _service_switches(hosts, links.ca_leaves)
     tree = build_tree(links.neighbours, groups, switch_names, service, component, max_tiers)
     findings += health.islands(tree)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import and_, attrgetter, eq, is_not, itemgetter, not_
@@ -125,21 +125,29 @@ def _rewritten(description: str, policy: NamingPolicy) -> str:
     return desc
 
 
-def hca_names(
-    fabric: Fabric, policy: NamingPolicy, rails: Mapping[str, list[tuple[str, str]]]
-) -> dict[str, str]:
-    """The name of every placed HCA (``mlx5_0``): its description's second word after the
-    node-name map and the rewrites, the word ``--hcas`` matches. An HCA whose description
-    names none is left out, so rail alignment does not judge it. Column at a time: a 16k-node
-    fabric has 131k HCAs."""
-    hcas = [hca for node_rails in rails.values() for hca, _leaf in node_rails]
-    described: Iterable[str] = map(attrgetter("description"), map(fabric.cas.__getitem__, hcas))
-    if policy.node_name_map:
-        described = map(policy.node_name_map.get, hcas, described)
-    if policy.rewrites:
-        described = (_rewritten(desc, policy) for desc in described)
-    words = map(str.split, described, repeat(None), repeat(2))
-    return {hca: split[1] for hca, split in zip(hcas, words, strict=True) if len(split) > 1}
+#: HCA GUIDs -> their names in the same order (``mlx5_0``; None: the description names none)
+HcaNames = Callable[[list[str]], list[str | None]]
+
+
+def hca_names(fabric: Fabric, policy: NamingPolicy) -> HcaNames:
+    """The names of the HCAs it is given (``mlx5_0``): each description's second word after
+    the node-name map and the rewrites, the word ``--hcas`` matches; None when a description
+    names none, so rail alignment does not judge that HCA. A function, not a table: the rail
+    check names a unit's HCAs as it judges the unit (a 16k-node fabric has 131k HCAs, and a
+    table of them all cost more than the judging)."""
+
+    def names_of(hcas: list[str]) -> list[str | None]:
+        described: Iterable[str] = map(attrgetter("description"), map(fabric.cas.__getitem__, hcas))
+        if policy.node_name_map:
+            described = map(policy.node_name_map.get, hcas, described)
+        if policy.rewrites:
+            described = (_rewritten(desc, policy) for desc in described)
+        words = list(map(str.split, described, repeat(None), repeat(2)))
+        if all(map((1).__lt__, map(len, words))):  # every description names an HCA
+            return list(map(itemgetter(1), words))
+        return [split[1] if len(split) > 1 else None for split in words]
+
+    return names_of
 
 
 def host_of(description: str, policy: NamingPolicy) -> tuple[str | None, str]:

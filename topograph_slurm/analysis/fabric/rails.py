@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from itertools import chain
 from operator import itemgetter
 
+from topograph_slurm.analysis.fabric.naming import HcaNames
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding, LeafGroup
@@ -46,7 +47,7 @@ Placed = dict[str, tuple[str, str]]
 
 
 def _placed(
-    node_rails: list[tuple[str, str]], unit: set[str], hca_names: Mapping[str, str]
+    node_rails: list[tuple[str, str]], unit: set[str], hca_names: Mapping[str, str | None]
 ) -> Placed:
     """The node's HCAs on the unit's leaves whose name the node carries once."""
     named = [(hca_names.get(hca), hca, leaf) for hca, leaf in node_rails]
@@ -91,17 +92,17 @@ def _rail_number(switch: str) -> str | None:
 
 def _fabric_rails(
     rails: Mapping[str, list[tuple[str, str]]],
-    hca_names: Mapping[str, str],
+    hca_names: HcaNames,
     switch_names: Mapping[str, str],
 ) -> dict[str, str]:
     """Each rail number with the HCA name holding a strict majority (at least two) of the
     HCAs on leaves of that number, over the whole fabric."""
+    held = list(chain.from_iterable(rails.values()))
     votes: dict[str, Counter[str]] = {}
-    for held in rails.values():
-        for hca, leaf in held:
-            number, name = _rail_number(switch_names.get(leaf, leaf)), hca_names.get(hca)
-            if number is not None and name is not None:
-                votes.setdefault(number, Counter())[name] += 1
+    for name, leaf in zip(hca_names(list(map(_HCA, held))), map(_LEAF, held), strict=True):
+        number = _rail_number(switch_names.get(leaf, leaf))
+        if number is not None and name is not None:
+            votes.setdefault(number, Counter())[name] += 1
     return _majorities(votes)
 
 
@@ -124,35 +125,40 @@ def _ties_by_rail_number(
     return decided
 
 
-def _one_leaf_per_name(
-    group: LeafGroup, rails: Mapping[str, list[tuple[str, str]]], hca_names: Mapping[str, str]
-) -> bool:
-    """Every HCA name of the unit's nodes on one leaf: nothing to judge (the usual unit, told
-    a column at a time: a 16k-node fabric has 131k HCAs)."""
+def _names_to_judge(
+    group: LeafGroup, rails: Mapping[str, list[tuple[str, str]]], hca_names: HcaNames
+) -> dict[str, str | None] | None:
+    """The names of the unit's nodes' HCAs by GUID; None when every name is on one leaf:
+    nothing to judge (the usual unit, told a column at a time: a 16k-node fabric has 131k
+    HCAs)."""
     held = list(chain.from_iterable(map(rails.__getitem__, group.nodes)))
-    names = list(map(hca_names.get, map(_HCA, held)))
-    return len(set(zip(names, map(_LEAF, held), strict=True))) == len(set(names))
+    hcas = list(map(_HCA, held))
+    names = hca_names(hcas)
+    if len(set(zip(names, map(_LEAF, held), strict=True))) == len(set(names)):
+        return None
+    return dict(zip(hcas, names, strict=True))
 
 
 def misaligned_rails(
     groups: list[LeafGroup],
     rails: Mapping[str, list[tuple[str, str]]],
-    hca_names: Mapping[str, str],
+    hca_names: HcaNames,
     switch_names: Mapping[str, str],
 ) -> list[Finding]:
     """A ``rail-misaligned`` finding for every node of a rail-optimised unit with an HCA on
     another rail's leaf of the unit, naming each such HCA, its leaf and its rail's leaf.
 
-    *hca_names* maps HCA GUIDs to their names (``mlx5_0``; see :func:`.naming.hca_names`);
-    an HCA it does not name is not judged.
+    *hca_names* names HCAs (``mlx5_0``; see :func:`.naming.hca_names`); an HCA it does not
+    name is not judged.
     """
     findings = []
     fabric_rails: dict[str, str] | None = None  # rail number -> HCA name, read when needed
     for group in groups:
-        if len(group.switches) < 2 or _one_leaf_per_name(group, rails, hca_names):
+        names = _names_to_judge(group, rails, hca_names) if len(group.switches) > 1 else None
+        if names is None:
             continue
         unit = set(group.switches)
-        placed = {node: _placed(rails[node], unit, hca_names) for node in group.nodes}
+        placed = {node: _placed(rails[node], unit, names) for node in group.nodes}
         if not _rail_optimised(placed):
             continue
         leaf_of = _rail_leaves(placed)
