@@ -56,6 +56,8 @@ from docker.types import Ulimit
 HERE = Path(__file__).resolve().parent
 #: The wheel ``ClusterSpec.tool`` installs when Cluster is given none (``tool_wheel=``).
 WHEEL_ENV = "TOPOGRAPH_SLURM_WHEEL"
+#: The tool as ``ClusterSpec.tool`` installs it: Dockerfile.tool's link to the venv's script.
+TOOL_COMMAND = "/usr/local/bin/topograph-slurm"
 LABEL = "org.topograph-slurm.test-cluster"
 LABEL_OWNER = "org.topograph-slurm.owner"
 LABEL_CREATED = "org.topograph-slurm.created"

@@ -32,7 +32,7 @@ class Exit(IntEnum):
     AUTH = 8  # credentials missing, refused by the server, or unsafely stored
     OUTPUT = 9  # an output file or directory could not be written
     APPLY = 10  # Slurm refused a change: a new topology (restored) or a health --apply update
-    JOB_REFUSED = 11  # record start's gate refused the job: the one code a hook script passes on
+    JOB_REFUSED = 11  # the gate refused a job it could not hold: the one code a hook passes on
     DEFERRED = 12  # generate --reconfigure waited past its bound for jobs in their prolog
     BUG = 70  # an unexpected internal error (EX_SOFTWARE)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as a shell reports it)

@@ -32,6 +32,7 @@ START = """#!/bin/sh
 config=/etc/slurm/topograph.yaml topology=/etc/slurm/topology.conf
 [ -e /shared/broken-config ] && config=/etc/slurm/broken.yaml
 [ -e /shared/broken-fabric ] && topology=/shared/no-such-topology.conf
+[ -e /shared/no-hold ] && config=/etc/slurm/no-hold.yaml
 echo "$SLURM_JOB_ID" >> /shared/starts.log
 exec topograph-slurm --config "$config" record start --topology "$topology" 2>>/shared/start.err
 """
@@ -40,6 +41,11 @@ TASK = """#!/bin/sh
 config=/etc/slurm/topograph.yaml
 [ -e /shared/broken-config ] && config=/etc/slurm/broken.yaml
 exec topograph-slurm --config "$config" record task 2>>/shared/task.err
+"""
+#: An scontrol whose requeuehold fails (the gate's hold refused), every other command the real one.
+NO_HOLD = """#!/bin/sh
+[ "$1" = requeuehold ] && { echo "scontrol: error: staged failure" >&2; exit 1; }
+exec scontrol "$@"
 """
 #: The --tp-size filter's record of TP 4 over two nodes of two GPUs (set as the filter would).
 TP4 = "topograph:tp=4,gpn=2,group=2,src=user"
@@ -60,6 +66,8 @@ def cluster(make_module_cluster: Callable[..., Cluster]) -> Cluster:
         extra_files={
             "topograph.yaml": CONFIG,
             "broken.yaml": "record_dir: [\n",
+            "no-hold.yaml": f"{CONFIG}scontrol: /etc/slurm/scontrol-no-hold.sh\n",
+            "scontrol-no-hold.sh": NO_HOLD,
             "record-start.sh": START,
             "record-task.sh": TASK,
         },
@@ -124,34 +132,75 @@ def test_a_job_of_two_steps_is_recorded_once_and_its_tasks_see_the_exports(
         assert variables["TOPOGRAPH_TOPOLOGY_SHA256"] == record["topology_sha256"]
 
 
-def wait_held(cluster: Cluster, job: str, timeout: float = 90) -> dict[str, str]:
-    """``scontrol show job`` of the job once it is requeued and held after the refusal."""
-    deadline = time.monotonic() + timeout
+def wait_shown(
+    cluster: Cluster, job: str, done: Callable[[dict[str, str]], bool]
+) -> dict[str, str]:
+    """``scontrol show job`` of the job once *done* says so (90 s at most)."""
+    deadline = time.monotonic() + 90
     while True:
         shown = parse_kv_line(cluster.exec(f"scontrol -o show job {job}").stdout)
-        # "Cleaning" first, while the requeue completes
-        if shown.get("Reason") == "job_requeued_in_held_state":
+        if done(shown):
             return shown
         assert time.monotonic() < deadline, shown
         time.sleep(1)
 
 
+def prolog_failures(cluster: Cluster, job: str) -> list[str]:
+    """slurmctld's lines on the job's PrologSlurmctld exiting non-zero (24.11, 26.05: the
+    script runner's ``... PrologSlurmctld exit status 11:0`` and the callback's
+    ``prolog_slurmctld JobId=N prolog exit status 11:0``)."""
+    lines = cluster.slurmctld_log().splitlines()
+    return [line for line in lines if f"JobId={job} " in line and "exit status" in line]
+
+
 def test_the_gate_requeues_and_holds_a_crossing_job_without_draining(cluster: Cluster) -> None:
-    """The refusal requeues the job (Slurm's answer to a failing PrologSlurmctld) and record
-    start holds it (scontrol requeuehold; alone, Slurm retries it every ~2 minutes); no node
-    is drained (docs/record.md)."""
+    """record start requeues and holds the refused job (scontrol requeuehold) and exits 0:
+    no failed PrologSlurmctld, so no second requeue by Slurm (which, racing the hold, let
+    the job run on 26.05), no node drained (docs/record.md)."""
     job = submit(cluster, "-N 2 -w node01,node03 --gres=gpu:2 --wrap true")
-    shown = wait_held(cluster, job)
+    # "Cleaning" first, while the requeue completes
+    shown = wait_shown(cluster, job, lambda s: s.get("Reason") == "job_requeued_in_held_state")
     assert (shown["JobState"], shown["Priority"], shown["Restarts"]) == ("PENDING", "0", "1"), shown
-    wanted = (f"Requeuing JobId={job}", "PrologSlurmctld exit status 11:0")
     deadline = time.monotonic() + 30  # the hold can be seen before the log line is flushed
-    while not all(line in (log := cluster.slurmctld_log()) for line in wanted):
+    while f"Requeuing JobId={job}" not in (log := cluster.slurmctld_log()):
         assert time.monotonic() < deadline, log[-3000:]
         time.sleep(1)
     record = json.loads(cluster.read_file(f"/shared/records/job-{job}.json"))
     assert record["refused"] == "tp-crossing: 1 of 1 TP groups of 4 GPUs cross out of leaf"
     errors = cluster.read_file("/shared/start.err").decode()
     assert f"job {job} refused: tp-crossing" in errors and "not held" not in errors
+    time.sleep(5)  # what a failed prolog's requeue would do comes within seconds
+    shown = parse_kv_line(cluster.exec(f"scontrol -o show job {job}").stdout)
+    assert (shown["JobState"], shown["Reason"], shown["Restarts"]) == (
+        "PENDING",
+        "job_requeued_in_held_state",
+        "1",
+    ), shown
+    assert prolog_failures(cluster, job) == []
+    states = cluster.node_states()
+    assert all(states[node] == "idle" for node in NODES), states
+    cluster.exec(f"scancel {job}")
+
+
+def test_a_refused_job_the_gate_cannot_hold_is_requeued_by_slurm(cluster: Cluster) -> None:
+    """requeuehold fails (a staged scontrol): record start exits 11, so Slurm requeues the
+    job itself (unheld, retried after its requeue delay); it does not run meanwhile."""
+    cluster.exec("touch /shared/no-hold")
+    try:
+        job = submit(cluster, "-N 2 -w node01,node03 --gres=gpu:2 --wrap true")
+        shown = wait_shown(
+            cluster, job, lambda s: s.get("JobState") == "PENDING" and s.get("Restarts") == "1"
+        )
+    finally:
+        cluster.exec("rm -f /shared/no-hold")
+    assert shown["Reason"] != "job_requeued_in_held_state" and shown["Priority"] != "0", shown
+    deadline = time.monotonic() + 30  # the requeue can be seen before the log line is flushed
+    while not any("exit status 11:0" in line for line in prolog_failures(cluster, job)):
+        assert time.monotonic() < deadline, cluster.slurmctld_log()[-3000:]
+        time.sleep(1)
+    errors = cluster.read_file("/shared/start.err").decode()
+    assert "not held (Slurm requeues it and retries)" in errors and "staged failure" in errors
+    assert cluster.exec(f"test -e /shared/slurm-{job}.out").rc != 0  # the batch script never ran
     states = cluster.node_states()
     assert all(states[node] == "idle" for node in NODES), states
     cluster.exec(f"scancel {job}")

@@ -114,10 +114,14 @@ def test_without_a_tp_record_tp_is_one_nodes_gpus(tmp_path: Path) -> None:
     assert data["tp_home"] == "node" and data["tp_inside"] is True
 
 
-def test_the_gate_refuses_a_crossing_job_and_still_writes_the_record(tmp_path: Path) -> None:
+def test_the_gate_holds_a_crossing_job_exits_0_and_still_writes_the_record(
+    tmp_path: Path,
+) -> None:
+    """Held by requeuehold, the refused job needs no failing hook: exit 0 (a failing one
+    would have Slurm requeue it once more, docs/record.md)."""
     config = setup(tmp_path, CROSSING, TP16, "record_refuse: [tp-crossing]\n")
     result = run(config, "record", "start", "--job", "7")
-    assert result.exit_code == Exit.JOB_REFUSED, result.output
+    assert result.exit_code == 0, result.output
     assert result.stderr.strip().splitlines() == [
         "topograph-slurm: job 7 refused: tp-crossing: 1 of 1 TP groups of 16 GPUs cross out of leaf"
     ]
@@ -128,6 +132,7 @@ def test_the_gate_refuses_a_crossing_job_and_still_writes_the_record(tmp_path: P
 
 
 def test_a_refused_job_slurm_will_not_hold_is_still_refused(tmp_path: Path) -> None:
+    """The hold failed: exit 11, so that Slurm's own requeue keeps the job from running."""
     config = setup(tmp_path, CROSSING, TP16, "record_refuse: [tp-crossing]\n", hold=1)
     result = run(config, "record", "start", "--job", "7")
     assert result.exit_code == Exit.JOB_REFUSED, result.output

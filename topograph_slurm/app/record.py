@@ -55,12 +55,13 @@ class StartRequest:
 @dataclass(frozen=True, slots=True)
 class Started:
     """What ``record start`` did: the record and where it went, what went wrong (the
-    write, the hold of a refused job; empty: nothing), and the gate's refusal (empty: the
-    job may run)."""
+    write, the hold of a refused job; empty: nothing), the gate's refusal (empty: the
+    job may run) and whether the refused job is held (``scontrol requeuehold`` done)."""
 
     record: JobRecord
     path: Path | None
     trouble: str = ""
+    held: bool = False
 
     @property
     def refused(self) -> str:
@@ -71,7 +72,9 @@ def start(settings: Settings, request: StartRequest, warn: Warn) -> Started:
     """The job's record, written once for this start (a requeued job's rewrites the last):
     a job id that is no number is a usage error and nothing is written; any other trouble is
     recorded as a finding (or, when even the write fails, returned) and the job runs. A job
-    the gate refuses is requeued and held (``scontrol requeuehold``)."""
+    the gate refuses is requeued and held here (``scontrol requeuehold``), so the hook may
+    then succeed: Slurm's own requeue of a failed PrologSlurmctld would come second (docs/
+    record.md)."""
     job_id = record_files.check_job_id(request.job_id)
     path = record_files.record_file(record_dir(settings), job_id)
     record = _record(settings, request, warn)
@@ -82,13 +85,17 @@ def start(settings: Settings, request: StartRequest, warn: Warn) -> Started:
     except (OutputError, InputError) as err:
         written = None
         troubles.append(f"record not written: {err}")
+    held = False
     if record.refused:
-        troubles += _hold(settings, job_id)
-    return Started(record, written, "; ".join(troubles))
+        unheld = _hold(settings, job_id)
+        held = not unheld
+        troubles += unheld
+    return Started(record, written, "; ".join(troubles), held)
 
 
 def _hold(settings: Settings, job_id: str) -> list[str]:
-    """The refused job requeued and held (what Slurm would not do on its own); why not."""
+    """The refused job requeued and held (what Slurm would not do on its own); why not
+    (empty: held). ``requeuehold`` is synchronous: when it returns, the job is pending."""
     from topograph_slurm.slurm.jobs import requeue_hold
     from topograph_slurm.slurm.scontrol import Scontrol
 

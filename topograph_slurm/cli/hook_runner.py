@@ -2,7 +2,8 @@
 Slurm requeues a job whose PrologSlurmctld fails and drains a node whose Prolog or Epilog
 does, so whatever goes wrong inside the tool — a bug, a bad config, a full disk, a hung
 scontrol or file system past the hook's deadline — becomes one line on stderr (slurmctld's or
-slurmd's log) and exit 0. Only the gate's own code (``Exit.JOB_REFUSED``) leaves non-zero.
+slurmd's log) and exit 0. Only the gate's own code (``Exit.JOB_REFUSED``: a refused job
+``record start`` could not hold) leaves non-zero.
 
 What Python cannot catch (the interpreter or a module missing, a kill) the installed script
 catches: it passes on that one code and turns every other into 0 (``hooks install``).

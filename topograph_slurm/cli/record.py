@@ -69,9 +69,9 @@ def _job_option(hook: str, **kwargs: Any) -> Callable[[F], F]:
     "record_refuse",
     type=click.Choice(REFUSALS),
     multiple=True,
-    help="The gate (config record_refuse): tp-crossing exits 1 when TP groups cross their "
-    "home, so Slurm requeues the job, and holds it (scontrol requeuehold); the record is "
-    "written anyway.",
+    help="The gate (config record_refuse): tp-crossing refuses a job whose TP groups cross "
+    "their home: it is requeued and held (scontrol requeuehold, exit 0), or, when the hold "
+    "fails, exit 11 so that Slurm requeues it; the record is written anyway.",
 )
 @click.option(
     "--bench",
@@ -89,9 +89,9 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
     What cannot be learned (Slurm, the fabric, the bench record) becomes a record-incomplete
     finding; the hook then says so in one line and exits 0: it never fails a job for its
     own trouble (a broken config, an untrusted or unwritable record_dir, a job id that is no
-    number: nothing is written then), whatever it is (cli/hook_runner.py). Exit 11 only when
-    the gate refuses (--refuse tp-crossing; the job is requeued and held), explain's line on
-    stderr.
+    number: nothing is written then), whatever it is (cli/hook_runner.py). A job the gate
+    refuses (--refuse tp-crossing; explain's line on stderr) is requeued and held, exit 0;
+    exit 11 only when the hold fails, so that Slurm requeues it.
     """
     from topograph_slurm.model.numbers import natural
     from topograph_slurm.sources.record import check_job_id
@@ -114,7 +114,8 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
         warn(f"job {job_id}: {'; '.join(troubles)}")
     if started.refused:
         click.echo(f"topograph-slurm: job {job_id} refused: {started.refused}", err=True)
-        ctx.exit(Exit.JOB_REFUSED)
+        # held: exit 0, or Slurm requeues the held job a second time (docs/record.md)
+        ctx.exit(Exit.OK if started.held else Exit.JOB_REFUSED)
     ctx.exit(Exit.OK)
 
 

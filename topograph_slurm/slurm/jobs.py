@@ -134,10 +134,11 @@ def _gpus_per_node(job: Job) -> int | None:
 
 
 def requeue_hold(scontrol: Scontrol, job_id: str) -> None:
-    """``scontrol requeuehold <job_id>``: the job back to pending, held (priority 0). From a
-    PrologSlurmctld that refuses a job: Slurm alone requeues it unheld and retries it after
-    its requeue delay, again and again (24.11, 26.05); held, it waits for an admin's or the
-    user's ``scontrol release``. A collect error when Slurm refuses."""
+    """``scontrol requeuehold <job_id>``: the job back to pending, held (priority 0), when
+    it returns. From the PrologSlurmctld that refuses a job, which then exits 0: Slurm's own
+    requeue of a failed one is unheld, retried after its requeue delay again and again
+    (24.11, 26.05); held, the job waits for an admin's or the user's ``scontrol release``.
+    A collect error when Slurm refuses."""
     if not _JOB_ID.match(job_id):
         raise UsageError(f"invalid job id {job_id!r}: expected a number such as 1234")
     scontrol.run(["requeuehold", job_id])
