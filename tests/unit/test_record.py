@@ -14,7 +14,6 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.support.scontrol import Answer, ReplayScontrol
-from topograph_slurm.app import record as record_app
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 
@@ -140,27 +139,6 @@ def test_a_refused_job_slurm_will_not_hold_is_still_refused(tmp_path: Path) -> N
     warning, refused = result.stderr.strip().splitlines()
     assert "not held (Slurm requeues it and retries)" in warning
     assert "Job is not running" in warning and refused.startswith("topograph-slurm: job 7 refused")
-
-
-def test_a_hung_requeuehold_ends_as_refused_not_as_the_hook_giving_up(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """scontrol_timeout (default 120 s) is past the start hook's deadline (30 s): a hung
-    requeuehold would end in the runner's give-up, exit 0 with no hold, and the refused job
-    would run. The hold has its own bound inside the deadline: exit 11 instead."""
-    monkeypatch.setattr(record_app, "HOLD_TIMEOUT", 0.5)
-    config = setup(tmp_path, CROSSING, TP16, "record_refuse: [tp-crossing]\n")
-    hung = ReplayScontrol(
-        tmp_path / "bin",
-        {
-            "show job --json 7": Answer(slurm_job(CROSSING, TP16)),
-            "requeuehold 7": Answer(then="sleep 30"),
-        },
-    )
-    assert hung.path == tmp_path / "bin" / "scontrol"
-    result = run(config, "record", "start", "--job", "7")
-    assert result.exit_code == Exit.JOB_REFUSED, result.output
-    assert "not held (Slurm requeues it and retries)" in result.stderr
 
 
 def test_the_gate_lets_a_job_inside_its_home_run(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from topograph_slurm.config import Settings, record_dir
 from topograph_slurm.errors import InputError, OutputError, TopographError
 from topograph_slurm.model.numbers import natural
-from topograph_slurm.model.record import HOLD_TIMEOUT, JobRecord, RecordDiff, RecordPart
+from topograph_slurm.model.record import JobRecord, RecordDiff, RecordPart
 from topograph_slurm.model.result import Finding
 from topograph_slurm.sources import record as record_files
 from topograph_slurm.sources.record import RecordRoot
@@ -99,11 +99,8 @@ def _hold(settings: Settings, job_id: str) -> list[str]:
     from topograph_slurm.slurm.jobs import requeue_hold
     from topograph_slurm.slurm.scontrol import Scontrol
 
-    scontrol = Scontrol.from_settings(settings)
     try:
-        requeue_hold(
-            dataclasses.replace(scontrol, timeout=min(scontrol.timeout, HOLD_TIMEOUT)), job_id
-        )
+        requeue_hold(Scontrol.from_settings(settings), job_id)
     except TopographError as err:
         return [f"not held (Slurm requeues it and retries): {err}"]
     return []

@@ -25,10 +25,6 @@ REFUSALS = (REFUSE_TP_CROSSING,)
 #: never its start.
 HOOK_DEADLINES = {"start": 30, "task": 10, "node-start": 20, "node-end": 20}
 HOOK_GRACE = 5
-#: The gate's ``scontrol requeuehold`` at most (seconds), well inside the start hook's
-#: deadline: a hung one ends as exit 11 (Slurm's own requeue keeps the job from running), not
-#: as the runner's give-up, which lets the job run.
-HOLD_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
