@@ -38,6 +38,27 @@ class Exit(IntEnum):
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as a shell reports it)
 
 
+#: Each code in a few words, as ``topograph-slurm --help`` lists them (docs/exit-codes.md says
+#: more; a test keeps the two and the enumeration the same set).
+SUMMARY = {
+    Exit.OK: "ok",
+    Exit.DIFFERS: "--check, diff or a verdict found a difference",
+    Exit.USAGE: "usage",
+    Exit.INPUT: "bad input",
+    Exit.COLLECT: "collect failure",
+    Exit.CONFIG: "config error",
+    Exit.REFUSED: "write refused by a guard",
+    Exit.LOCKED: "locked by another run",
+    Exit.AUTH: "authentication",
+    Exit.OUTPUT: "output not writable",
+    Exit.APPLY: "Slurm refused a change (a new topology is restored)",
+    Exit.JOB_REFUSED: "record start's gate refused the job and could not hold it",
+    Exit.DEFERRED: "reconfigure deferred past its bound (jobs in their prolog)",
+    Exit.BUG: "internal error",
+    Exit.INTERRUPTED: "interrupted",
+}
+
+
 def capped(message: str) -> str:
     """*message* with every run of more than :data:`MAX_QUOTED` non-blank characters cut to
     its ends and its length (``99…[5000 characters]…99``): the one rule for every error line,

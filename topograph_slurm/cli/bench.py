@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from topograph_slurm.analysis.bench.judge import JudgeSettings
+from topograph_slurm.cli.display import log, warn
 from topograph_slurm.cli.options import (
     AsciiIntRange,
     FiniteFloatRange,
     fabric_options,
     flag_settings,
-    log,
-    warn,
 )
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.errors import Exit

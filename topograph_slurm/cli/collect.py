@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from topograph_slurm.app.fabric import fetch_ufm
-from topograph_slurm.cli.options import AsciiIntRange, ufm_options, warn
+from topograph_slurm.cli.display import warn
+from topograph_slurm.cli.options import AsciiIntRange, ufm_options
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.collect import collect as run_collect
 from topograph_slurm.collect.plan import (

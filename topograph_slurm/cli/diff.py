@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from topograph_slurm.analysis.bench.drift import DEFAULT_THRESHOLD
-from topograph_slurm.cli.options import FiniteFloatRange, flag_settings, naming_options, warn
+from topograph_slurm.cli.display import warn
+from topograph_slurm.cli.options import FiniteFloatRange, flag_settings, naming_options
 from topograph_slurm.errors import Exit
 
 

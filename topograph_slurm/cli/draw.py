@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from topograph_slurm.app import draw as use_case
-from topograph_slurm.cli.options import OUTPUT_FILE, config_settings, warn, write_output
-from topograph_slurm.cli.placement import job_options, split_flags
+from topograph_slurm.cli.display import warn, write
+from topograph_slurm.cli.options import OUTPUT_FILE, config_settings, job_options, split_flags
 from topograph_slurm.errors import UsageError
 from topograph_slurm.render.draw.picture import (
     FORMATS,
@@ -135,7 +135,7 @@ def draw(
         text = render_svg(env, pictures[0])
     else:
         text = render_page(env, pictures[0].title, pictures)
-    write_output(ctx, output or "-", text)
+    write(ctx, output or "-", text)
 
 
 def _templates(ctx: click.Context, flag: str | None) -> Path | None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from topograph_slurm.cli.options import ASCII_INT, OUTPUT_FILE, warn, write_output
-from topograph_slurm.cli.placement import NODE_KEYS, node_options, split_flags
+from topograph_slurm.cli.display import warn, write
+from topograph_slurm.cli.options import ASCII_INT, NODE_KEYS, OUTPUT_FILE, node_options, split_flags
 from topograph_slurm.errors import UsageError
 from topograph_slurm.render.expert_files import ENGINE_FORMATS
 from topograph_slurm.sources.expert_load import LOAD_FORMATS
@@ -148,5 +148,5 @@ def experts(
     else:
         shown = render_experts(env, plan, "json")
     if out:
-        write_output(ctx, out, render_experts(env, plan, "json") if fmt == "text" else shown)
+        write(ctx, out, render_experts(env, plan, "json") if fmt == "text" else shown)
     click.echo(shown, nl=False)

@@ -12,14 +12,8 @@ import click
 
 from topograph_slurm.app import generate as use_case
 from topograph_slurm.app.state import prepare_state
-from topograph_slurm.cli.options import (
-    ASCII_INT,
-    FINITE_FLOAT,
-    fabric_options,
-    flag_settings,
-    log,
-    warn,
-)
+from topograph_slurm.cli.display import log, warn
+from topograph_slurm.cli.options import ASCII_INT, FINITE_FLOAT, fabric_options, flag_settings
 from topograph_slurm.config import (
     Settings,
     choices_metavar,

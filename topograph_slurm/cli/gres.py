@@ -6,14 +6,8 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.options import (
-    OUTPUT_FILE,
-    AsciiIntRange,
-    config_settings,
-    log,
-    warn,
-    write_output,
-)
+from topograph_slurm.cli.display import log, warn, write
+from topograph_slurm.cli.options import OUTPUT_FILE, AsciiIntRange, config_settings
 
 
 @click.command()
@@ -98,4 +92,4 @@ def gres(
         warn(f"{finding.kind}: {finding.subject}: {finding.message}")
     for note in result.notes:
         log(ctx, f"note: {note}")
-    ctx.exit(write_output(ctx, output or "-", text, check=check, diff=diff))
+    ctx.exit(write(ctx, output or "-", text, check=check, diff=diff))

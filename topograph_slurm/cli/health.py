@@ -10,14 +10,8 @@ from typing import Any
 import click
 
 from topograph_slurm.app import health as use_case
-from topograph_slurm.cli.options import (
-    ASCII_INT,
-    RECORD_DIR,
-    fabric_options,
-    flag_settings,
-    log,
-    warn,
-)
+from topograph_slurm.cli.display import log, warn
+from topograph_slurm.cli.options import ASCII_INT, RECORD_DIR, fabric_options, flag_settings
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import click
 
-from topograph_slurm.cli.options import warn
+from topograph_slurm.cli.display import warn
 from topograph_slurm.errors import Exit
 from topograph_slurm.model.record import HOOK_DEADLINES
 

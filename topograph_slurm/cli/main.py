@@ -14,7 +14,8 @@ from typing import Any, cast
 import click
 
 from topograph_slurm import __version__
-from topograph_slurm.errors import Exit, TopographError, capped
+from topograph_slurm.cli.options import Command, Group
+from topograph_slurm.errors import SUMMARY, Exit, TopographError, capped
 
 # click 8.2 raises this for a bare command with no_args_is_help; 8.1 (Debian trixie's, which
 # the node-side hooks may run under) prints the help and exits 0 itself, so nothing to catch.
@@ -62,9 +63,39 @@ class _LazyCommand:
         return getattr(self.load(), item)
 
 
+#: The top-level help's sections: every command in one, in this order (a test checks that
+#: each command is listed once).
+SECTIONS = {
+    "Build the Slurm side": ("generate", "diff", "gres", "units", "spank", "hooks", "doctor"),
+    "Measure the cluster": ("collect", "bench", "health", "occupancy", "draw"),
+    "Place a job": ("explain", "order", "pools", "experts", "record"),
+}
+
+
 class Cli(click.Group):
     """A click group that turns our errors, and click's usage errors, into one line and a
-    distinct exit code."""
+    distinct exit code; its help lists the commands by section and every exit code."""
+
+    command_class = Command
+    group_class = Group
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listed = [name for names in SECTIONS.values() for name in names]
+        extra = tuple(name for name in self.list_commands(ctx) if name not in listed)
+        limit = formatter.width - 6 - max(map(len, [*listed, *extra]))
+        for title, names in [*SECTIONS.items(), ("Other", extra)]:
+            rows = []
+            for name in names:
+                command = self.get_command(ctx, name)
+                if command is not None and not command.hidden:
+                    rows.append((name, command.get_short_help_str(limit)))
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Exit codes (docs/exit-codes.md)"):
+            formatter.write_dl([(str(int(code)), words) for code, words in SUMMARY.items()])
 
     def main(  # type: ignore[override]
         self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
@@ -148,12 +179,8 @@ def main(ctx: click.Context, verbose: int, quiet: bool, config_file: str | None)
     Collects the fabric (InfiniBand, NVLink), generates Slurm topology config, and builds job
     filters that keep tensor-parallel groups inside one switch block.
 
-    Exit codes: 0 ok, 1 --check or diff found a difference, 2 usage, 3 bad input, 4 collect
-    failure, 5 config error, 6 write refused by a guard, 7 locked by another run,
-    8 authentication, 9 output not writable, 10 Slurm refused a change (generate
-    --reconfigure: the previous topology is restored; health --apply), 11 record start's gate
-    refused the job, 12 reconfigure deferred past its bound (jobs in their prolog; the
-    previous topology is restored), 70 internal error, 130 interrupted.
+    Every command's options: its own first, then the shared groups (Job, Parallel layout,
+    Output, Slurm, Fabric source, Host naming, Hook); one concept, one flag (docs/cli.md).
     """
     ctx.ensure_object(dict)
     ctx.obj.update(verbose=0 if quiet else verbose, quiet=quiet, config_file=config_file)

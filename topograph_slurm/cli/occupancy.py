@@ -8,14 +8,14 @@ from typing import Any
 import click
 
 from topograph_slurm.app import occupancy
-from topograph_slurm.cli.options import METRICS_FILE, fabric_options, warn, write_output
-from topograph_slurm.cli.placement import TOPOLOGY_OPTION, split_flags
+from topograph_slurm.cli.display import warn, write
+from topograph_slurm.cli.options import METRICS_FILE, TOPOLOGY, fabric_options, split_flags
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment
 
 
 @click.command("occupancy")
-@TOPOLOGY_OPTION
+@TOPOLOGY
 @fabric_options
 @click.option(
     "--metrics",
@@ -54,6 +54,6 @@ def occupancy_command(
 
     text = render_occupancy(env, found, "json" if as_json else "text")  # before any write
     if metrics_file:
-        write_output(ctx, metrics_file, render_occupancy_metrics(env, found))
+        write(ctx, metrics_file, render_occupancy_metrics(env, found))
     click.echo(text, nl=False)
     ctx.exit(Exit.OK)

@@ -1,9 +1,18 @@
-"""Click options and helpers shared by several commands, so their flags read the same."""
+"""The command surface: every shared concept's option declared once, in a named group.
+
+A command is declared with :func:`command` (its own options first in ``--help``, then each
+group under its heading: Job, Parallel layout, Output, Slurm, Fabric source, Host naming,
+Hook) and takes a shared concept only from a group here, so one idea has one flag
+everywhere (docs/cli.md has the table; tests/unit/test_surface.py pins the whole surface).
+A renamed flag keeps working for one release through the command's ``aliases``, with a
+one-line deprecation warning.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -16,20 +25,12 @@ from topograph_slurm.config import (
     metrics_path,
     output_path,
     override,
-    state_dir,
 )
-from topograph_slurm.errors import Exit
 from topograph_slurm.model.numbers import decimal
+from topograph_slurm.model.placement import MEGATRON_ORDER
+from topograph_slurm.sources.hostfile import LINE_KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def warn(message: str) -> None:
-    """One warning line on stderr (``--ufm-insecure``, plain-http UFM, a finding), control
-    characters escaped as in the error line."""
-    from topograph_slurm.render.environment import printable
-
-    click.echo(f"topograph-slurm: warning: {printable(message)}", err=True)
 
 
 def tls_options(stem: str, name: str) -> list[Callable[[F], F]]:
@@ -47,9 +48,9 @@ def tls_options(stem: str, name: str) -> list[Callable[[F], F]]:
     ]
 
 
-def ufm_options(url_help: str) -> Callable[[F], F]:
+def _ufm_list(url_help: str) -> list[Callable[[F], F]]:
     """``--ufm URL`` and its credentials/TLS/timeout flags; secrets never come from argv."""
-    options = [
+    return [
         click.option("--ufm", metavar="URL", help=url_help),
         click.option(
             "--ufm-credentials",
@@ -80,18 +81,10 @@ def ufm_options(url_help: str) -> Callable[[F], F]:
         ),
     ]
 
-    def apply(func: F) -> F:
-        for option in reversed(options):
-            func = option(func)
-        return func
 
-    return apply
-
-
-def log(ctx: click.Context, message: str) -> None:
-    """A progress line on stderr, unless ``-q``."""
-    if not ctx.obj.get("quiet"):
-        click.echo(message, err=True)
+def ufm_options(url_help: str) -> Callable[[F], F]:
+    """``--ufm URL`` and its flags, as a group of their own (``collect``)."""
+    return grouped(FABRIC_HEADING, _ufm_list(url_help))
 
 
 def parse_rewrites(values: Sequence[str]) -> list[RewriteRule]:
@@ -172,22 +165,21 @@ _FABRIC_OPTIONS = [
 
 
 def naming_options(func: F) -> F:
-    """How HCAs become nodes (node-name map, rewrites, HCA selection, Slurm's node list), for
-    commands that take their fabric sources as arguments rather than flags."""
-    for option in reversed(_FABRIC_OPTIONS[6:10]):
-        func = option(func)
-    return func
+    """How HCAs become nodes (node-name map, rewrites, HCA selection, Slurm's node list)."""
+    return grouped(NAMING_HEADING, _FABRIC_OPTIONS[6:10])(func)
 
 
 def fabric_options(func: F) -> F:
     """The fabric source flags every command that reads a fabric shares: a saved or live
     ibnetdiscover, a simulation, UFM, NetQ, a snapshot, and how HCAs become nodes."""
-    for option in reversed(_FABRIC_OPTIONS[2:]):
-        func = option(func)
-    func = ufm_options("Ask NVIDIA UFM's REST API for the fabric (https://host).")(func)
-    for option in reversed(_FABRIC_OPTIONS[:2]):
-        func = option(func)
-    return func
+    func = naming_options(func)
+    sources = [
+        *_FABRIC_OPTIONS[:2],
+        *_ufm_list("Ask NVIDIA UFM's REST API for the fabric (https://host)."),
+        *_FABRIC_OPTIONS[2:6],
+        *_FABRIC_OPTIONS[10:],
+    ]
+    return grouped(FABRIC_HEADING, sources)(func)
 
 
 def config_settings(ctx: click.Context) -> Settings:
@@ -249,22 +241,6 @@ ASCII_INT = AsciiIntRange()
 FINITE_FLOAT = FiniteFloatRange()
 
 
-#: ``--record-dir``: where the job records live (config ``record_dir``), for ``record`` and
-#: ``health --job-records``.
-RECORD_DIR = click.option(
-    "--record-dir",
-    metavar="DIR",
-    help="Where job records live (default: config record_dir, else "
-    "/var/lib/topograph-slurm/records); one directory the controller and the nodes share.",
-)
-#: ``--node``: the node a record hook runs on.
-NODE = click.option(
-    "--node",
-    metavar="NAME",
-    help="This node's Slurm name (default: $SLURMD_NODENAME, else the short host name).",
-)
-
-
 if TYPE_CHECKING:  # click 8.1/8.2 (Debian trixie's, forky's: the hooks' nodes) is not generic
     _StrParam = click.ParamType[str]
 else:
@@ -291,34 +267,314 @@ OUTPUT_FILE = _PathRule("file", output_path)
 METRICS_FILE = _PathRule("file.prom", metrics_path)
 
 
-def write_output(
-    ctx: click.Context, path: str, text: str, *, check: bool = False, diff: bool = False
-) -> int:
-    """Write one output file through the guarded writer (``output.write_output``: atomic,
-    only on change, locked in the state directory); print the diff for --check/--diff, log
-    what happened; the exit code (1 when --check finds *path* out of date). ``-`` is stdout,
-    as for generate's -o."""
-    from topograph_slurm.output import write_output as write
+# -- the surface: commands, help headings, renamed flags ------------------------------------
 
-    if path == "-":
-        if check or diff:
-            raise click.UsageError("--check and --diff need a file, not stdout")
-        click.echo(text, nl=False)
-        return Exit.OK
+#: Help headings of the shared groups, in the order ``--help`` shows them after the
+#: command's own options.
+JOB_HEADING = "Job"
+LAYOUT_HEADING = "Parallel layout"
+OUTPUT_HEADING = "Output"
+SLURM_HEADING = "Slurm"
+FABRIC_HEADING = "Fabric source"
+NAMING_HEADING = "Host naming"
+HOOK_HEADING = "Hook"
+HEADINGS = (
+    JOB_HEADING,
+    LAYOUT_HEADING,
+    OUTPUT_HEADING,
+    SLURM_HEADING,
+    FABRIC_HEADING,
+    NAMING_HEADING,
+    HOOK_HEADING,
+)
 
-    settings = config_settings(ctx)
-    outcome = write(
-        path,
-        text,
-        state_dir=state_dir(settings),
-        check=check,
-        show_diff=diff,
-        lock_timeout=settings.lock_timeout,
-    )
-    if (check or diff) and outcome.diff:
-        click.echo(outcome.diff, nl=False)
-    if check:
-        log(ctx, f"{path}: {'out of date' if outcome.changed else 'up to date'}")
-        return Exit.DIFFERS if outcome.changed else Exit.OK
-    log(ctx, f"{path}: {'written' if outcome.written else 'unchanged'}")
-    return Exit.OK
+
+def grouped(heading: str, options: Sequence[Callable[[F], F]]) -> Callable[[F], F]:
+    """Apply *options* (in the order given, as help lists them) and file them under
+    *heading* in ``--help``."""
+
+    def apply(func: F) -> F:
+        for option in reversed(options):
+            func = option(func)
+            params = getattr(func, "__click_params__", [])
+            if params and not hasattr(params[-1], "heading"):
+                params[-1].heading = heading
+        return func
+
+    return apply
+
+
+def renamed(args: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
+    """*args* with each old spelling in *aliases* replaced by its new one (``--out x`` and
+    ``--out=x``; a new spelling of ``""`` makes the value positional: ``--job 5`` becomes
+    ``5``), a warning line per old spelling used; nothing after ``--`` is touched."""
+    from topograph_slurm.cli.display import warn
+
+    out: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            out.append(arg)
+            out.extend(rest)
+            break
+        old, sep, value = arg.partition("=")
+        new = aliases.get(old)
+        if new is None or not old.startswith("-"):
+            out.append(arg)
+            continue
+        where = "a JOBID argument" if new == "" else new
+        warn(f"{old} is now {where}; the old spelling goes in the next release")
+        if new:
+            out.append(f"{new}={value}" if sep else new)
+        elif sep:
+            out.append(value)
+    return out
+
+
+_HELP_RECORD = "-h, --help"
+
+
+class Command(click.Command):
+    """A command whose ``--help`` shows its own options first and the shared groups under
+    their headings, and which still takes its renamed flags (``aliases``: old -> new)."""
+
+    def __init__(self, *args: Any, aliases: Mapping[str, str] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.aliases = dict(aliases or {})
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, renamed(args, self.aliases))
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        own: list[tuple[str, str]] = []
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            heading = getattr(param, "heading", None)
+            (sections.setdefault(heading, []) if heading else own).append(record)
+        own.sort(key=lambda record: record[0] == _HELP_RECORD)  # --help last of its own
+        for heading, records in [("Options", own), *((h, sections.get(h, [])) for h in HEADINGS)]:
+            if records:
+                with formatter.section(heading):
+                    formatter.write_dl(records)
+
+
+class Group(click.Group):
+    """A command group (``record``, ``hooks``, ``spank``) whose commands are :class:`Command`."""
+
+    command_class = Command
+
+
+def command(name: str | None = None, **attrs: Any) -> Callable[[Callable[..., Any]], Command]:
+    """``click.command`` for this surface (:class:`Command`; ``aliases=`` its renamed flags)."""
+    made: Callable[[Callable[..., Any]], Command] = click.command(name, cls=Command, **attrs)
+    return made
+
+
+# -- Job: which job, where its ranks run ---------------------------------------------------
+
+#: The job, positional wherever a job is read; inside a job it defaults to $SLURM_JOB_ID
+#: (:func:`job_or_environment`).
+JOB_ID = click.argument("job_id", metavar="[JOBID]", required=False)
+
+
+def job_or_environment(job_id: str | None, *given: object) -> str | None:
+    """*job_id*, else ``$SLURM_JOB_ID`` when the command runs inside a job and no other
+    description of the nodes was *given* (``--nodes``, ``--hostfile``, a pools file)."""
+    if job_id or any(given):
+        return job_id
+    return os.environ.get("SLURM_JOB_ID") or None
+
+
+#: The topology file Slurm runs: places nodes without a fabric source.
+TOPOLOGY = click.option(
+    "--topology",
+    metavar="FILE",
+    help="The topology.conf or topology.yaml Slurm runs (places only; a fabric source adds "
+    "link rates and health).",
+)
+#: Where a job's ranks run (explain, order, draw, experts, pools).
+NODES = [
+    click.option("--nodes", "hostlist", metavar="HOSTLIST", help="The job's nodes."),
+    click.option(
+        "--hostfile",
+        metavar="FILE",
+        help="Where the ranks run: a SLURM_HOSTFILE (one line per task: rank r on line r's "
+        "node) or a node list (one node per line, ranks laid GPUs-per-node at a time: plain, "
+        "torchrun, MPI with slots=N, `order` output); default: the --nodes list in name order.",
+    ),
+    click.option(
+        "--hostfile-lines",
+        type=click.Choice(LINE_KINDS),
+        default="auto",
+        show_default=True,
+        help="How --hostfile's lines are read: task, node, or auto (a file repeating a node "
+        "without slots= is one line per task); explain says which it read.",
+    ),
+    click.option(
+        "--gpus-per-node",
+        type=ASCII_INT,
+        metavar="N",
+        help="GPUs (ranks) per node; default: measured in the snapshot, or the simulation's.",
+    ),
+    TOPOLOGY,
+]
+#: The keys :data:`NODES` gives a command (its ``--topology`` is read apart).
+NODE_KEYS = ("hostlist", "hostfile", "hostfile_lines", "gpus_per_node")
+
+
+def node_options(func: F) -> F:
+    """The Job group: where the ranks run and the topology file, then the fabric source."""
+    return grouped(JOB_HEADING, NODES)(fabric_options(func))
+
+
+#: Megatron-Core's parallel layout of a training job.
+LAYOUT = [
+    click.option(
+        "--tp",
+        type=ASCII_INT,
+        metavar="N",
+        help="Tensor-parallel size (default: the job's --tp-size record, else 1).",
+    ),
+    click.option(
+        "--pp",
+        type=ASCII_INT,
+        metavar="N",
+        help="Pipeline-parallel size (default: the job's --pp-size record, else 1).",
+    ),
+    click.option(
+        "--cp",
+        type=ASCII_INT,
+        metavar="N",
+        default=1,
+        show_default=True,
+        help="Context-parallel size.",
+    ),
+    click.option(
+        "--ep",
+        type=ASCII_INT,
+        metavar="N",
+        default=1,
+        show_default=True,
+        help="Expert-parallel size: EP groups come from Megatron-Core's expert grid "
+        "(expert TP x EP x expert DP x PP), not from the dense one.",
+    ),
+    click.option(
+        "--etp",
+        type=ASCII_INT,
+        metavar="N",
+        help="Expert tensor-parallel size (Megatron-Core's --expert-tensor-parallel-size; "
+        "default: --tp).",
+    ),
+    click.option(
+        "--order",
+        "rank_order",
+        metavar="KINDS",
+        default=MEGATRON_ORDER,
+        show_default=True,
+        help="The launcher's rank order, fastest-varying kind first (Megatron-Core's "
+        "--rank-order string); kinds left out are appended with size 1. DP is what tp x cp x "
+        "pp leave, expert DP what expert TP x EP x pp leave.",
+    ),
+]
+#: The keys :data:`LAYOUT` gives a command.
+LAYOUT_KEYS = ("tp", "pp", "cp", "ep", "etp", "rank_order")
+
+
+def job_options(func: F) -> F:
+    """The Job and Parallel layout groups, then the fabric source (explain, order, draw)."""
+    return grouped(LAYOUT_HEADING, LAYOUT)(node_options(func))
+
+
+#: ``--topo-matrix FILE``: one node's ``nvidia-smi topo -m``; ``-`` reads stdin everywhere.
+TOPO_MATRIX = click.option(
+    "--topo-matrix",
+    metavar="FILE",
+    help="One node's `nvidia-smi topo -m` capture ('-' = stdin), shared by every node it "
+    "stands for (default: each node's own from --snapshot).",
+)
+
+
+# -- Output: where a result goes, in which form --------------------------------------------
+
+_OUTPUT = {
+    "output": click.option(
+        "-o",
+        "--output",
+        type=OUTPUT_FILE,
+        metavar="FILE",
+        help="Write the result to FILE (atomic, only on change) instead of stdout.",
+    ),
+    "out_dir": click.option(
+        "--out-dir",
+        metavar="DIR",
+        help="Write the result's files into DIR (atomic, only on change).",
+    ),
+    "json": click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="JSON instead of text (a versioned schema: docs/json.md).",
+    ),
+    "check": click.option(
+        "--check",
+        is_flag=True,
+        help="Write nothing; exit 1 with a diff when what is on disk is out of date.",
+    ),
+    "diff": click.option("--diff", is_flag=True, help="Write, and show the change as a diff."),
+    "metrics": click.option(
+        "--metrics",
+        "metrics_file",
+        type=METRICS_FILE,
+        metavar="FILE.prom",
+        help="Also write the run's figures as Prometheus text to FILE.prom (atomic, only on "
+        "change; node_exporter's textfile collector reads *.prom only).",
+    ),
+    "templates": click.option(
+        "--templates",
+        metavar="DIR",
+        help="Directory whose templates override the built-in ones (config: templates).",
+    ),
+}
+
+
+def output_options(*kinds: str) -> Callable[[F], F]:
+    """The Output group, with the given *kinds* of ``output``, ``out_dir``, ``json``,
+    ``check``, ``diff``, ``metrics``, ``templates`` (in that order in help)."""
+    unknown = set(kinds) - set(_OUTPUT)
+    if unknown:
+        raise ValueError(f"no output option {sorted(unknown)}")
+    return grouped(OUTPUT_HEADING, [option for kind, option in _OUTPUT.items() if kind in kinds])
+
+
+# -- Hook: a record hook's own job, node and record root -----------------------------------
+
+#: ``--record-dir``: where the job records live (config ``record_dir``).
+RECORD_DIR = click.option(
+    "--record-dir",
+    metavar="DIR",
+    help="Where job records live (default: config record_dir, else "
+    "/var/lib/topograph-slurm/records); one directory the controller and the nodes share.",
+)
+#: ``--this-node``: the node a record hook runs on.
+THIS_NODE = click.option(
+    "--this-node",
+    "node",
+    metavar="NAME",
+    help="This node's Slurm name (default: $SLURMD_NODENAME, else the short host name).",
+)
+
+
+def split_flags(
+    ctx: click.Context,
+    flags: dict[str, Any],
+    keys: tuple[str, ...] = (*NODE_KEYS, *LAYOUT_KEYS),
+) -> tuple[Settings, str | None, dict[str, Any]]:
+    """The settings the fabric flags make, the --topology file, and the job flags (*keys*)."""
+    job = {key: flags.pop(key) for key in keys}
+    topology = flags.pop("topology")
+    rewrites = flags.pop("rewrites")
+    settings = flag_settings(ctx, rewrites, **flags)
+    return settings, topology, job

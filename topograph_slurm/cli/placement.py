@@ -3,132 +3,25 @@ node order that keeps each kind of group on its fastest links."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from topograph_slurm.app import placement
 from topograph_slurm.app.binding import job_binding
 from topograph_slurm.app.placement import PlacedJob
-from topograph_slurm.cli.options import ASCII_INT, fabric_options, flag_settings, warn
-from topograph_slurm.config import Settings
+from topograph_slurm.cli.display import environment, show, warn, write
+from topograph_slurm.cli.options import (
+    JOB_ID,
+    TOPO_MATRIX,
+    command,
+    job_options,
+    job_or_environment,
+    output_options,
+    split_flags,
+)
 from topograph_slurm.errors import Exit, UsageError
-from topograph_slurm.model.placement import MEGATRON_ORDER
-from topograph_slurm.render.environment import environment
 from topograph_slurm.render.placement import ORDER_FORMATS
-from topograph_slurm.sources.hostfile import LINE_KINDS
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-#: Where a job's ranks run (``explain``, ``order``, ``experts``).
-NODE_OPTIONS = [
-    click.option("--nodes", "hostlist", metavar="HOSTLIST", help="The job's nodes."),
-    click.option(
-        "--hostfile",
-        metavar="FILE",
-        help="Where the ranks run: a SLURM_HOSTFILE (one line per task: rank r on line r's "
-        "node) or a node list (one node per line, ranks laid GPUs-per-node at a time: plain, "
-        "torchrun, MPI with slots=N, `order` output); default: the --nodes list in name order.",
-    ),
-    click.option(
-        "--hostfile-lines",
-        type=click.Choice(LINE_KINDS),
-        default="auto",
-        show_default=True,
-        help="How --hostfile's lines are read: task, node, or auto (a file repeating a node "
-        "without slots= is one line per task); explain says which it read.",
-    ),
-    click.option(
-        "--gpus-per-node",
-        type=ASCII_INT,
-        metavar="N",
-        help="GPUs (ranks) per node; default: measured in the snapshot, or the simulation's.",
-    ),
-]
-TOPOLOGY_OPTION = click.option(
-    "--topology",
-    metavar="FILE",
-    help="The topology.conf or topology.yaml Slurm runs (places only; a fabric source "
-    "adds link rates and health).",
-)
-_JOB_OPTIONS = [
-    *NODE_OPTIONS,
-    click.option(
-        "--tp",
-        type=ASCII_INT,
-        help="Tensor-parallel size (default: the job's --tp-size record, else 1).",
-    ),
-    click.option(
-        "--pp",
-        type=ASCII_INT,
-        help="Pipeline-parallel size (default: the job's --pp-size record, else 1).",
-    ),
-    click.option(
-        "--cp", type=ASCII_INT, default=1, show_default=True, help="Context-parallel size."
-    ),
-    click.option(
-        "--ep",
-        type=ASCII_INT,
-        default=1,
-        show_default=True,
-        help="Expert-parallel size: EP groups come from Megatron-Core's expert grid "
-        "(expert TP x EP x expert DP x PP), not from the dense one.",
-    ),
-    click.option(
-        "--etp",
-        type=ASCII_INT,
-        help="Expert tensor-parallel size (Megatron-Core's --expert-tensor-parallel-size; "
-        "default: --tp).",
-    ),
-    click.option(
-        "--order",
-        "rank_order",
-        default=MEGATRON_ORDER,
-        show_default=True,
-        help="The launcher's rank order, fastest-varying kind first (Megatron-Core's "
-        "--rank-order string); kinds left out are appended with size 1. DP is what tp x cp x "
-        "pp leave, expert DP what expert TP x EP x pp leave.",
-    ),
-    TOPOLOGY_OPTION,
-]
-
-
-def job_options(func: F) -> F:
-    for option in reversed(_JOB_OPTIONS):
-        func = option(func)
-    return fabric_options(func)
-
-
-def node_options(func: F) -> F:
-    """Where the ranks run, the topology file and the fabric: a command without a training
-    layout (``experts``, ``pools``)."""
-    for option in reversed([*NODE_OPTIONS, TOPOLOGY_OPTION]):
-        func = option(func)
-    return fabric_options(func)
-
-
-NODE_KEYS = ("hostlist", "hostfile", "hostfile_lines", "gpus_per_node")
-_JOB_KEYS = (
-    *NODE_KEYS,
-    "tp",
-    "pp",
-    "cp",
-    "ep",
-    "etp",
-    "rank_order",
-)
-
-
-def split_flags(
-    ctx: click.Context, flags: dict[str, Any], keys: tuple[str, ...] = _JOB_KEYS
-) -> tuple[Settings, str | None, dict[str, Any]]:
-    """The settings the fabric flags make, the --topology file, and the job flags (*keys*)."""
-    job = {key: flags.pop(key) for key in keys}
-    topology = flags.pop("topology")
-    rewrites = flags.pop("rewrites")
-    settings = flag_settings(ctx, rewrites, **flags)
-    return settings, topology, job
 
 
 def prepare_job(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) -> PlacedJob:
@@ -137,10 +30,8 @@ def prepare_job(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) -
     return placement.prepare_job(settings, topology, job_id, job, warn)
 
 
-@click.command()
-@click.argument("job_id", metavar="[JOBID]", required=False)
-@job_options
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@command(aliases={})
+@JOB_ID
 @click.option(
     "--pools",
     "pools_file",
@@ -150,6 +41,8 @@ def prepare_job(ctx: click.Context, job_id: str | None, flags: dict[str, Any]) -
     "the link quality of each pool; exit 1 when something is not met, a decode instance on a "
     "degraded path included.",
 )
+@job_options
+@output_options("json", "templates")
 @click.pass_context
 def explain(
     ctx: click.Context, /, job_id: str | None, as_json: bool, pools_file: str | None, **flags: Any
@@ -157,9 +50,10 @@ def explain(
     """Where a job's TP, CP, DP, PP and (with --ep) EP, expert-DP and expert-TP groups sit on
     the fabric, as Megatron-Core's rank generator forms them.
 
-    JOBID (a running job) gives the nodes in the order Slurm ranks them, GPUs per node, the TP
-    size the --tp-size filter recorded, and (without --topology or a fabric source) the
-    topology slurmctld runs; --nodes/--hostfile with --gpus-per-node describe any job.
+    JOBID (a running job; default inside a job: $SLURM_JOB_ID) gives the nodes in the order
+    Slurm ranks them, GPUs per node, the TP size the --tp-size filter recorded, and (without
+    --topology or a fabric source) the topology slurmctld runs; --nodes/--hostfile with
+    --gpus-per-node describe any job.
 
     Per kind of group: how many groups cross each fabric level (node, NVLink domain/block,
     each BlockSizes level of aggregated blocks, leaf, spine levels, island), the slowest link
@@ -176,12 +70,14 @@ def explain(
     """
     from topograph_slurm.render.placement import render_explanation
 
+    flags.pop("templates")
     if pools_file:
         _explain_pools(ctx, job_id, pools_file, as_json, flags)
+    job_id = job_or_environment(job_id, flags["hostlist"], flags["hostfile"])
     job = prepare_job(ctx, job_id, flags)
     result = placement.explanation(job)
     fmt = "json" if as_json else "text"
-    click.echo(render_explanation(environment(None), result, fmt, job.ranks_from), nl=False)
+    show(render_explanation(environment(ctx), result, fmt, job.ranks_from))
     ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)
 
 
@@ -195,12 +91,12 @@ def _explain_pools(
         raise UsageError("explain --pools FILE reads the nodes from FILE: drop JOBID")
     settings, topology, job = split_flags(ctx, flags)
     plan = check_file(settings, topology, path, job, warn)
-    click.echo(render_pools(environment(None), plan, "json" if as_json else "text"), nl=False)
+    show(render_pools(environment(ctx), plan, "json" if as_json else "text"))
     ctx.exit(Exit.OK if plan.met else Exit.DIFFERS)
 
 
-@click.command()
-@job_options
+@command()
+@JOB_ID
 @click.option(
     "--format",
     "fmt",
@@ -214,16 +110,19 @@ def _explain_pools(
     "script exporting them for LOCAL_RANK or SLURM_LOCALID, then running its arguments), "
     "binding-srun (srun's --cpu-bind=mask_cpu: and --gpu-bind=map_gpu:).",
 )
-@click.option(
-    "--topo-matrix",
-    metavar="FILE",
-    help="binding-*: one node's nvidia-smi topo -m capture, shared by every node (default: "
-    "each node's own from --snapshot).",
-)
-@click.argument("job_id", metavar="[JOBID]", required=False)
+@TOPO_MATRIX
+@job_options
+@output_options("output", "json", "templates")
 @click.pass_context
 def order(
-    ctx: click.Context, /, job_id: str | None, fmt: str, topo_matrix: str | None, **flags: Any
+    ctx: click.Context,
+    /,
+    job_id: str | None,
+    fmt: str,
+    topo_matrix: str | None,
+    output: str | None,
+    as_json: bool,
+    **flags: Any,
 ) -> None:
     """A node order that keeps each TP group inside one node or NVLink domain, each pipeline
     inside one leaf or block where it fits, and DP outermost; nodes with health findings last.
@@ -243,19 +142,29 @@ def order(
     Examples:
       topograph-slurm order --sim demo --nodes 'gpu[0001-0008]' --tp 16 --pp 2
       topograph-slurm order --topology topology.conf --nodes "$SLURM_JOB_NODELIST" \\
-          --gpus-per-node 8 --tp 16 --format slurm-hostfile > hosts
+          --gpus-per-node 8 --tp 16 --format slurm-hostfile -o hosts
       SLURM_HOSTFILE=hosts srun --distribution=arbitrary -n "$SLURM_NTASKS" ...
       topograph-slurm order --topology topology.conf --nodes "$SLURM_JOB_NODELIST" \\
           --gpus-per-node 8 --topo-matrix topo.txt --format binding-srun
     """
-    from topograph_slurm.render.placement import BINDING_FORMATS, render_order
+    from topograph_slurm.render.placement import (
+        BINDING_FORMATS,
+        render_order,
+        render_order_json,
+    )
 
+    flags.pop("templates")
     if topo_matrix and fmt not in BINDING_FORMATS:
         raise UsageError(f"--topo-matrix is for the binding-* formats, not --format {fmt}")
+    job_id = job_or_environment(job_id, flags["hostlist"], flags["hostfile"])
     job = prepare_job(ctx, job_id, flags)
     nodes, result = placement.better_order(job)
     bound = job_binding(job, topo_matrix) if fmt in BINDING_FORMATS else ()
-    click.echo(render_order(environment(None), fmt, nodes, job.gpus, bound), nl=False)
+    if as_json:
+        text = render_order_json(nodes, job.gpus, result, bound)
+    else:
+        text = render_order(environment(ctx), fmt, nodes, job.gpus, bound)
     if not result.tp_inside:
         warn(f"this allocation cannot keep TP inside: {result.verdict}; printed the best order")
-    ctx.exit(Exit.OK if result.tp_inside else Exit.DIFFERS)
+    code = write(ctx, output or "-", text)
+    ctx.exit(code if code else (Exit.OK if result.tp_inside else Exit.DIFFERS))

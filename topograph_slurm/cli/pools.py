@@ -10,8 +10,8 @@ import click
 
 from topograph_slurm.app import pools
 from topograph_slurm.app.binding import instance_bindings
-from topograph_slurm.cli.options import log, warn
-from topograph_slurm.cli.placement import NODE_KEYS, node_options, split_flags
+from topograph_slurm.cli.display import log, warn
+from topograph_slurm.cli.options import NODE_KEYS, node_options, split_flags
 from topograph_slurm.errors import Exit, UsageError
 from topograph_slurm.render.environment import environment
 from topograph_slurm.render.placement import BINDING_FORMATS

@@ -12,14 +12,9 @@ from typing import Any, TypeVar
 import click
 
 from topograph_slurm.app import record
+from topograph_slurm.cli.display import warn
 from topograph_slurm.cli.hook_runner import never_fail
-from topograph_slurm.cli.options import (
-    RECORD_DIR,
-    config_settings,
-    fabric_options,
-    flag_settings,
-    warn,
-)
+from topograph_slurm.cli.options import RECORD_DIR, config_settings, fabric_options, flag_settings
 from topograph_slurm.cli.record_node import BINDING_OPTIONS, binding_exports, node_end, node_start
 from topograph_slurm.errors import Exit, TopographError
 from topograph_slurm.model.findings import FindingKind

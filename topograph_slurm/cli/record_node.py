@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from topograph_slurm.cli.hook_runner import never_fail
-from topograph_slurm.cli.options import NODE, RECORD_DIR, flag_settings
+from topograph_slurm.cli.options import RECORD_DIR, THIS_NODE, flag_settings
 from topograph_slurm.errors import TopographError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -28,7 +28,7 @@ def _hook_options(func: F) -> F:
     for option in reversed(
         (
             click.option("--job", metavar="ID", help="The job id (default: $SLURM_JOB_ID)."),
-            NODE,
+            THIS_NODE,
             RECORD_DIR,
         )
     ):
@@ -86,7 +86,7 @@ def node_end(ctx: click.Context, /, job: str | None, node: str | None, **flags: 
 
 #: ``record task``'s options for the binding check (the job's own come from the group).
 BINDING_OPTIONS = (
-    NODE,
+    THIS_NODE,
     click.option(
         "--topo-matrix",
         "record_topo_matrix",

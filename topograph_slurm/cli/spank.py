@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.options import config_settings, log
+from topograph_slurm.cli.display import log
+from topograph_slurm.cli.options import config_settings
 
 
 @click.group()

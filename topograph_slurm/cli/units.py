@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.options import config_settings, log
+from topograph_slurm.cli.display import log
+from topograph_slurm.cli.options import config_settings
 from topograph_slurm.config import DEFAULT_CONFIG, Settings, override, state_dir
 from topograph_slurm.errors import UsageError
 

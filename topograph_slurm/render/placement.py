@@ -95,3 +95,26 @@ def render_order(
     """The node order, or (a binding format) each local rank's *binding* on *nodes*."""
     context = {"nodes": nodes, "gpus_per_node": gpus_per_node, "binding": binding}
     return render(env, ORDER_FORMATS[fmt], **context)
+
+
+def render_order_json(
+    nodes: list[str],
+    gpus_per_node: int,
+    result: Explanation,
+    binding: tuple[RankBinding, ...] = (),
+) -> str:
+    """``order --json``: the order, whether it keeps TP inside, and (binding formats) each
+    local rank's GPU, NICs and CPUs (docs/json.md, ``topograph-slurm-order`` version 1)."""
+    data = {
+        "format": "topograph-slurm-order",
+        "version": 1,
+        "nodes": nodes,
+        "gpus_per_node": gpus_per_node,
+        "tp_inside": result.tp_inside,
+        "verdict": result.verdict,
+        "binding": [
+            {"local_rank": b.local_rank, "gpu": b.gpu, "nics": list(b.nics), "cpus": list(b.cpus)}
+            for b in binding
+        ],
+    }
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
