@@ -51,7 +51,7 @@ SUMMARY = {
     Exit.LOCKED: "locked by another run",
     Exit.AUTH: "authentication",
     Exit.OUTPUT: "output not writable",
-    Exit.APPLY: "Slurm refused a change (a new topology is restored)",
+    Exit.APPLY: "Slurm refused a change (generate --reconfigure: restored; health --apply)",
     Exit.JOB_REFUSED: "record start's gate refused the job and could not hold it",
     Exit.DEFERRED: "reconfigure deferred past its bound (jobs in their prolog)",
     Exit.BUG: "internal error",
