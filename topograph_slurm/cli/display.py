@@ -16,22 +16,11 @@ from pathlib import Path
 import click
 import jinja2
 
+from topograph_slurm.cli.messages import log, warn
 from topograph_slurm.config import state_dir
 from topograph_slurm.errors import Exit, UsageError
 
-
-def warn(message: str) -> None:
-    """One warning line on stderr (``--ufm-insecure``, plain-http UFM, a finding, a renamed
-    flag), control characters escaped as in the error line."""
-    from topograph_slurm.render.environment import printable
-
-    click.echo(f"topograph-slurm: warning: {printable(message)}", err=True)
-
-
-def log(ctx: click.Context, message: str) -> None:
-    """A progress line on stderr, unless ``-q``."""
-    if not ctx.find_root().ensure_object(dict).get("quiet"):
-        click.echo(message, err=True)
+__all__ = ["environment", "log", "show", "templates_dir", "warn", "write", "write_files"]
 
 
 def show(text: str) -> None:

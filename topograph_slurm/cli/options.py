@@ -308,7 +308,7 @@ def renamed(args: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
     """*args* with each old spelling in *aliases* replaced by its new one (``--out x`` and
     ``--out=x``; a new spelling of ``""`` makes the value positional: ``--job 5`` becomes
     ``5``), a warning line per old spelling used; nothing after ``--`` is touched."""
-    from topograph_slurm.cli.display import warn
+    from topograph_slurm.cli.messages import warn
 
     out: list[str] = []
     rest = iter(args)
