@@ -76,7 +76,7 @@ def diff(
       topograph-slurm diff /var/lib/topograph/bench-monday /var/lib/topograph/bench-today
     """
     from topograph_slurm.app.diff import compare
-    from topograph_slurm.render.drift import render_drift
+    from topograph_slurm.render.diff import render_drift
     from topograph_slurm.render.environment import environment
 
     settings = flag_settings(ctx, rewrites, **flags)
