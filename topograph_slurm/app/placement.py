@@ -18,6 +18,9 @@ from topograph_slurm.model import names
 from topograph_slurm.model.job import SlurmJob
 from topograph_slurm.model.placement import MEGATRON_ORDER, ParallelLayout
 from topograph_slurm.slurm.scontrol import Scontrol
+from topograph_slurm.sources.hostfile import (
+    LINE_KINDS as LINE_KINDS,  # re-exported: the --hostfile-lines choices
+)
 from topograph_slurm.sources.hostfile import PER_NODE, Hostfile, parse_hostfile
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from topograph_slurm.analysis.bench.drift import DEFAULT_THRESHOLD
+from topograph_slurm.app.diff import DEFAULT_THRESHOLD
 from topograph_slurm.cli.options import FiniteFloatRange, flag_settings, naming_options, warn
 from topograph_slurm.errors import Exit
 

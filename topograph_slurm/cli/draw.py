@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from topograph_slurm.app import draw as use_case
-from topograph_slurm.cli.options import OUTPUT_FILE, config_settings, warn, write_output
+from topograph_slurm.cli.display import write_output
+from topograph_slurm.cli.options import OUTPUT_FILE, config_settings, warn
 from topograph_slurm.cli.placement import job_options, split_flags
 from topograph_slurm.errors import UsageError
 from topograph_slurm.render.draw.picture import (

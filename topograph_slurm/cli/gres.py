@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
+from topograph_slurm.cli.display import write_output
 from topograph_slurm.cli.options import (
     OUTPUT_FILE,
     AsciiIntRange,
     config_settings,
     log,
     warn,
-    write_output,
 )
 
 

@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from topograph_slurm.app import occupancy
-from topograph_slurm.cli.options import METRICS_FILE, fabric_options, warn, write_output
+from topograph_slurm.cli.display import write_output
+from topograph_slurm.cli.options import METRICS_FILE, fabric_options, warn
 from topograph_slurm.cli.placement import TOPOLOGY_OPTION, split_flags
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment

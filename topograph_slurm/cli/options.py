@@ -16,9 +16,7 @@ from topograph_slurm.config import (
     metrics_path,
     output_path,
     override,
-    state_dir,
 )
-from topograph_slurm.errors import Exit
 from topograph_slurm.model.numbers import decimal
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -289,36 +287,3 @@ class _PathRule(_StrParam):
 OUTPUT_FILE = _PathRule("file", output_path)
 #: ``--metrics FILE.prom``: what node_exporter's textfile collector reads.
 METRICS_FILE = _PathRule("file.prom", metrics_path)
-
-
-def write_output(
-    ctx: click.Context, path: str, text: str, *, check: bool = False, diff: bool = False
-) -> int:
-    """Write one output file through the guarded writer (``output.write_output``: atomic,
-    only on change, locked in the state directory); print the diff for --check/--diff, log
-    what happened; the exit code (1 when --check finds *path* out of date). ``-`` is stdout,
-    as for generate's -o."""
-    from topograph_slurm.output import write_output as write
-
-    if path == "-":
-        if check or diff:
-            raise click.UsageError("--check and --diff need a file, not stdout")
-        click.echo(text, nl=False)
-        return Exit.OK
-
-    settings = config_settings(ctx)
-    outcome = write(
-        path,
-        text,
-        state_dir=state_dir(settings),
-        check=check,
-        show_diff=diff,
-        lock_timeout=settings.lock_timeout,
-    )
-    if (check or diff) and outcome.diff:
-        click.echo(outcome.diff, nl=False)
-    if check:
-        log(ctx, f"{path}: {'out of date' if outcome.changed else 'up to date'}")
-        return Exit.DIFFERS if outcome.changed else Exit.OK
-    log(ctx, f"{path}: {'written' if outcome.written else 'unchanged'}")
-    return Exit.OK

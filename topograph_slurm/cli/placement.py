@@ -10,14 +10,13 @@ import click
 
 from topograph_slurm.app import placement
 from topograph_slurm.app.binding import job_binding
-from topograph_slurm.app.placement import PlacedJob
+from topograph_slurm.app.placement import LINE_KINDS, PlacedJob
 from topograph_slurm.cli.options import ASCII_INT, fabric_options, flag_settings, warn
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import Exit, UsageError
 from topograph_slurm.model.placement import MEGATRON_ORDER
 from topograph_slurm.render.environment import environment
 from topograph_slurm.render.placement import ORDER_FORMATS
-from topograph_slurm.sources.hostfile import LINE_KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
