@@ -9,12 +9,29 @@ from typing import TYPE_CHECKING
 
 import click
 
-from topograph_slurm.cli.options import config_settings, log
+from topograph_slurm.cli.options import config_settings, log, warn
 from topograph_slurm.config import state_dir
 from topograph_slurm.errors import Exit
 
 if TYPE_CHECKING:
     from topograph_slurm.output import WriteOutcome
+
+
+class Console:
+    """A use case's words on the terminal (``app.generate.Console``): its texts as they are on
+    stdout or stderr, progress lines (not under ``-q``), warnings."""
+
+    def __init__(self, ctx: click.Context) -> None:
+        self._ctx = ctx
+
+    def echo(self, text: str, *, err: bool = False) -> None:
+        click.echo(text, nl=False, err=err)
+
+    def log(self, message: str) -> None:
+        log(self._ctx, message)
+
+    def warn(self, message: str) -> None:
+        warn(message)
 
 
 def write_output(

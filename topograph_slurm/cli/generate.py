@@ -10,14 +10,8 @@ from typing import Any
 import click
 
 from topograph_slurm.app import generate as use_case
-from topograph_slurm.cli.options import (
-    ASCII_INT,
-    FINITE_FLOAT,
-    fabric_options,
-    flag_settings,
-    log,
-    warn,
-)
+from topograph_slurm.cli.display import Console
+from topograph_slurm.cli.options import ASCII_INT, FINITE_FLOAT, fabric_options, flag_settings
 from topograph_slurm.config import Settings, choices_metavar
 from topograph_slurm.model.numbers import natural
 
@@ -29,23 +23,6 @@ def _parse_sizes(value: str | None) -> list[int] | None:
     if None in sizes:
         raise click.BadParameter(f"expected comma-separated integers, got {value!r}")
     return [size for size in sizes if size is not None]
-
-
-class _Console:
-    """generate's words: its texts as they are on stdout/stderr, progress lines (not under
-    ``-q``), warnings."""
-
-    def __init__(self, ctx: click.Context) -> None:
-        self._ctx = ctx
-
-    def echo(self, text: str, *, err: bool = False) -> None:
-        click.echo(text, nl=False, err=err)
-
-    def log(self, message: str) -> None:
-        log(self._ctx, message)
-
-    def warn(self, message: str) -> None:
-        warn(message)
 
 
 @click.command()
@@ -216,4 +193,4 @@ def generate(
 
     config_file = (ctx.obj or {}).get("config_file")
     request = use_case.Request(check, diff, force, flags, config_file)
-    ctx.exit(use_case.run(read_settings, request, _Console(ctx)))
+    ctx.exit(use_case.run(read_settings, request, Console(ctx)))
