@@ -736,7 +736,7 @@ def test_extra_files_only_snapshot(tmp_path: Path) -> None:
 def test_cli_collect_ufm_only_stores_responses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from topograph_slurm.cli import collect as cli_collect
+    from topograph_slurm.app import collect as app_collect
     from topograph_slurm.sources.ufm import MIB, FetchOptions, UfmResponses
 
     seen: dict[str, object] = {}
@@ -747,7 +747,7 @@ def test_cli_collect_ufm_only_stores_responses(
         seen.update(url=url, creds=creds, options=options, **kw)
         return UfmResponses("[1]", "[2]", "[3]", "[]", url="https://ufm.example")
 
-    monkeypatch.setattr(cli_collect.ufm_source, "collect_ufm", fake_collect_ufm)
+    monkeypatch.setattr(app_collect.ufm_source, "collect_ufm", fake_collect_ufm)
     snap = tmp_path / "snap"
     args = ["--ufm", "ufm.example", "--ufm-timeout", "7", "--ufm-deadline", "9"]
     args += ["--ufm-max-response-mib", "3", "--snapshot", str(snap)]

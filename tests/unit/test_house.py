@@ -139,3 +139,18 @@ def test_every_command_asks_the_configured_scontrol(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["--config", str(config), "explain", "5", "--tp", "4"])
     assert result.exit_code == Exit.OK, result.output
     assert scontrol.calls == ["show job --json 5", "show topology"]
+
+
+def test_architecture_names_every_template() -> None:
+    """ARCHITECTURE.md's Templates table lists every file in templates/ with what renders it."""
+    page = (PACKAGE.parent / "ARCHITECTURE.md").read_text()
+    table = page.split("\n## Templates\n", 1)[1].split("\n## ", 1)[0]
+    named = {
+        cell
+        for row in table.splitlines()
+        if row.startswith("| `")
+        for cell in row.split("|")[1].replace("`", "").replace(",", " ").split()
+    }
+    on_disk = {path.name for path in (PACKAGE.parent / "templates").iterdir() if path.is_file()}
+    assert on_disk - named == set()
+    assert named - on_disk == set()

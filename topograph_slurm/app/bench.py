@@ -2,7 +2,8 @@
 run inside one allocation (:mod:`topograph_slurm.collect.bench`), judged per level, recorded.
 
 The CLI hands over the flags as a mapping and prints what comes back; the progress of a sweep
-reaches it through the *done* callback, so nothing here prints.
+reaches it through *progress* (a step per run) and a line through *log*, so nothing here
+prints.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from topograph_slurm.analysis.bench.judge import JudgeSettings
+from topograph_slurm.analysis.bench.judge import (
+    JudgeSettings as JudgeSettings,  # re-exported: --help shows its defaults
+)
 from topograph_slurm.app.fabric import Warn, read_fabric
 from topograph_slurm.app.view import FabricView, from_fabric
 from topograph_slurm.config import Settings
@@ -24,6 +27,7 @@ from topograph_slurm.model import names
 from topograph_slurm.model.bench import BenchPlan, RunResult
 
 if TYPE_CHECKING:
+    from topograph_slurm.app.collect import Progress
     from topograph_slurm.collect.bench import BenchCommand
 
 
@@ -61,12 +65,14 @@ def plan_runs(settings: Settings, opts: Mapping[str, Any], warn: Warn) -> Planne
 def run(
     planned: Planned,
     opts: Mapping[str, Any],
-    sweep: Callable[[BenchPlan, BenchCommand], list[RunResult]],
+    progress: Progress,
+    log: Callable[[str], None],
     report: Callable[[dict[str, Any]], None],
 ) -> bool:
-    """Run (*sweep* runs the plan), judge, *report* and record; whether anything a site should
-    act on was found. Every input is checked before the first step starts; a sweep where every
-    run failed is reported and recorded, then a collect error (exit 4)."""
+    """Run (the sweep, a step of *progress* per run), judge, *report* and record; whether
+    anything a site should act on was found. Every input is checked before the first step
+    starts; a sweep where every run failed is reported and recorded, then a collect error
+    (exit 4)."""
     from topograph_slurm.analysis.bench.judge import expected_rates, judge
     from topograph_slurm.collect.bench import check_launcher, check_record, write_record
     from topograph_slurm.render.bench import record_data
@@ -79,7 +85,7 @@ def run(
     check_launcher(command)
     facts = _facts(command, opts["test"], view.fmap.source, thresholds)
     start = time.monotonic()
-    results = sweep(plan, command)
+    results = _sweep(plan, command, progress, log)
     facts["duration"] = round(time.monotonic() - start, 3)
     paths = view.facts
     expected = expected_rates(
@@ -95,6 +101,21 @@ def run(
     if not any(r.ok for r in results):
         raise CollectError(f"every run failed (first: {results[0].error}); see the report")
     return any(f.is_problem for f in judgement.findings)
+
+
+def _sweep(
+    plan: BenchPlan, command: BenchCommand, progress: Progress, log: Callable[[str], None]
+) -> list[RunResult]:
+    """Every run of *plan*, a step of *progress* as each finishes."""
+    from topograph_slurm.collect.bench import run_plan
+
+    log(f"bench: {len(plan.runs)} runs in {plan.rounds} rounds on {len(plan.nodes)} nodes")
+    with progress(len(plan.runs)) as steps:
+
+        def done(result: RunResult) -> None:
+            steps.advance(result.run.key)
+
+        return run_plan(plan, command, done)
 
 
 def _nodes(

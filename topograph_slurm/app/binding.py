@@ -55,6 +55,6 @@ def _topologies(
 
 def _capture(path: str | None) -> GpuTopology | None:
     """``--topo-matrix``'s capture, read once; None without the flag."""
-    from topograph_slurm.app.gres import read_topo_matrix
+    from topograph_slurm.sources.node_captures import read_topo_matrix
 
     return None if path is None else read_topo_matrix(path)

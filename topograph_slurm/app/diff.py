@@ -13,6 +13,9 @@ import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 
+from topograph_slurm.analysis.bench.drift import (
+    DEFAULT_THRESHOLD as DEFAULT_THRESHOLD,  # re-exported: diff --help shows it
+)
 from topograph_slurm.analysis.bench.drift import with_bench
 from topograph_slurm.analysis.state.drift import drift
 from topograph_slurm.analysis.state.keep_missing import TIME_FORMAT

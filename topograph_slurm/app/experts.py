@@ -16,6 +16,9 @@ from topograph_slurm.config import Settings
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model.experts import ExpertPlan, Gpu
 from topograph_slurm.model.placement import LEVEL_DOMAIN, MEGATRON_ORDER, FabricMap
+from topograph_slurm.sources.expert_load import (
+    LOAD_FORMATS as LOAD_FORMATS,  # re-exported: the --load-format choices
+)
 
 #: What EPLB's "node" is in a run: the kind of domain, as the output names it.
 NVLINK_DOMAIN, SERVER = "NVLink domain", "node"

@@ -3,10 +3,13 @@ writes nothing, so a ``--check`` run and a real run compute the same bytes), and
 one unattended run around the writes: the flags that go together, ``--reconfigure``, the
 state recorded only after success, and the metrics a run leaves whether it succeeds or fails.
 
-The CLI calls :func:`record_state` and :func:`record_success` last, after every write and any
-reconfigure took, so state is recorded only after success; :func:`failure_metrics` wraps the
-run so a failure still says so to alerting (``topograph_slurm_success 0``, the last success
-time kept).
+:func:`run` is the whole command in its order (the CLI reads the options, hands the settings
+read and its console here, and exits with the code): the settings checked, the state directory
+ready, the rendering, the report, the guarded writes of the topology (under ``--reconfigure``'s
+lock) and the filters, then :func:`record_state` and :func:`record_success` last, after every
+write and any reconfigure took, so state is recorded only after success; :func:`failure_metrics`
+wraps the run from the settings' reading on, so a failure still says so to alerting
+(``topograph_slurm_success 0``, the last success time kept).
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from topograph_slurm.analysis.fabric.block import typical_size
 from topograph_slurm.app.fabric import AnalysedFabric, Warn, read_fabric
-from topograph_slurm.app.state import Tracked, keeping, track
-from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings, state_dir
-from topograph_slurm.errors import ConfigError, TopographError, UsageError
+from topograph_slurm.app.state import Tracked, keeping, prepare_state, track
+from topograph_slurm.config import BLOCK_SOURCES, FORMATS, Settings, config_path, state_dir
+from topograph_slurm.errors import ConfigError, Exit, InputError, TopographError, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.result import (
     PLUGIN_BLOCK,
@@ -34,7 +37,7 @@ from topograph_slurm.model.result import (
     Finding,
     MadeWith,
 )
-from topograph_slurm.render.environment import render
+from topograph_slurm.render.environment import environment, render
 from topograph_slurm.sources.gc_pause import no_cyclic_gc
 
 # Outputs a run does not ask for (YAML, filters, the report, pictures) are imported where they
@@ -376,7 +379,6 @@ class MetricsTarget:
 
 def _write_metrics(target: MetricsTarget, run: Run, outcome: RunOutcome | None) -> None:
     from topograph_slurm.output import write_file
-    from topograph_slurm.render.environment import environment
     from topograph_slurm.render.metrics import render_metrics
     from topograph_slurm.sources.metrics import load_last_success
 
@@ -428,3 +430,172 @@ def record_success(settings: Settings, target: MetricsTarget, result: Generated,
         changes=len(tracked.changes.changes) if tracked and tracked.changes.old else None,
     )
     _write_metrics(target, run, outcome)
+
+
+class Console(Protocol):
+    """Where a run's words go (the CLI's display), in the order the run says them."""
+
+    def echo(self, text: str, *, err: bool = False) -> None:
+        """*text* as it is (no newline added), on stdout or, with *err*, stderr."""
+
+    def log(self, message: str) -> None:
+        """A progress line (the CLI drops it under ``-q``)."""
+
+    def warn(self, message: str) -> None:
+        """A warning line (a finding, an insecure source)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the command line asks of a run beyond its settings."""
+
+    check: bool = False
+    diff: bool = False
+    force: bool = False
+    #: the flags as given (``check_flags`` tells a typed --reconfigure/--metrics from the
+    #: config's)
+    given: Mapping[str, Any] = field(default_factory=dict)
+    #: the --config file named, for the metrics file of a run whose config is refused
+    config_file: str | None = None
+
+
+def run(read_settings: Callable[[], Settings], request: Request, console: Console) -> int:
+    """One ``generate`` command, in its order: the settings read (by *read_settings*, inside
+    the failure metrics) and checked, the state directory ready before any write, the
+    rendering, the report, the topology written (with --reconfigure under one lock), the
+    partition lines, the filters, and the state and metrics recorded last, only after
+    success; the exit code."""
+    progress = Run()
+    guess = None if request.check else lambda: config_metrics(request.config_file)
+    target = MetricsTarget(None if request.check else request.given.get("metrics"), guess=guess)
+    with failure_metrics(target, progress):
+        settings = check_flags(read_settings(), request.check, request.given)
+        target.settle(settings)
+        if not request.check:  # the state directory checked before anything is written
+            moved = prepare_state(settings)
+            if moved:
+                console.log(moved)
+        env = environment(Path(settings.templates) if settings.templates else None)
+        target.env = env
+        result = generate(settings, env, console.warn)
+        if settings.report:
+            _emit_report(settings, result.report, console)
+        if result.topology is None:
+            raise InputError("nothing could be placed: no host became a Slurm node (see --report)")
+        topology = result.topology
+        code = reconfigured(
+            settings,
+            topology,
+            progress,
+            lambda: _write(settings, topology, result.made, request, progress, console),
+            console.log,
+        )
+        if result.partition_lines:
+            console.log("Partitions for slurm.conf:\n" + result.partition_lines.rstrip())
+        if settings.filter_dir:
+            code = max(code, _write_filters(settings, result.filters, request, console))
+        # Record state only after success: reached only when every write (and slurmctld's
+        # reconfigure, when asked) took; a failure above leaves the previous record alone.
+        if not request.check:
+            record_state(settings, result)
+        record_success(settings, target, result, progress)
+    return code
+
+
+def config_metrics(config_file: str | None) -> str | None:
+    """The config's ``metrics`` file as far as the config can be read at all (YAML with the
+    key as a string), so a run whose config is refused still tells alerting it failed."""
+    import yaml
+
+    path, _required = config_path(config_file)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except (
+        OSError,
+        ValueError,
+        RecursionError,
+        yaml.YAMLError,
+    ):  # ValueError: bad UTF-8, huge ints
+        return None
+    found = data.get("metrics") if isinstance(data, dict) else None
+    return found if isinstance(found, str) and found else None
+
+
+def _emit_report(settings: Settings, text: str, console: Console) -> None:
+    """The report to a file, or to stdout (stderr when the topology itself goes to stdout)."""
+    if settings.report == "-":
+        console.echo(text, err=settings.output is None)
+    elif settings.report:
+        from topograph_slurm.output import write_output
+
+        write_output(
+            settings.report,
+            text,
+            state_dir=state_dir(settings),
+            lock_timeout=settings.lock_timeout,
+        )
+
+
+def _write(
+    settings: Settings,
+    content: str,
+    made: MadeWith | None,
+    request: Request,
+    progress: Run,
+    console: Console,
+) -> int:
+    """Print or write the topology; returns the exit code. A stale --check says when the
+    file was *made* with another release or node list than this run's (another host)."""
+    check, diff = request.check, request.diff
+    if settings.output is None:
+        if not (check or diff):  # --check --filter-dir alone checks only the filters
+            console.echo(content)
+        return Exit.OK
+    from topograph_slurm.output import write_topology
+
+    outcome = write_topology(
+        Path(settings.output),
+        content,
+        check=check,
+        show_diff=diff,
+        force=request.force,
+        shrink_limit=settings.shrink_limit,
+        lock_timeout=settings.lock_timeout,
+        state_dir=state_dir(settings),
+    )
+    if (check or diff) and outcome.diff:
+        console.echo(outcome.diff)
+    if check and not outcome.changed:
+        console.log(f"{settings.output}: up to date")
+    if check and outcome.changed:
+        why = environment_change(outcome.old, made)
+        console.log(
+            f"{settings.output}: out of date" + (f"; the environment differs: {why}" if why else "")
+        )
+    if check:
+        return Exit.DIFFERS if outcome.changed else Exit.OK
+    progress.written = outcome.written
+    state = "written" if outcome.written else "unchanged"
+    console.log(f"{settings.output}: {state} ({outcome.new_nodes} nodes)")
+    return Exit.OK
+
+
+def _write_filters(
+    settings: Settings, files: dict[str, str], request: Request, console: Console
+) -> int:
+    """Write the filter files (atomic, only on change); 1 when --check finds them stale."""
+    from topograph_slurm.output import write_tree
+
+    check = request.check
+    directory = Path(str(settings.filter_dir))
+    outcomes = write_tree(
+        directory, files, check=check, show_diff=request.diff, state_dir=state_dir(settings)
+    )
+    changed = [o for o in outcomes if o.changed]
+    for outcome in changed:
+        if check or request.diff:
+            console.echo(outcome.diff)
+    state = "out of date" if check else "written"
+    console.log(f"{directory}: {len(changed)} of {len(outcomes)} filter files {state}")
+    return Exit.DIFFERS if check and changed else Exit.OK

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from topograph_slurm.errors import InputError, UsageError
@@ -17,9 +16,6 @@ from topograph_slurm.sources.snapshot import KEY_TOPO
 if TYPE_CHECKING:
     from topograph_slurm.analysis.nvlink.gres import CoreLayout
     from topograph_slurm.sources.snapshot import Snapshot
-
-#: The most a hand-given capture may hold: a topo -m is a few KiB, a -q a few hundred.
-_CAPTURE_LIMIT = 16 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,18 +53,15 @@ def _capture_devices(source: GresSource) -> dict[str, tuple[GresDevice, ...]]:
     """The capture's devices for every node of --nodes; each expanded name must pass the
     Slurm name rule (a newline in one would start a line of its own in gres.conf)."""
     from topograph_slurm.model import names
-    from topograph_slurm.sources.nvidia_smi import parse_product_names, parse_topo_matrix
+    from topograph_slurm.sources.node_captures import read_product_names, read_topo_matrix
 
     hosts = names.expand(str(source.nodes), "--nodes", UsageError)
     if not hosts:
         raise UsageError("--nodes names no node: gres.conf would hold no GPU")
     names.check(hosts, "node", "--nodes", UsageError)
     topo_path = str(source.topo_matrix)
-    try:
-        topo = parse_topo_matrix(read_capture(topo_path))
-    except InputError as err:
-        raise InputError(f"{topo_path}: {err}") from None
-    products = parse_product_names(read_capture(source.nvidia_smi_q)) if source.nvidia_smi_q else {}
+    topo = read_topo_matrix(topo_path)
+    products = read_product_names(source.nvidia_smi_q) if source.nvidia_smi_q else {}
     return dict.fromkeys(hosts, _devices(topo_path, topo, products, source))
 
 
@@ -161,23 +154,3 @@ def _devices(
         return node_devices(topo, products, _cores(source))
     except InputError as err:
         raise InputError(f"{where}: {err}") from None
-
-
-def read_capture(path: str) -> str:
-    """A hand-given capture's text; an InputError when it cannot be read."""
-    from topograph_slurm.sources.files import read_regular
-
-    try:
-        return read_regular(Path(path), _CAPTURE_LIMIT).decode("utf-8", errors="replace")
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}") from None
-
-
-def read_topo_matrix(path: str) -> GpuTopology:
-    """One node's ``topo -m`` capture, parsed; an InputError naming *path*."""
-    from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
-
-    try:
-        return parse_topo_matrix(read_capture(path))
-    except InputError as err:
-        raise InputError(f"{path}: {err}") from None

@@ -16,9 +16,9 @@ from topograph_slurm.config import Settings
 from topograph_slurm.errors import InputError, UsageError
 from topograph_slurm.model import names
 from topograph_slurm.model.job import SlurmJob
-from topograph_slurm.model.placement import MEGATRON_ORDER, ParallelLayout
+from topograph_slurm.model.placement import MEGATRON_ORDER, PER_NODE, ParallelLayout
 from topograph_slurm.slurm.scontrol import Scontrol
-from topograph_slurm.sources.hostfile import PER_NODE, Hostfile, parse_hostfile
+from topograph_slurm.sources.hostfile import Hostfile, parse_hostfile
 
 if TYPE_CHECKING:
     from topograph_slurm.analysis.placement.explain import Explanation

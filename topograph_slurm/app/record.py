@@ -26,6 +26,9 @@ from topograph_slurm.model.record import JobRecord, RecordDiff, RecordPart
 from topograph_slurm.model.result import Finding
 from topograph_slurm.sources import record as record_files
 from topograph_slurm.sources.record import RecordRoot
+from topograph_slurm.sources.record import (
+    check_job_id as check_job_id,  # re-exported: record start checks the id first
+)
 
 #: Where a warning line goes (the CLI's stderr).
 Warn = Callable[[str], None]

@@ -219,7 +219,7 @@ def _task_id(env: Mapping[str, str]) -> str:
 
 def _topology(settings: Settings) -> tuple[GpuTopology | None, str]:
     """This node's topo -m (``record_topo_matrix``), or None and why."""
-    from topograph_slurm.app.gres import read_topo_matrix
+    from topograph_slurm.sources.node_captures import read_topo_matrix
 
     if not settings.record_topo_matrix:
         return None, ""

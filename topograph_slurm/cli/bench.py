@@ -3,11 +3,11 @@ one allocation, judged per level, recorded in a snapshot."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from topograph_slurm.analysis.bench.judge import JudgeSettings
+from topograph_slurm.app.bench import JudgeSettings
 from topograph_slurm.cli.display import log, warn
 from topograph_slurm.cli.options import (
     AsciiIntRange,
@@ -17,10 +17,7 @@ from topograph_slurm.cli.options import (
 )
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.errors import Exit
-from topograph_slurm.model.bench import TESTS, BenchPlan, RunResult
-
-if TYPE_CHECKING:
-    from topograph_slurm.collect.bench import BenchCommand
+from topograph_slurm.model.bench import TESTS
 
 _DEFAULT_ARGS = "-b 512M -e 8G -f 2 -g 1"
 _BENCH_KEYS = (
@@ -187,23 +184,12 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
         argv = command.argv(plan.runs[0])
         click.echo(render_plan(env, plan, argv, fmt, command.timeout), nl=False)
         return
+    show = progress_wanted(ctx.obj["quiet"])
     problems = use_case.run(
         planned,
         opts,
-        lambda plan, command: _sweep(ctx, plan, command),
+        lambda total: ProgressBar(total, show, "benchmarking"),
+        lambda message: log(ctx, message),
         lambda record: click.echo(render_report(env, record, fmt), nl=False),
     )
     ctx.exit(Exit.DIFFERS if problems else Exit.OK)
-
-
-def _sweep(ctx: click.Context, plan: BenchPlan, command: BenchCommand) -> list[RunResult]:
-    """Every run, with a progress bar on a terminal."""
-    from topograph_slurm.collect.bench import run_plan
-
-    log(ctx, f"bench: {len(plan.runs)} runs in {plan.rounds} rounds on {len(plan.nodes)} nodes")
-    with ProgressBar(len(plan.runs), progress_wanted(ctx.obj["quiet"]), "benchmarking") as bar:
-
-        def done(result: RunResult) -> None:
-            bar.advance(result.run.key)
-
-        return run_plan(plan, command, done)

@@ -1,5 +1,5 @@
 """``topograph-slurm collect``: gather nvidia-smi (and optionally ibnetdiscover) from the nodes
-into a snapshot directory. Thin: parse options, call :func:`topograph_slurm.collect.collect`,
+into a snapshot directory. Thin: parse options, call :func:`topograph_slurm.app.collect.collect`,
 print a summary. Errors are TopographError subclasses, turned into one line and an exit code
 by the ``main`` group.
 """
@@ -7,52 +7,22 @@ by the ``main`` group.
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
-from typing import Any
 
 import click
 
-from topograph_slurm.app.fabric import fetch_ufm
+from topograph_slurm.app import collect as use_case
 from topograph_slurm.cli.display import warn
 from topograph_slurm.cli.options import AsciiIntRange, ufm_options
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
-from topograph_slurm.collect import collect as run_collect
-from topograph_slurm.collect.plan import (
-    DEFAULT_COMMANDS,
-    DEFAULT_IBNETDISCOVER,
-    CollectOutcome,
-    CollectPlan,
-    expand_nodes,
-)
-from topograph_slurm.config import Settings, load_settings, override, state_dir
-from topograph_slurm.errors import CollectError, Exit
-from topograph_slurm.slurm.nodes import scontrol_nodes
-from topograph_slurm.slurm.scontrol import Scontrol
-from topograph_slurm.sources import ufm as ufm_source
-from topograph_slurm.sources.lldp import KEY_LLDP, LLDP_COMMAND
+from topograph_slurm.config import load_settings, override
+from topograph_slurm.errors import Exit
 
 _COMMAND_HELP = "\n      ".join(
-    f"{key}: {shlex.join(argv)}" for key, argv in DEFAULT_COMMANDS.items()
+    f"{key}: {shlex.join(argv)}" for key, argv in use_case.DEFAULT_COMMANDS.items()
 )
 
 
-def _nodes(hostlist: str | None, settings: Settings) -> list[str]:
-    if hostlist and hostlist != "scontrol":
-        return expand_nodes(hostlist)
-    nodes = scontrol_nodes(Scontrol.from_settings(settings))
-    if not nodes:
-        raise CollectError("scontrol lists no nodes; give --nodes HOSTLIST")
-    return expand_nodes(",".join(sorted(nodes)))
-
-
-def _ufm_snapshot(settings: Settings) -> tuple[dict[str, str], dict[str, Any]]:
-    """UFM's answers as snapshot files plus a manifest entry (URL without credentials)."""
-    responses = fetch_ufm(settings, warn)
-    files = ufm_source.snapshot_files(responses)
-    return files, {"ufm": {"url": responses.url, "files": sorted(files)}}
-
-
-def _summary(outcome: CollectOutcome) -> str:
+def _summary(outcome: use_case.CollectOutcome) -> str:
     ok, failed = outcome.ok_nodes, outcome.failed_nodes
     if not outcome.results and outcome.fabric is None:
         return f"{outcome.path}: written ({outcome.duration:.1f}s)"
@@ -214,34 +184,22 @@ def collect(
         ufm_max_response_mib=ufm_max_response_mib,
         snapshot=snapshot,  # checked as generate's --snapshot is: a file name
     )
-    extra_files, extra_manifest = _ufm_snapshot(settings) if settings.ufm else ({}, {})
-    only_ufm = settings.ufm is not None and hostlist is None and ibnetdiscover_on is None
-    plan = CollectPlan(
-        nodes=[] if only_ufm else _nodes(hostlist, settings),
+    request = use_case.Request(
+        snapshot=snapshot,
         via=via,
+        hostlist=hostlist,
+        ibnetdiscover_on=ibnetdiscover_on,
+        ibnetdiscover_timeout=ibnetdiscover_timeout,
         timeout=timeout,
         fanout=fanout,
-        partition=partition,
-        srun_args=list(srun_args),
         srun_mode=srun_mode,
-        ibnetdiscover_on=ibnetdiscover_on,
-        ibnetdiscover_command=DEFAULT_IBNETDISCOVER,
-        ibnetdiscover_timeout=ibnetdiscover_timeout,
+        partition=partition,
+        srun_args=srun_args,
+        lldp=lldp,
     )
-    if lldp:
-        plan.commands[KEY_LLDP] = LLDP_COMMAND
     quiet = bool(obj.get("quiet"))
     show = False if no_progress else progress_wanted(quiet)
-    total = len(plan.nodes) + (1 if plan.ibnetdiscover_on else 0)
-    with ProgressBar(total, show) as bar:
-        outcome = run_collect(
-            plan,
-            Path(snapshot),
-            on_progress=bar.advance,
-            extra_files=extra_files,
-            extra_manifest=extra_manifest,
-            state_dir=state_dir(settings),
-        )
+    outcome = use_case.collect(settings, request, warn, lambda total: ProgressBar(total, show))
     if not quiet or outcome.failed_nodes:
         click.echo(_summary(outcome), err=True)
     if strict and outcome.failed_nodes:

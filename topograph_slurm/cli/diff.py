@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from topograph_slurm.analysis.bench.drift import DEFAULT_THRESHOLD
+from topograph_slurm.app.diff import DEFAULT_THRESHOLD
 from topograph_slurm.cli.display import warn
 from topograph_slurm.cli.options import FiniteFloatRange, flag_settings, naming_options
 from topograph_slurm.errors import Exit
@@ -77,7 +77,7 @@ def diff(
       topograph-slurm diff /var/lib/topograph/bench-monday /var/lib/topograph/bench-today
     """
     from topograph_slurm.app.diff import compare
-    from topograph_slurm.render.drift import render_drift
+    from topograph_slurm.render.diff import render_drift
     from topograph_slurm.render.environment import environment
 
     settings = flag_settings(ctx, rewrites, **flags)

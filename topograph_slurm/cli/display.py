@@ -20,7 +20,24 @@ from topograph_slurm.cli.messages import log, warn
 from topograph_slurm.config import state_dir
 from topograph_slurm.errors import Exit, UsageError
 
-__all__ = ["environment", "log", "show", "templates_dir", "warn", "write", "write_files"]
+__all__ = ["Console", "environment", "log", "show", "templates_dir", "warn", "write", "write_files"]
+
+
+class Console:
+    """A use case's words on the terminal (``app.generate.Console``): its texts as they are on
+    stdout or stderr, progress lines (not under ``-q``), warnings."""
+
+    def __init__(self, ctx: click.Context) -> None:
+        self._ctx = ctx
+
+    def echo(self, text: str, *, err: bool = False) -> None:
+        click.echo(text, nl=False, err=err)
+
+    def log(self, message: str) -> None:
+        log(self._ctx, message)
+
+    def warn(self, message: str) -> None:
+        warn(message)
 
 
 def show(text: str) -> None:
@@ -84,9 +101,11 @@ def write_files(
     *,
     check: bool = False,
     diff: bool = False,
+    kind: str = "files",
 ) -> int:
     """Write generated files into *directory*, each only on change, under one lock (the
-    guarded writer's ``write_tree``); --check/--diff as for :func:`write`."""
+    guarded writer's ``write_tree``); --check/--diff as for :func:`write`; the log line
+    counts them as *kind* (``unit files``)."""
     from topograph_slurm.cli.options import config_settings
     from topograph_slurm.output import write_tree
 
@@ -105,8 +124,8 @@ def write_files(
                 show(outcome.diff)
     changed = sum(1 for outcome in outcomes if outcome.changed)
     if check:
-        log(ctx, f"{directory}: {changed} of {len(outcomes)} files out of date")
+        log(ctx, f"{directory}: {changed} of {len(outcomes)} {kind} out of date")
         return Exit.DIFFERS if changed else Exit.OK
     written = sum(1 for outcome in outcomes if outcome.written)
-    log(ctx, f"{directory}: {written} of {len(outcomes)} files written")
+    log(ctx, f"{directory}: {written} of {len(outcomes)} {kind} written")
     return Exit.OK

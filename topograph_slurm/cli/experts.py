@@ -7,11 +7,11 @@ from typing import Any
 
 import click
 
+from topograph_slurm.app.experts import LOAD_FORMATS
 from topograph_slurm.cli.display import warn, write
 from topograph_slurm.cli.options import ASCII_INT, NODE_KEYS, OUTPUT_FILE, node_options, split_flags
 from topograph_slurm.errors import UsageError
 from topograph_slurm.render.expert_files import ENGINE_FORMATS
-from topograph_slurm.sources.expert_load import LOAD_FORMATS
 
 _EXPERT_KEYS = ("loads", "loads_format", "replicas", "groups", "ep")
 

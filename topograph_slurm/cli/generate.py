@@ -1,29 +1,19 @@
-"""``topograph-slurm generate``: flags → settings → :func:`topograph_slurm.app.generate.generate`
-→ guarded writes → exit code."""
+"""``topograph-slurm generate``: flags → settings → :func:`topograph_slurm.app.generate.run`
+(the whole run in its order) → exit code."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import click
 
 from topograph_slurm.app import generate as use_case
-from topograph_slurm.app.state import prepare_state
-from topograph_slurm.cli.display import log, warn
+from topograph_slurm.cli.display import Console
 from topograph_slurm.cli.options import ASCII_INT, FINITE_FLOAT, fabric_options, flag_settings
-from topograph_slurm.config import (
-    Settings,
-    choices_metavar,
-    config_path,
-    state_dir,
-)
-from topograph_slurm.errors import Exit, InputError
+from topograph_slurm.config import Settings, choices_metavar
 from topograph_slurm.model.numbers import natural
-from topograph_slurm.model.result import MadeWith
-from topograph_slurm.render.environment import environment
 
 
 def _parse_sizes(value: str | None) -> list[int] | None:
@@ -33,88 +23,6 @@ def _parse_sizes(value: str | None) -> list[int] | None:
     if None in sizes:
         raise click.BadParameter(f"expected comma-separated integers, got {value!r}")
     return [size for size in sizes if size is not None]
-
-
-def _config_metrics(ctx: click.Context) -> str | None:
-    """The config's ``metrics`` file as far as the config can be read at all (YAML with the
-    key as a string), so a run whose config is refused still tells alerting it failed."""
-    import yaml
-
-    path, _required = config_path((ctx.obj or {}).get("config_file"))
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except (
-        OSError,
-        ValueError,
-        RecursionError,
-        yaml.YAMLError,
-    ):  # ValueError: bad UTF-8, huge ints
-        return None
-    found = data.get("metrics") if isinstance(data, dict) else None
-    return found if isinstance(found, str) and found else None
-
-
-def _emit_report(settings: Settings, text: str) -> None:
-    """The report to a file, or to stdout (stderr when the topology itself goes to stdout)."""
-    if settings.report == "-":
-        click.echo(text, nl=False, err=settings.output is None)
-    elif settings.report:
-        from topograph_slurm.output import write_output
-
-        write_output(
-            settings.report,
-            text,
-            state_dir=state_dir(settings),
-            lock_timeout=settings.lock_timeout,
-        )
-
-
-def _write(
-    ctx: click.Context,
-    settings: Settings,
-    content: str,
-    made: MadeWith | None,
-    check: bool,
-    diff: bool,
-    force: bool,
-    run: use_case.Run,
-) -> int:
-    """Print or write the topology; returns the exit code. A stale --check says when the
-    file was *made* with another release or node list than this run's (another host)."""
-    if settings.output is None:
-        if not (check or diff):  # --check --filter-dir alone checks only the filters
-            click.echo(content, nl=False)
-        return Exit.OK
-    from topograph_slurm.output import write_topology
-
-    outcome = write_topology(
-        Path(settings.output),
-        content,
-        check=check,
-        show_diff=diff,
-        force=force,
-        shrink_limit=settings.shrink_limit,
-        lock_timeout=settings.lock_timeout,
-        state_dir=state_dir(settings),
-    )
-    if (check or diff) and outcome.diff:
-        click.echo(outcome.diff, nl=False)
-    if check and not outcome.changed:
-        log(ctx, f"{settings.output}: up to date")
-    if check and outcome.changed:
-        why = use_case.environment_change(outcome.old, made)
-        log(
-            ctx,
-            f"{settings.output}: out of date"
-            + (f"; the environment differs: {why}" if why else ""),
-        )
-    if check:
-        return Exit.DIFFERS if outcome.changed else Exit.OK
-    run.written = outcome.written
-    state = "written" if outcome.written else "unchanged"
-    log(ctx, f"{settings.output}: {state} ({outcome.new_nodes} nodes)")
-    return Exit.OK
 
 
 @click.command()
@@ -268,10 +176,8 @@ def generate(
       topograph-slurm generate --ufm https://ufm --ufm-credentials /etc/topograph-slurm/ufm.cred
       topograph-slurm generate -o /etc/slurm/topology.conf --check   # in CI: exit 1 when stale
     """
-    run = use_case.Run()
-    guess = None if check else lambda: _config_metrics(ctx)
-    target = use_case.MetricsTarget(None if check else flags.get("metrics"), guess=guess)
-    with use_case.failure_metrics(target, run):
+
+    def read_settings() -> Settings:
         settings = flag_settings(
             ctx,
             rewrites,
@@ -283,53 +189,8 @@ def generate(
             settings = dataclasses.replace(settings, output=None)
         if (check or diff) and settings.output is None and settings.filter_dir is None:
             raise click.UsageError("--check and --diff need -o PATH or --filter-dir DIR")
-        settings = use_case.check_flags(settings, check, flags)
-        target.settle(settings)
-        if not check:  # the state directory checked before anything is written
-            moved = prepare_state(settings)
-            if moved:
-                log(ctx, moved)
-        env = environment(Path(settings.templates) if settings.templates else None)
-        target.env = env
-        result = use_case.generate(settings, env, warn)
-        if settings.report:
-            _emit_report(settings, result.report)
-        if result.topology is None:
-            raise InputError("nothing could be placed: no host became a Slurm node (see --report)")
-        topology = result.topology
-        code = use_case.reconfigured(
-            settings,
-            topology,
-            run,
-            lambda: _write(ctx, settings, topology, result.made, check, diff, force, run),
-            lambda message: log(ctx, message),
-        )
-        if result.partition_lines:
-            log(ctx, "Partitions for slurm.conf:\n" + result.partition_lines.rstrip())
-        if settings.filter_dir:
-            code = max(code, _write_filters(ctx, settings, result.filters, check, diff))
-        # Record state only after success: reached only when every write (and slurmctld's
-        # reconfigure, when asked) took; a failure above leaves the previous record alone.
-        if not check:
-            use_case.record_state(settings, result)
-        use_case.record_success(settings, target, result, run)
-    ctx.exit(code)
+        return settings
 
-
-def _write_filters(
-    ctx: click.Context, settings: Settings, files: dict[str, str], check: bool, diff: bool
-) -> int:
-    """Write the filter files (atomic, only on change); 1 when --check finds them stale."""
-    from topograph_slurm.output import write_tree
-
-    directory = Path(str(settings.filter_dir))
-    outcomes = write_tree(
-        directory, files, check=check, show_diff=diff, state_dir=state_dir(settings)
-    )
-    changed = [o for o in outcomes if o.changed]
-    for outcome in changed:
-        if check or diff:
-            click.echo(outcome.diff, nl=False)
-    state = "out of date" if check else "written"
-    log(ctx, f"{directory}: {len(changed)} of {len(outcomes)} filter files {state}")
-    return Exit.DIFFERS if check and changed else Exit.OK
+    config_file = (ctx.obj or {}).get("config_file")
+    request = use_case.Request(check, diff, force, flags, config_file)
+    ctx.exit(use_case.run(read_settings, request, Console(ctx)))

@@ -27,8 +27,7 @@ from topograph_slurm.config import (
     override,
 )
 from topograph_slurm.model.numbers import decimal
-from topograph_slurm.model.placement import MEGATRON_ORDER
-from topograph_slurm.sources.hostfile import LINE_KINDS
+from topograph_slurm.model.placement import LINE_KINDS, MEGATRON_ORDER
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -89,9 +89,8 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
     exit 11 only when the hold fails, so that Slurm requeues it.
     """
     from topograph_slurm.model.numbers import natural
-    from topograph_slurm.sources.record import check_job_id
 
-    job_id = check_job_id(job_id)
+    job_id = record.check_job_id(job_id)
     flags["record_refuse"] = list(flags["record_refuse"])
     settings = flag_settings(ctx, flags.pop("rewrites"), **flags)
     env = os.environ

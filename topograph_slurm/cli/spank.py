@@ -41,14 +41,14 @@ def spank_build(
     Rebuild it for every Slurm major release. Then add the printed line to plugstack.conf on
     login and compute nodes (and the controller).
     """
-    from topograph_slurm.render.environment import environment
-    from topograph_slurm.render.filters import render_plugstack_line
-    from topograph_slurm.slurm.spank import build_spank
+    from topograph_slurm.app.spank import build
 
-    templates = config_settings(ctx).templates
-    env = environment(Path(templates) if templates else None)
-    plugin = build_spank(
-        Path(source), Path(outdir), cc=cc, include_dir=Path(include_dir) if include_dir else None
+    plugin, line = build(
+        config_settings(ctx),
+        Path(source),
+        Path(outdir),
+        cc,
+        Path(include_dir) if include_dir else None,
     )
     log(ctx, f"built {plugin}")
-    click.echo(render_plugstack_line(env, str(plugin.resolve())), nl=False)
+    click.echo(line, nl=False)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.display import log
+from topograph_slurm.cli.display import write_files
 from topograph_slurm.cli.options import config_settings
-from topograph_slurm.config import DEFAULT_CONFIG, Settings, override, state_dir
+from topograph_slurm.config import DEFAULT_CONFIG, Settings, override
 from topograph_slurm.errors import UsageError
 
 DEFAULT_OUTPUT = "/etc/slurm/topology.conf"
@@ -87,14 +87,4 @@ def units(
     if show is not None:
         click.echo(files[KINDS[show]], nl=False)
         return
-    from topograph_slurm.output import write_tree
-
-    settings = config_settings(ctx)
-    outcomes = write_tree(
-        Path(str(directory)),
-        files,
-        state_dir=state_dir(settings),
-        lock_timeout=settings.lock_timeout,
-    )
-    written = sum(1 for outcome in outcomes if outcome.written)
-    log(ctx, f"{directory}: {written} of {len(outcomes)} unit files written")
+    ctx.exit(write_files(ctx, str(directory), files, kind="unit files"))

@@ -73,7 +73,7 @@ class FindingKind(StrEnum):
         member.meaning = meaning
         return member
 
-    # InfiniBand fabric (analysis/fabric, analysis/health/degraded.py)
+    # InfiniBand fabric (analysis/fabric, analysis/fabric/degraded_links.py)
     DEGRADED_LINK = (
         "degraded-link",
         PROBLEM,

@@ -31,6 +31,9 @@ KINDS: tuple[str, ...] = (TP, CP, EP, DP, PP)
 ETP, EDP = "etp", "edp"
 #: Megatron-Core's default order: the first kind varies fastest over consecutive ranks.
 MEGATRON_ORDER = "tp-cp-ep-dp-pp"
+#: ``--hostfile-lines``: how a hostfile's lines are read.
+PER_TASK, PER_NODE, AUTO = "task", "node", "auto"
+LINE_KINDS = (AUTO, PER_TASK, PER_NODE)
 #: What each expert-grid kind is called in the order string.
 _ORDER_TOKEN = {TP: TP, CP: CP, EP: EP, DP: DP, PP: PP, ETP: TP, EDP: DP}
 

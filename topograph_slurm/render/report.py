@@ -29,7 +29,7 @@ def report_data(
 ) -> dict[str, Any]:
     """Plain data for the report (JSON-ready); ``since_last_run`` is the drift from the last
     run's kept summary (None when the run keeps none: no ``-o FILE``)."""
-    from topograph_slurm.render.drift import drift_data
+    from topograph_slurm.render.diff import drift_data
 
     fabric = analysis.fabric
     findings = list(analysis.findings) + (blocks.findings if blocks else [])

@@ -24,10 +24,7 @@ from dataclasses import dataclass
 
 from topograph_slurm.errors import InputError
 from topograph_slurm.model import names
-
-#: ``--hostfile-lines``: how a hostfile's lines are read.
-PER_TASK, PER_NODE, AUTO = "task", "node", "auto"
-LINE_KINDS = (AUTO, PER_TASK, PER_NODE)
+from topograph_slurm.model.placement import AUTO, PER_NODE, PER_TASK
 
 _SLOTS = re.compile(r"slots=([0-9]+)\Z")
 

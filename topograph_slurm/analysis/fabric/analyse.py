@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from functools import partial
 from itertools import chain
 
+from topograph_slurm.analysis.fabric import degraded_links
 from topograph_slurm.analysis.fabric.adjacency import Adjacency, adjacency, components
 from topograph_slurm.analysis.fabric.block import blocks_from_tree, plan_blocks
 from topograph_slurm.analysis.fabric.leaf import group_leaves
@@ -25,7 +26,6 @@ from topograph_slurm.analysis.fabric.rails import misaligned_rails
 from topograph_slurm.analysis.fabric.subnet import REASON_OTHER_SUBNET, keep_main_subnet
 from topograph_slurm.analysis.fabric.tree import build_tree
 from topograph_slurm.analysis.fabric.unnamed import find_unnamed
-from topograph_slurm.analysis.health import degraded as health
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.result import Analysis, BlockTopology, Finding, HostAttachments
 from topograph_slurm.model.slurm_version import SlurmVersion
@@ -80,10 +80,10 @@ def analyse(fabric: Fabric, policy: NamingPolicy, max_tiers: int | None = None) 
     findings += misaligned_rails(groups, hosts.rails, hca_names(fabric, policy), switch_names)
     service = _service_switches(hosts, links.ca_leaves)
     tree = build_tree(links.neighbours, groups, switch_names, service, component, max_tiers)
-    findings += health.islands(tree)
-    findings += health.missing_rails(groups, hosts.rails)
-    reach = partial(health.nodes_behind, tree, hosts.rails)
-    findings += health.degraded_links(fabric, switch_names, reach)
+    findings += degraded_links.islands(tree)
+    findings += degraded_links.missing_rails(groups, hosts.rails)
+    reach = partial(degraded_links.nodes_behind, tree, hosts.rails)
+    findings += degraded_links.degraded_links(fabric, switch_names, reach)
     missing = sorted(policy.slurm_nodes - hosts.rails.keys()) if policy.slurm_nodes else []
     unnamed = find_unnamed(fabric, hosts, missing, switch_names)
     return Analysis(fabric, switch_names, hosts, tree, findings, missing, unnamed)

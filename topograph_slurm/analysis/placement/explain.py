@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import and_, is_not, ne
 
-from topograph_slurm.analysis.health.degraded import is_below, rate_norm
+from topograph_slurm.analysis.fabric.degraded_links import is_below, rate_norm
 from topograph_slurm.analysis.placement.span import (
     KindSpans,
     home_level,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from itertools import compress
 
 from topograph_slurm.analysis.fabric.block import typical_size
-from topograph_slurm.analysis.health.degraded import is_below, rate_norm
+from topograph_slurm.analysis.fabric.degraded_links import is_below, rate_norm
 from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.names import natural_key

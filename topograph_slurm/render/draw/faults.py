@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from topograph_slurm.analysis.fabric.analyse import EXPECTED_REASONS
-from topograph_slurm.analysis.health.degraded import below_norm
+from topograph_slurm.analysis.fabric.degraded_links import below_norm
 from topograph_slurm.analysis.nvlink.affinity import AFFINITY_KINDS
 from topograph_slurm.analysis.nvlink.clique import (
     HEALTHY_BANDWIDTH,

@@ -1,4 +1,5 @@
-"""Health findings: what in the fabric is worse than the rest of it.
+"""Degraded fabric links and rails: what in the fabric is worse than the rest of it (the
+findings health turns into verdicts).
 
 A single 1x or SDR cable among 4xNDR ones throttles every job whose traffic crosses it, and a
 node that lost a rail runs its all-reduce on fewer HCAs than its peers. Neither stops generation

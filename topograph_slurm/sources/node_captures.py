@@ -1,0 +1,41 @@
+"""One node's ``nvidia-smi`` outputs captured by hand and named on the command line or in the
+config (gres' ``--topo-matrix`` and ``--nvidia-smi-q``, order's and pools' ``--topo-matrix``
+for the binding formats, the record hook's ``record_topo_matrix``): read as regular files up
+to a size cap, then parsed by :mod:`topograph_slurm.sources.nvidia_smi`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from topograph_slurm.errors import InputError
+from topograph_slurm.model.gpu import GpuTopology
+
+#: The most a hand-given capture may hold: a topo -m is a few KiB, a -q a few hundred.
+_CAPTURE_LIMIT = 16 << 20
+
+
+def read_capture(path: str) -> str:
+    """A hand-given capture's text; an InputError when it cannot be read."""
+    from topograph_slurm.sources.files import read_regular
+
+    try:
+        return read_regular(Path(path), _CAPTURE_LIMIT).decode("utf-8", errors="replace")
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}") from None
+
+
+def read_topo_matrix(path: str) -> GpuTopology:
+    """One node's ``topo -m`` capture, parsed; an InputError naming *path*."""
+    from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
+
+    try:
+        return parse_topo_matrix(read_capture(path))
+    except InputError as err:
+        raise InputError(f"{path}: {err}") from None
+
+
+def read_product_names(path: str) -> dict[int, str]:
+    """One node's ``nvidia-smi -q`` capture: each GPU's product name by index."""
+    from topograph_slurm.sources.nvidia_smi import parse_product_names
+
+    return parse_product_names(read_capture(path))
