@@ -42,6 +42,7 @@ _LAZY_COMMANDS = {
     "record": ("topograph_slurm.cli.record", "record_group"),
     "doctor": ("topograph_slurm.cli.doctor", "doctor"),
     "hooks": ("topograph_slurm.cli.hooks", "hooks_group"),
+    "slurm": ("topograph_slurm.cli.slurm_state", "slurm_group"),
 }
 
 
