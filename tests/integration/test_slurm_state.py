@@ -60,6 +60,9 @@ def test_the_saved_state_reads_as_the_live_cluster(
 
     for args in (["occupancy", "--json"], ["occupancy"], ["explain", job]):
         assert tool(offline, *args, "--slurm-state", str(state)) == tool(live, *args), args
-    assert json.loads(tool(offline, "occupancy", "--json", "--slurm-state", str(state)))[
-        "fabric"
-    ]["pending"] == 1
+    assert (
+        json.loads(tool(offline, "occupancy", "--json", "--slurm-state", str(state)))["fabric"][
+            "pending"
+        ]
+        == 1
+    )

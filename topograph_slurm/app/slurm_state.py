@@ -24,7 +24,7 @@ class Saved:
 def save(settings: Settings, directory: Path) -> Saved:
     """The reads run and written to *directory*, replacing it only when it is absent, empty
     or a saved state (an OutputError, exit 9, otherwise; nothing written)."""
-    files, missing = saved.save(Scontrol.from_settings(settings))
+    files, missing = saved.save(Scontrol.from_settings(settings).run)
     write_directory(
         directory,
         files,

@@ -13,14 +13,10 @@ refused (:class:`Unchanged`, exit 6): the saved state is what Slurm was, not a S
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from topograph_slurm.errors import CollectError, InputError, RefusedError
-
-if TYPE_CHECKING:
-    from topograph_slurm.slurm.scontrol import Scontrol
 
 #: The reads a saved state answers: scontrol's arguments → the file holding their stdout.
 #: doctor's ``scontrol-show-config.txt`` is the first (docs/doctor.md).
@@ -32,8 +28,8 @@ FILES: dict[tuple[str, ...], str] = {
     ("show", "topology"): "scontrol-show-topology.txt",
     ("--version",): "scontrol-version.txt",
 }
-#: The reads a Slurm without them still answers otherwise: ``show topology`` fails without a
-#: topology plugin (``topology/flat``), and the state is saved without its file.
+#: Reads whose failure does not stop a save: ``show topology`` fails on a cluster without a
+#: topology plugin, and the state is then saved without its file.
 OPTIONAL = frozenset({("show", "topology")})
 #: ``show job --json ID`` / ``show partition --json NAME``: the list they are filtered from.
 _ONE_OF = {
@@ -65,7 +61,7 @@ def answer(saved: Path, args: Sequence[str]) -> bytes:
         return _filtered(_read(saved, FILES[whole], whole), field, key[3])
     if key[:2] == ("show", "topology") and len(key) == 3:
         return _read(saved, f"scontrol-show-topology-{key[2]}.txt", key)
-    raise Unchanged(f"scontrol {' '.join(args[:2])}: {refusal(saved)}")
+    raise Unchanged(f"scontrol {args[0] if args else ''}: {refusal(saved)}")
 
 
 def refusal(saved: Path) -> str:
@@ -116,14 +112,15 @@ def _number(value: object) -> object:
     return value
 
 
-def save(scontrol: Scontrol) -> tuple[dict[str, str], list[str]]:
-    """Each read of :data:`FILES` run once: file name → what scontrol printed (a byte that is
-    not UTF-8 read as U+FFFD), and why an optional read is missing; a read that fails is a
-    CollectError (exit 4) and nothing is saved."""
+def save(run: Callable[[list[str]], str]) -> tuple[dict[str, str], list[str]]:
+    """Each read of :data:`FILES` run once (*run*: :meth:`.Scontrol.run`, which imports this
+    module): file name → what scontrol printed (a byte that is not UTF-8 read as U+FFFD), and
+    why an optional read is missing; a read that fails is a CollectError (exit 4) and nothing
+    is saved."""
     files, missing = {}, []
     for args, name in FILES.items():
         try:
-            files[name] = scontrol.run(list(args))
+            files[name] = run(list(args))
         except CollectError as err:
             if args not in OPTIONAL:
                 raise

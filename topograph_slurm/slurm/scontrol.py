@@ -45,12 +45,12 @@ class Scontrol:
         saved = Path(settings.slurm_state) if settings.slurm_state else None
         return cls(settings.scontrol, settings.scontrol_timeout, settings.slurmctld_log, saved)
 
-    def require(self, why: str) -> None:
+    def require(self, why: str, change: str = "scontrol") -> None:
         """Refuse up front, before anything is written, when the command is not there (not
         on PATH, or a configured path that is not an executable), or Slurm is a saved state
-        that takes no change: *why* says what needs it."""
+        that takes no *change*: *why* says what needs it."""
         if self.saved is not None:
-            raise saved_state.Unchanged(f"{why}: {saved_state.refusal(self.saved)}")
+            raise saved_state.Unchanged(f"{change}: {saved_state.refusal(self.saved)}")
         if shutil.which(self.binary) is None:
             raise NotInstalled(f"{self.binary} not found: {why}")
 
