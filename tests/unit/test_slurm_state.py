@@ -190,13 +190,13 @@ REPO = Path(__file__).resolve().parents[2]
 BLOCKS = "BlockName=b0 Nodes=node[01-04]\nBlockName=b1 Nodes=node[05-08]\nBlockSizes=4\n"
 
 
-def _offline(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _offline(tmp_path: Path, *args: str, state: Path = EXAMPLE) -> subprocess.CompletedProcess[str]:
     """The command run from the shipped saved state (examples/slurm-state: the Docker test
     cluster's 24.11, docs/slurm-state.md) with no scontrol anywhere on PATH."""
     empty = tmp_path / "no-slurm"
     empty.mkdir(exist_ok=True)
     env = {"PATH": str(empty), "PYTHONPATH": str(REPO), "XDG_STATE_HOME": str(tmp_path / "xdg")}
-    argv = [sys.executable, "-m", "topograph_slurm", *args, "--slurm-state", str(EXAMPLE)]
+    argv = [sys.executable, "-m", "topograph_slurm", *args, "--slurm-state", str(state)]
     return subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
 
 
@@ -238,6 +238,33 @@ def test_record_start_offline(tmp_path: Path) -> None:
     placed = [(node["node"], node["block"]) for node in record["nodes"]]
     assert placed == [("node02", "b0"), ("node03", "b0")]
     assert record["findings"] == [] and record["refused"] == ""
+
+
+def test_record_starts_gate_offline_writes_the_record_and_says_it_could_not_hold(
+    tmp_path: Path,
+) -> None:
+    """Job 3 with a --tp-size 8 record on 4-GPU nodes, on a topology splitting its two nodes:
+    the gate refuses it, the saved state cannot hold it: the record is written, exit 11."""
+    state = tmp_path / "state"
+    shutil.copytree(EXAMPLE, state)
+    jobs = json.loads((state / "scontrol-show-jobs.json").read_text())
+    (job,) = [job for job in jobs["jobs"] if job["job_id"] == 3]
+    job["admin_comment"] = "topograph:tp=8,gpn=4,group=2"
+    (state / "scontrol-show-jobs.json").write_text(json.dumps(jobs))
+    (tmp_path / "split.conf").write_text(
+        "BlockName=x Nodes=node[01-02]\nBlockName=y Nodes=node[03-04]\n"
+        "BlockName=z Nodes=node[05-08]\nBlockSizes=2\n"
+    )
+    records = tmp_path / "records"
+    args = ["record", "start", "--job", "3", "--record-dir", str(records), "--refuse"]
+    done = _offline(tmp_path, *args, "tp-crossing", "--topology", "split.conf", state=state)
+    assert done.returncode == Exit.JOB_REFUSED, done.stderr
+    assert (
+        "job 3: not held (Slurm requeues it and retries): scontrol requeuehold: refused, Slurm "
+        f"is read from the saved state {state} (--slurm-state); nothing changed"
+    ) in done.stderr
+    record = json.loads((records / "job-3.json").read_text())
+    assert record["refused"].startswith("tp-crossing: 1 of 1 TP groups of 8 GPUs cross")
 
 
 def test_doctor_offline(tmp_path: Path) -> None:
