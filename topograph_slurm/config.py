@@ -96,6 +96,12 @@ def _path(value: str) -> None:
         raise ValueError(f"must be a file name, got {value!r}")
 
 
+def _directory(value: str) -> None:
+    _path(value)
+    if not os.path.isdir(value):
+        raise ValueError(f"must be a directory, got {value!r}")
+
+
 def output_path(value: str) -> None:
     """A file to write, never a directory's name (``/etc/slurm/``, ``/``, ``.``): generate would
     write beside the directory or fail on it every run. ``-`` is stdout. Every command's
@@ -284,6 +290,9 @@ class Settings:
     #: The slurmctld log a refused reconfigure's reason is read from (default: scontrol show
     #: config's SlurmctldLogFile).
     slurmctld_log: str | None = field(default=None, metadata=PATH)
+    #: A saved Slurm state (``slurm save DIR``) that answers every scontrol read instead of
+    #: slurmctld; a change is refused (docs/slurm-state.md).
+    slurm_state: str | None = field(default=None, metadata=_rule(check=_directory))
     #: Prometheus textfile-collector metrics of the run (node_exporter), written atomically.
     metrics: str | None = field(default=None, metadata=_rule(check=metrics_path))
     #: health: the prefix of every feature it sets (others are an admin's and stay as they are)

@@ -3,9 +3,10 @@ state directory from an admin's laptop), compare it with what this tool makes, a
 one verdict per check (:mod:`topograph_slurm.analysis.doctor.checks`). Read-only: nothing
 is written, slurmctld is only asked (``scontrol show config``).
 
-A saved state directory (``--slurm-state DIR``) holds ``scontrol show config``'s output as
-``scontrol-show-config.txt`` and every other file at its absolute path below DIR
-(``DIR/etc/slurm/slurm.conf``), modes and owners kept (``cp -a``, ``tar -p``): docs/doctor.md.
+A saved state directory (``--slurm-state DIR``, config ``slurm_state``) answers ``scontrol
+show config`` from ``scontrol-show-config.txt``, as for every command (:mod:`.slurm.saved`),
+and holds every other file at its absolute path below DIR (``DIR/etc/slurm/slurm.conf``),
+modes and owners kept (``cp -a``, ``tar -p``): docs/doctor.md.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from topograph_slurm.model.doctor import Currency, DoctorFacts, DoctorReport, Fi
 from topograph_slurm.slurm.scontrol import Scontrol
 from topograph_slurm.slurm.show_config import parse_show_config
 
-#: The file of a saved state directory that holds ``scontrol show config``'s output.
-SHOW_CONFIG_FILE = "scontrol-show-config.txt"
 #: The most of one file doctor reads (hook scripts, unit files, Lua, metrics).
 READ_CAP = 4 * 1024 * 1024
 
@@ -38,17 +37,6 @@ class Root:
     def at(self, path: str) -> Path:
         """*path* (absolute, as slurm.conf names it) here, or below the saved directory."""
         return self.saved / path.lstrip("/") if self.saved else Path(path)
-
-    def show_config(self, scontrol: Scontrol) -> str:
-        if self.saved is None:
-            return scontrol.run(["show", "config"])
-        try:
-            return (self.saved / SHOW_CONFIG_FILE).read_text(encoding="utf-8", errors="replace")
-        except OSError as err:
-            raise InputError(
-                f"{self.saved}: no {SHOW_CONFIG_FILE} ({err.strerror}): save "
-                "`scontrol show config` there (see docs/doctor.md)"
-            ) from None
 
     def facts(self, path: str) -> FileFacts:
         """What *path* is: missing, a directory, or a file with its text (links followed, as
@@ -130,14 +118,12 @@ def _stale(root: Root, files: dict[str, str]) -> list[str]:
     return stale
 
 
-def doctor(
-    settings: Settings, saved: Path | None, node_versions: dict[str, str] | None = None
-) -> DoctorReport:
-    """Every check's verdict for the Slurm side (this host's, or *saved*)."""
-    if saved is not None and not saved.is_dir():
-        raise InputError(f"--slurm-state {saved}: not a directory")
+def doctor(settings: Settings, node_versions: dict[str, str] | None = None) -> DoctorReport:
+    """Every check's verdict for the Slurm side (this host's, or the saved state's)."""
+    scontrol = Scontrol.from_settings(settings)
+    saved = scontrol.saved
     root = Root(saved)
-    config = parse_show_config(root.show_config(Scontrol.from_settings(settings)))
+    config = parse_show_config(scontrol.run(["show", "config"]))
     if config.release is None:
         raise InputError("scontrol show config: no SLURM_VERSION line (not its output?)")
     facts = DoctorFacts(config, wanted(settings), version=__version__, node_versions=node_versions)

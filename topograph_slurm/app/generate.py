@@ -356,7 +356,7 @@ def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Se
         from topograph_slurm.slurm.scontrol import Scontrol
 
         Scontrol.from_settings(settings).require(
-            "--reconfigure needs slurm-client; nothing written"
+            "--reconfigure needs slurm-client; nothing written", "--reconfigure"
         )
     return settings
 

@@ -6,18 +6,12 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.options import config_settings
+from topograph_slurm.cli.options import SLURM_STATE, flag_settings
 from topograph_slurm.errors import Exit
 
 
 @click.command("doctor")
-@click.option(
-    "--slurm-state",
-    metavar="DIR",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Check a saved state instead of this host: DIR/scontrol-show-config.txt and the "
-    "files it names at their paths below DIR (see docs/doctor.md); no scontrol needed.",
-)
+@SLURM_STATE
 @click.option(
     "--nodes",
     "hostlist",
@@ -34,13 +28,14 @@ from topograph_slurm.errors import Exit
 @click.option("--json", "as_json", is_flag=True, help="The versioned JSON report.")
 @click.pass_context
 def doctor(
-    ctx: click.Context, slurm_state: Path | None, hostlist: str | None, via: str, as_json: bool
+    ctx: click.Context, slurm_state: str | None, hostlist: str | None, via: str, as_json: bool
 ) -> None:
     """Check that the Slurm side is wired for what this tool makes: the topology plugin and
     file, rank order, the filters and SPANK plugin, the job-record hooks, PrologFlags, the
     record directory, the hourly run and its last result. Read-only. Each check prints ok,
     warn or fail with the line that fixes it. Exit 0 without a fail (warnings included),
-    1 with any.
+    1 with any. With --slurm-state DIR the files scontrol show config names are read at
+    their paths below DIR (docs/doctor.md).
 
     \b
       topograph-slurm doctor
@@ -52,9 +47,9 @@ def doctor(
     from topograph_slurm.render.doctor import render_doctor
     from topograph_slurm.render.environment import environment
 
-    settings = config_settings(ctx)
+    settings = flag_settings(ctx, (), slurm_state=slurm_state)
     versions = node_versions(expand(hostlist, "--nodes"), via) if hostlist else None
-    report = run_doctor(settings, slurm_state, versions)
+    report = run_doctor(settings, versions)
     env = environment(Path(settings.templates) if settings.templates else None)
     click.echo(render_doctor(env, report, as_json), nl=False)
     ctx.exit(Exit.DIFFERS if report.failed else Exit.OK)

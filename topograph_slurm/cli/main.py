@@ -43,6 +43,7 @@ _LAZY_COMMANDS = {
     "record": ("topograph_slurm.cli.record", "record_group"),
     "doctor": ("topograph_slurm.cli.doctor", "doctor"),
     "hooks": ("topograph_slurm.cli.hooks", "hooks_group"),
+    "slurm": ("topograph_slurm.cli.slurm_state", "slurm_group"),
 }
 
 
@@ -66,7 +67,16 @@ class _LazyCommand:
 #: The top-level help's sections: every command in one, in this order (a test checks that
 #: each command is listed once).
 SECTIONS = {
-    "Build the Slurm side": ("generate", "diff", "gres", "units", "spank", "hooks", "doctor"),
+    "Build the Slurm side": (
+        "generate",
+        "diff",
+        "gres",
+        "units",
+        "spank",
+        "hooks",
+        "doctor",
+        "slurm",
+    ),
     "Measure the cluster": ("collect", "bench", "health", "occupancy", "draw"),
     "Place a job": ("explain", "order", "pools", "experts", "record"),
 }

@@ -163,6 +163,16 @@ _FABRIC_OPTIONS = [
 ]
 
 
+#: ``--slurm-state DIR``: Slurm read from a saved state instead of slurmctld (config
+#: ``slurm_state``), on every command that asks scontrol.
+SLURM_STATE = click.option(
+    "--slurm-state",
+    metavar="DIR",
+    help="Read Slurm from a saved state (`topograph-slurm slurm save DIR`) instead of asking "
+    "slurmctld; a change to Slurm is refused (exit 6). Layout: docs/slurm-state.md.",
+)
+
+
 def naming_options(func: F) -> F:
     """How HCAs become nodes (node-name map, rewrites, HCA selection, Slurm's node list)."""
     return grouped(NAMING_HEADING, _FABRIC_OPTIONS[6:10])(func)
@@ -170,8 +180,9 @@ def naming_options(func: F) -> F:
 
 def fabric_options(func: F) -> F:
     """The fabric source flags every command that reads a fabric shares: a saved or live
-    ibnetdiscover, a simulation, UFM, NetQ, a snapshot, and how HCAs become nodes."""
-    func = naming_options(func)
+    ibnetdiscover, a simulation, UFM, NetQ, a snapshot, and how HCAs become nodes; and
+    --slurm-state (each of them asks scontrol: --slurm-nodes auto at least)."""
+    func = grouped(SLURM_HEADING, [SLURM_STATE])(naming_options(func))
     sources = [
         *_FABRIC_OPTIONS[:2],
         *_ufm_list("Ask NVIDIA UFM's REST API for the fabric (https://host)."),

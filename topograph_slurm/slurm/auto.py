@@ -77,8 +77,9 @@ def resolve_version(
     if settings.slurm_version != AUTO:
         return settings
     commands = [settings.scontrol, _sibling(settings.scontrol, "sinfo")]
+    saved = Scontrol.from_settings(settings).saved
     try:
-        version, command = installed_version(commands, min(settings.scontrol_timeout, 30.0))
+        version, command = installed_version(commands, min(settings.scontrol_timeout, 30.0), saved)
     except CollectError as err:
         notes.append(
             _fallback(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Sequence
+from pathlib import Path
 
 from topograph_slurm.errors import CollectError, InputError
 from topograph_slurm.slurm.scontrol import Scontrol
@@ -27,10 +28,15 @@ def parse_version(text: str, command: str = "scontrol --version") -> str:
 
 
 def installed_version(
-    binaries: Sequence[str] = VERSION_COMMANDS, timeout: float = 10.0
+    binaries: Sequence[str] = VERSION_COMMANDS, timeout: float = 10.0, saved: Path | None = None
 ) -> tuple[str, str]:
     """The Slurm release and the command that told it; a collect error naming why each
-    command failed when none answers."""
+    command failed when none answers. From a *saved* state: its ``scontrol --version``."""
+    if saved is not None:
+        try:
+            return parse_version(Scontrol(saved=saved).run(["--version"])), "scontrol"
+        except InputError as err:
+            raise CollectError(str(err)) from None
     reasons = []
     for binary in binaries:
         if shutil.which(binary) is None:

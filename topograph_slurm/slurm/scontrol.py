@@ -4,6 +4,8 @@ Every reader (:mod:`.nodes`, :mod:`.jobs`, :mod:`.topology`, :mod:`.release`) an
 command that changes slurmctld (:mod:`.apply`, :mod:`.reconfigure`) goes through
 :class:`Scontrol`, built from the config's ``scontrol``/``scontrol_timeout``
 (:meth:`Scontrol.from_settings`), so a site's wrapper and timeout hold for every command.
+With a saved state (config ``slurm_state``, ``--slurm-state DIR``) the same reads are answered
+from its files and every change is refused (:mod:`.saved`): no command needs a second path.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from topograph_slurm.errors import CollectError
 from topograph_slurm.model.numbers import natural
+from topograph_slurm.slurm import saved as saved_state
 
 if TYPE_CHECKING:
     from topograph_slurm.config import Settings
@@ -28,19 +32,25 @@ class NotInstalled(CollectError):
 @dataclass(frozen=True, slots=True)
 class Scontrol:
     """How to reach slurmctld: the ``scontrol`` command, its timeout, and the slurmctld log
-    (None: ``SlurmctldLogFile`` of ``scontrol show config``)."""
+    (None: ``SlurmctldLogFile`` of ``scontrol show config``); or, *saved*, a saved state
+    directory that answers the reads instead (:mod:`.saved`)."""
 
     binary: str = "scontrol"
     timeout: float = 120.0
     log: str | None = None
+    saved: Path | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Scontrol:
-        return cls(settings.scontrol, settings.scontrol_timeout, settings.slurmctld_log)
+        saved = Path(settings.slurm_state) if settings.slurm_state else None
+        return cls(settings.scontrol, settings.scontrol_timeout, settings.slurmctld_log, saved)
 
-    def require(self, why: str) -> None:
+    def require(self, why: str, change: str = "scontrol") -> None:
         """Refuse up front, before anything is written, when the command is not there (not
-        on PATH, or a configured path that is not an executable): *why* says what needs it."""
+        on PATH, or a configured path that is not an executable), or Slurm is a saved state
+        that takes no *change*: *why* says what needs it."""
+        if self.saved is not None:
+            raise saved_state.Unchanged(f"{change}: {saved_state.refusal(self.saved)}")
         if shutil.which(self.binary) is None:
             raise NotInstalled(f"{self.binary} not found: {why}")
 
@@ -52,7 +62,10 @@ class Scontrol:
     def output(self, args: Sequence[str], what: str | None = None) -> bytes:
         """stdout of ``scontrol <args>`` as bytes (what the ``--json`` readers decode); a
         collect error of one line otherwise: *what* (the command and its first two
-        arguments) failed, with its exit code and last stderr line."""
+        arguments) failed, with its exit code and last stderr line. From a saved state: its
+        file's bytes (:func:`.saved.answer`)."""
+        if self.saved is not None:
+            return saved_state.answer(self.saved, args)
         what = what or " ".join([self.binary, *args[:2]])
         try:
             proc = subprocess.run(
