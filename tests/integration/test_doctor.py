@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 from harness import TOOL_COMMAND, Cluster, ClusterSpec, NodeSpec
 
+from tests.support.live_examples import assert_page_shows
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 
@@ -95,6 +96,11 @@ def _live(cluster: Cluster) -> tuple[int, dict[str, Any]]:
     return res.rc, json.loads(res.stdout)
 
 
+def _terminal(cluster: Cluster, line: str) -> str:
+    """A docs line run on the controller as a terminal shows it: stdout and stderr as one."""
+    return cluster.exec(f"{{ {line}\n}} 2>&1").stdout
+
+
 def _statuses(data: dict[str, Any]) -> dict[str, str]:
     return {check["name"]: check["status"] for check in data["checks"]}
 
@@ -115,6 +121,7 @@ def test_configured_right_is_all_ok_and_live_faults_are_named(cluster: Cluster) 
     versions = {c["name"]: c for c in json.loads(res.stdout)["checks"]}["node-versions"]
     assert (res.rc, versions["status"]) == (0, "ok"), res.stdout + res.stderr
     assert versions["message"].startswith("2 node(s) run topograph-slurm ")
+    assert_page_shows("docs/doctor.md", 1, lambda line: _terminal(cluster, line))
 
     # planted live: a hook that is not executable, a record root anyone can write
     cluster.exec(["chmod", "0644", "/etc/slurm/epilog.sh"]).check()
@@ -126,6 +133,8 @@ def test_configured_right_is_all_ok_and_live_faults_are_named(cluster: Cluster) 
         fixes = {c["name"]: c["fix"] for c in data["checks"]}
         assert fixes["hook-Epilog"] == "chmod 0755 /etc/slurm/epilog.sh"
         assert fixes["record-dir"] == f"chmod 0755 {RECORDS}"
+        assert_page_shows("docs/doctor.md", 2, lambda line: _terminal(cluster, line))
+        assert_page_shows("docs/doctor.md", 3, lambda line: _terminal(cluster, line))
     finally:
         cluster.exec(["chmod", "0755", "/etc/slurm/epilog.sh", RECORDS]).check()
 

@@ -4,7 +4,8 @@ Eight nodes named as a simulated fabric's hosts (``sources/sim``: 2 units of 4 n
 rails); the tool reads the real ibnetdiscover text of that fabric with two planted faults:
 node0001's first cable trained down to 1x (``degraded=1``: degraded) and node0003's second
 HCA unplugged (both cable ends removed: missing-rail, drain-worthy). node0001 carries an
-admin's feature from slurm.conf. topograph-slurm runs on the host; a ``scontrol`` shim on
+admin's feature (bigmem) from slurm.conf. The page's two live examples (docs/health.md) run
+as printed in the middle of it. topograph-slurm runs on the host; a ``scontrol`` shim on
 PATH execs the controller container's real scontrol (only the transport is a shim).
 
 1. The dry run prints the commands and exits 1; ``--apply`` sets Weight, features and drain
@@ -31,6 +32,7 @@ import pytest
 from conftest import Shims
 from harness import Cluster, ClusterSpec, NodeSpec
 
+from tests.support.live_examples import assert_page_shows
 from topograph_slurm.sources.sim import SimSpec, generate_ibnetdiscover
 
 pytestmark = pytest.mark.integration
@@ -82,11 +84,11 @@ def test_health_apply_on_real_slurm(
     make_cluster: Callable[..., Cluster], slurm_version: str, tmp_path: Path, shims: Shims
 ) -> None:
     spec = ClusterSpec(
-        nodes=[NodeSpec(n, cpus=2, features=("admin_a",) if n == SLOW else ()) for n in NODES]
+        nodes=[NodeSpec(n, cpus=2, features=("bigmem",) if n == SLOW else ()) for n in NODES]
     )
     cluster = make_cluster(spec)
     env = shims(cluster, "scontrol")
-    faulty = tmp_path / "faulty.txt"
+    faulty = tmp_path / "fabric.txt"
     faulty.write_text(
         unplug(generate_ibnetdiscover(replace(SIM, degraded=1)), f"{UNPLUGGED} mlx5_1")
     )
@@ -97,7 +99,21 @@ def test_health_apply_on_real_slurm(
         argv = ["topograph-slurm", "health", "--ibnetdiscover", str(fabric)]
         return subprocess.run([*argv, *extra], env=env, capture_output=True, text=True, timeout=300)
 
-    # 1. dry run, then apply
+    def terminal(line: str) -> str:
+        """A docs/health.md line as the page ran it: the tool here, sinfo on the controller."""
+        if not line.startswith("topograph-slurm"):
+            return cluster.exec(f"{{ {line}\n}} 2>&1").stdout
+        done = subprocess.run(
+            ["bash", "-c", f"{{ {line}\n}} 2>&1"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        return done.stdout
+
+    # 1. dry run, then apply (then the page's example: the dry run, --apply, sinfo, again)
     dry = health(faulty)
     assert dry.returncode == 1, dry.stderr
     assert (
@@ -105,13 +121,12 @@ def test_health_apply_on_real_slurm(
         in dry.stdout
     )
     assert nodes(cluster)[SLOW]["weight"] == 1  # nothing changed yet
-    done = health(faulty, "--apply")
-    assert done.returncode == 0, done.stderr
+    assert_page_shows("docs/health.md", 1, terminal)
     state = nodes(cluster)
     leaf1, leaf2 = "topo_leaf_leaf-su001-r0", "topo_leaf_leaf-su002-r0"
     block1, block2 = "topo_block_leaf-su001-r0", "topo_block_leaf-su002-r0"
     assert state[SLOW]["weight"] == 1001
-    assert state[SLOW]["features"] == sorted(["admin_a", "topo_degraded", leaf1, block1])
+    assert state[SLOW]["features"] == sorted(["bigmem", "topo_degraded", leaf1, block1])
     assert state[SLOW]["active"] == state[SLOW]["features"]
     assert state[UNPLUGGED]["drain"] and state[UNPLUGGED]["reason"] == "topograph: missing-rail"
     assert state[UNPLUGGED]["weight"] == 1001
@@ -142,7 +157,7 @@ def test_health_apply_on_real_slurm(
         cluster.wait_controller()
         registered(cluster)
         lost = nodes(cluster)
-        assert lost[SLOW]["weight"] == 1 and lost[SLOW]["features"] == ["admin_a"]
+        assert lost[SLOW]["weight"] == 1 and lost[SLOW]["features"] == ["bigmem"]
         assert lost[HEALTHY[0]]["features"] == []
         assert lost[UNPLUGGED]["drain"] and lost[UNPLUGGED]["reason"].startswith("topograph:")
         back = health(faulty, "--apply")
@@ -151,11 +166,9 @@ def test_health_apply_on_real_slurm(
         assert nodes(cluster) == state
 
     # 4. healed: our drain resumed, own weight and health class back, admin feature kept
-    cured = health(healed, "--apply")
-    assert cured.returncode == 0, cured.stderr
-    assert f"NodeName={UNPLUGGED} State=RESUME" in cured.stderr
+    assert_page_shows("docs/health.md", 2, terminal)  # healed.txt --apply, then sinfo
     final = nodes(cluster)
     assert final[SLOW]["weight"] == 1
-    assert final[SLOW]["features"] == sorted(["admin_a", "topo_ok", leaf1, block1])
+    assert final[SLOW]["features"] == sorted(["bigmem", "topo_ok", leaf1, block1])
     assert not final[UNPLUGGED]["drain"] and final[UNPLUGGED]["weight"] == 1
     assert "topo_ok" in final[UNPLUGGED]["features"]

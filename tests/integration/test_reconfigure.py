@@ -16,6 +16,8 @@ must leave the other 2 out because Slurm does not know them.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from click.testing import CliRunner, Result
 from conftest import Shims
 from harness import Cluster, ClusterSpec, NodeSpec
 
+from tests.support.live_examples import assert_page_shows
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import builtin_templates
@@ -53,7 +56,9 @@ def started(
     )
     conf, log = tmp_path / name, tmp_path / "slurmctld.log"
     conf.write_text(text)
-    (tmp_path / "config.yaml").write_text(f"slurmctld_log: {log}\n")
+    (tmp_path / "config.yaml").write_text(
+        f"slurmctld_log: {log}\nstate_dir: {tmp_path / 'state'}\n"
+    )
     env = shims(
         cluster,
         "scontrol",
@@ -155,6 +160,27 @@ def test_reconfigure_applies_skips_and_rolls_back(
     assert failed["topograph_slurm_success{}"] == 0
     last = parse_last_success((tmp_path / "run.prom").read_text())
     assert last == second["topograph_slurm_last_success_timestamp_seconds{}"]
+
+    # 4. docs/keep-true.md's example, as printed, from the start again (the page shows 24.11)
+    if slurm_version == "24.11":
+        conf.write_text(START)
+        shutil.rmtree(tmp_path / "state")
+        (tmp_path / "topology.conf.rejected").unlink()
+        subprocess.run(["scontrol", "reconfigure"], env=env, check=True, timeout=120)
+        assert_page_shows("docs/keep-true.md", 1, lambda line: _terminal(tmp_path, env, line))
+
+
+def _terminal(cwd: Path, env: dict[str, str], line: str) -> str:
+    """A docs line run on the host as a terminal shows it: stdout and stderr as one."""
+    done = subprocess.run(
+        ["bash", "-c", f"{{ {line}\n}} 2>&1"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done.stdout
 
 
 YAML_START = """\
