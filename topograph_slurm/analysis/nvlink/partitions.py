@@ -76,7 +76,7 @@ def nmx_blocks(
                 unique(sanitize(f"{rack}-p{part}", "nvl"), taken) if len(groups) > 1 else rack,
                 nodes,
             )
-            for part, nodes in sorted(groups.items(), key=lambda kv: natural_key(kv[1][0]))
+            for part, nodes in sorted(groups.items(), key=lambda kv: _group_key(*kv))
         ]
         named.append((rack, parts))
     findings += _partition_health(inventory, named)
@@ -88,6 +88,11 @@ def nmx_blocks(
     return planned
 
 
+def _group_key(part: str, nodes: Sequence[str]) -> tuple[object, ...]:
+    """Partitions in the order of their first tray (emptied ones by their number, last)."""
+    return (0, natural_key(nodes[0])) if nodes else (1, natural_key(part))
+
+
 def _group(
     inventory: NvlinkInventory, policy: NvlinkPolicy
 ) -> tuple[dict[str, _Rack], list[Finding]]:
@@ -96,6 +101,8 @@ def _group(
     kept where their GPUs agree) with a finding each."""
     split = {part.domain for part in inventory.partitions}
     racks: dict[str, _Rack] = {}
+    for partition in inventory.partitions:  # every partition keeps its place, even emptied
+        racks.setdefault(partition.domain, _Rack(partition.domain, {})).groups[partition.id] = []
     findings: list[Finding] = []
     for tray in sorted(inventory.trays, key=lambda t: natural_key(t.name)):
         found = _tray_findings(tray, inventory, tray.domain in split)
@@ -188,7 +195,7 @@ def _two_levels(
     slots = 1 << max(len(parts) - 1 for _, parts in named).bit_length()
     sizes = [len(block.nodes) for _, parts in named for block in parts]
     base = typical_size(sizes)
-    even = all(len(parts) == slots for _, parts in named)
+    even = all(len(parts) == slots for _, parts in named) and all(sizes)
     if not version.allows_small_blocks and even:
         base = min(sizes)  # 24.11 refuses a block below the base: a tray down shrinks it
     elif not version.allows_small_blocks:
@@ -196,7 +203,8 @@ def _two_levels(
         finding = Finding(
             FindingKind.NVLINK_PARTITIONS_UNEVEN,
             "BlockSizes",
-            f"racks split into {sorted({len(p) for _, p in named})} partitions: Slurm "
+            f"racks split into {sorted({len(p) for _, p in named})} partitions"
+            f"{', one emptied' if 0 in sizes else ''}: Slurm "
             f"{version.major}.{version.minor:02d} keeps no empty block, so the partitions are "
             f"one level (BlockSizes={base}); 25.05+ adds the rack level",
         )
