@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from tests.conftest import real_fixture
 from tests.support.nmx_standin import NmxHandler, NmxState
 from tests.support.ufm_standin import Pki, Standin, make_pki, serve
+from tests.unit.test_health_cli import fake_scontrol
 from topograph_slurm.analysis.health.verdict import judge
 from topograph_slurm.analysis.nvlink.partitions import nmx_blocks
 from topograph_slurm.cli.main import main
@@ -267,3 +268,20 @@ def test_sim_spec_refuses_partial_trays_and_partitions_without_racks() -> None:
         sim.parse_sim_spec("nodes=8,gpus=4,nvl=70")
     with pytest.raises(sim.SimSpecError, match="need nvl"):
         sim.parse_sim_spec("nodes=8,partitions=2")
+
+
+def test_health_drains_a_tray_nmx_reports_down(
+    tmp_path: Path,
+) -> None:
+    """Eight trays in two racks of two partitions (the fake scontrol's node0001-node0008):
+    NMX reports node0003 down; health proposes its drain as for any drain-worthy finding."""
+    slurm = fake_scontrol(tmp_path)
+    spec = "nodes=8,gpus=4,rails=2,su=4,prefix=node,nvl=16,partitions=2,down=node0003"
+    env = {"PATH": f"{slurm}{os.pathsep}{os.environ['PATH']}"}
+    args = ["--config", os.devnull, "health", "--sim", spec, "--json"]
+    result = CliRunner().invoke(main, args, env=env)
+    data = json.loads(result.stdout)
+    verdicts = {row["node"]: row["verdict"] for row in data["nodes"]}
+    assert verdicts["node0003"] == "drain"
+    assert {verdicts[f"node{i:04d}"] for i in (1, 2, 4, 5, 6, 7, 8)} == {"healthy"}
+    assert any("NodeName=node0003" in c and "State=DRAIN" in c for c in data["commands"])
