@@ -285,3 +285,28 @@ def test_health_drains_a_tray_nmx_reports_down(
     assert verdicts["node0003"] == "drain"
     assert {verdicts[f"node{i:04d}"] for i in (1, 2, 4, 5, 6, 7, 8)} == {"healthy"}
     assert any("NodeName=node0003" in c and "State=DRAIN" in c for c in data["commands"])
+
+
+def test_block_names_stay_when_a_racks_first_tray_is_down() -> None:
+    names = [
+        b.name for b in nmx_blocks(_racks("nodes=36,gpus=4,nvl=72,partitions=2"), V2505).blocks
+    ]
+    down = nmx_blocks(_racks("nodes=36,gpus=4,nvl=72,partitions=2,down=1"), V2505)
+    assert [b.name for b in down.blocks] == names
+    assert down.blocks[0].nodes[0] == "gpu0002"
+
+
+def test_the_kept_index_names_nmx_and_ages_out_as_an_appliances_does() -> None:
+    from msgspec.structs import replace
+
+    from topograph_slurm.app.fabric import kept_source, source_stamp, stale_because
+    from topograph_slurm.config import Settings
+
+    settings = Settings(sim="nodes=4,rails=2,su=2", nmx="https://nmx.example")
+    source = kept_source(settings)
+    assert source == "sim:nodes=4,rails=2,su=2+nmx:https://nmx.example"
+    assert source != kept_source(Settings(sim="nodes=4,rails=2,su=2"))
+    kept = source_stamp(settings, source)
+    assert stale_because(kept, replace(kept, analysed=kept.analysed + 60)) is None
+    later = stale_because(kept, replace(kept, analysed=kept.analysed + 3 * 3600))
+    assert later is not None and "fetched" in later

@@ -66,10 +66,14 @@ def nmx_blocks(
     ordered = order_domains(
         [Domain(r.domain, r.nodes, r.domain, 0) for r in racks.values() if r.nodes], tree
     )
+    listed: dict[str, list[str]] = {}  # every tray NMX lists, down or not: stable names
+    for tray in sorted(inventory.trays, key=lambda t: natural_key(t.name)):
+        listed.setdefault(tray.domain, []).append(tray.name)
     taken: set[str] = set()
     named: list[tuple[str, list[Block]]] = []
     for index, domain in enumerate(ordered, start=1):
-        rack = unique(block_name(policy.name_pattern, domain.nodes, index, domain.id, 0), taken)
+        trays = listed[domain.id]
+        rack = unique(block_name(policy.name_pattern, trays, index, domain.id, 0), taken)
         groups = racks[domain.id].groups
         parts = [
             Block(
