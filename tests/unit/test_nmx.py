@@ -310,3 +310,14 @@ def test_the_kept_index_names_nmx_and_ages_out_as_an_appliances_does() -> None:
     assert stale_because(kept, replace(kept, analysed=kept.analysed + 60)) is None
     later = stale_because(kept, replace(kept, analysed=kept.analysed + 3 * 3600))
     assert later is not None and "fetched" in later
+
+
+def test_a_partition_nmx_lists_without_members_is_no_block() -> None:
+    partitions = json.loads(_partitions())
+    partitions.append({"PartitionID": 32766, "Name": "Default Partition", "Health": "HEALTHY"})
+    for entry in partitions:
+        entry.setdefault("DomainUUID", DOMAIN)
+    inventory = inventory_from_nmx(_nodes(), [_gpus()], [json.dumps(partitions)])
+    topology = nmx_blocks(inventory, V2505)
+    assert [b.name for b in topology.blocks] == ["nvl-node1-p1", "nvl-node1-p2"]
+    assert topology.block_sizes == [1, 2]

@@ -106,7 +106,10 @@ def _group(
     split = {part.domain for part in inventory.partitions}
     racks: dict[str, _Rack] = {}
     for partition in inventory.partitions:  # every partition keeps its place, even emptied
-        racks.setdefault(partition.domain, _Rack(partition.domain, {})).groups[partition.id] = []
+        if partition.gpus:  # one NMX lists with no member at all holds no tray
+            racks.setdefault(partition.domain, _Rack(partition.domain, {})).groups[
+                partition.id
+            ] = []
     findings: list[Finding] = []
     for tray in sorted(inventory.trays, key=lambda t: natural_key(t.name)):
         found = _tray_findings(tray, inventory, tray.domain in split)
