@@ -242,6 +242,11 @@ class Settings:
     netq_credentials: str | None = field(default=None, metadata=PATH)
     netq_ca_bundle: str | None = field(default=None, metadata=PATH)
     netq_insecure: bool = False
+    #: NMX (NVLink racks and partitions, read only): its URL, credentials file and TLS
+    nmx: str | None = None
+    nmx_credentials: str | None = field(default=None, metadata=PATH)
+    nmx_ca_bundle: str | None = field(default=None, metadata=PATH)
+    nmx_insecure: bool = False
     node_name_map: str | None = field(default=None, metadata=PATH)
     rewrites: list[RewriteRule] = field(
         default_factory=list, metadata=_rule(check=_rewrites, flag="--rewrite")

@@ -36,6 +36,7 @@ from topograph_slurm.sources.node_name_map import load_node_name_map
 # UFM's HTTP stack, snapshots and NVLink are imported where they are used: `generate` from
 # cron stays cheap.
 if TYPE_CHECKING:
+    from topograph_slurm.model.nvlink_partition import NvlinkInventory
     from topograph_slurm.sources import ufm
     from topograph_slurm.sources.fabric_index import FabricIndex, Stamp
     from topograph_slurm.sources.snapshot import Snapshot
@@ -61,6 +62,7 @@ _ANALYSIS_SETTINGS = (
     "slurm_version",
     "block_sizes",
     "block_source",
+    "nmx",
 )
 
 
@@ -73,6 +75,8 @@ class Inputs:
     snapshot: Snapshot | None = None
     #: what the source found beside the fabric (LLDP: unreadable nodes, the unknown tiers)
     findings: list[Finding] = field(default_factory=list)
+    #: NMX's NVLink racks and partitions (``--nmx``, or a ``--sim`` with ``nvl``)
+    nmx: NvlinkInventory | None = None
 
 
 @dataclass(slots=True)
@@ -167,9 +171,13 @@ def read_fabric(
             else None
         )
         nvlink = settings.block_source == "nvlink"  # what was asked, if it cannot be had
+        domains: BlockTopology | None
         try:
-            nvlink = wants_nvlink(settings, inputs.snapshot, analysis.findings)
-            domains = nvlink_domains(settings, inputs, analysis, version) if nvlink else None
+            if inputs.nmx is not None and settings.block_source != "ib":
+                nvlink, domains = True, partition_blocks(settings, inputs.nmx, analysis, version)
+            else:
+                nvlink = wants_nvlink(settings, inputs.snapshot, analysis.findings)
+                domains = nvlink_domains(settings, inputs, analysis, version) if nvlink else None
         except InputError:
             if blocks_needed:
                 raise
@@ -221,6 +229,33 @@ def fetch_netq(settings: Settings, warn: Warn) -> Fabric:
     return netq.fabric_from_netq(answer.graphs, source=answer.url)
 
 
+def fetch_nmx(settings: Settings, warn: Warn) -> NvlinkInventory:
+    """Ask NMX for the NVLink racks and partitions (credentials as UFM's; UFM's timeouts and
+    size cap), read only."""
+    from topograph_slurm.sources import nmx
+
+    assert settings.nmx is not None
+    options = fetch_options(settings, settings.nmx_ca_bundle, settings.nmx_insecure)
+    credentials = Path(settings.nmx_credentials) if settings.nmx_credentials else None
+    answer = nmx.collect_nmx(settings.nmx, credentials, options, env=os.environ, warn=warn)
+    return nmx.inventory_from_nmx(
+        answer.compute_nodes, answer.gpus, answer.partitions, source=answer.url
+    )
+
+
+def nvlink_inventory(settings: Settings, warn: Warn) -> NvlinkInventory | None:
+    """NMX's racks and partitions: asked (``--nmx``), simulated (``--sim …,nvl=72``), or none."""
+    if settings.nmx:
+        return fetch_nmx(settings, warn)
+    if settings.sim:
+        from topograph_slurm.sources import nmx, sim
+
+        spec = sim.parse_sim_spec(sim_spec(settings.sim))
+        if spec.nvl:
+            return nmx.inventory_from_nmx(*sim.generate_nmx(spec), source=f"sim:{settings.sim}")
+    return None
+
+
 def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Inputs:
     """The fabric stored in a snapshot: UFM answers, else ibnetdiscover text, else the
     nodes' LLDP (the leaf layer of an Ethernet fabric), else none."""
@@ -251,9 +286,16 @@ def given_sources(settings: Settings) -> list[str]:
 
 
 def load_inputs(settings: Settings, warn: Warn) -> Inputs:
-    """Exactly one fabric source: dump, UFM, NetQ, snapshot, simulation, or the live
-    ibnetdiscover."""
+    """Exactly one fabric source (dump, UFM, NetQ, snapshot, simulation, or the live
+    ibnetdiscover), and NMX's NVLink racks beside it when there are any."""
     given_sources(settings)
+    inputs = _fabric_inputs(settings, warn)
+    inputs.nmx = nvlink_inventory(settings, warn)
+    return inputs
+
+
+def _fabric_inputs(settings: Settings, warn: Warn) -> Inputs:
+    """The one fabric source's inputs."""
     if settings.snapshot:
         from topograph_slurm.sources.snapshot import load_snapshot
 
@@ -359,8 +401,27 @@ def nvlink_domains(
     )
 
 
+def partition_blocks(
+    settings: Settings, inventory: NvlinkInventory, analysis: Analysis, version: SlurmVersion
+) -> BlockTopology:
+    """NMX's partitions in their racks as blocks, racks ordered by the IB tree when there is one."""
+    from topograph_slurm.analysis.nvlink.domains import NvlinkPolicy
+    from topograph_slurm.analysis.nvlink.partitions import nmx_blocks
+
+    return nmx_blocks(
+        inventory,
+        version,
+        policy=NvlinkPolicy(settings.nvlink_unhealthy, settings.block_name_pattern),
+        block_sizes=settings.block_sizes,
+        tree=analysis.tree if analysis.node_count else None,
+    )
+
+
 def node_domains(fabric: AnalysedFabric) -> dict[str, str] | None:
-    """Each node's NVLink domain when the blocks are NVLink domains."""
+    """Each node's NVLink domain when the blocks are NVLink domains (NMX's DomainUUID, or
+    the GPUs' ClusterUUID.CliqueId)."""
+    if fabric.inputs.nmx is not None and fabric.nvlink:
+        return {tray.name: tray.domain for tray in fabric.inputs.nmx.trays}
     snapshot = fabric.inputs.snapshot
     if snapshot is None or not fabric.nvlink:
         return None
@@ -378,6 +439,12 @@ def kept_source(settings: Settings) -> str | None:
     for a source whose index is not kept: stdin, a snapshot (its ``topo -m`` per node, which
     ``order``'s binding formats read, is not in the index) and the live ``ibnetdiscover``
     (no job-scoped command reads it: without a source they read the topology Slurm runs)."""
+    base = _kept_base(settings)
+    return f"{base}+nmx:{settings.nmx}" if base and settings.nmx else base
+
+
+def _kept_base(settings: Settings) -> str | None:
+    """The fabric source's part of :func:`kept_source`."""
     if settings.snapshot or settings.ibnetdiscover == "-":
         return None
     if settings.ibnetdiscover:
@@ -439,7 +506,7 @@ def stale_because(kept: Stamp, now: Stamp) -> str | None:
         return "the analysis settings differ"
     if kept.file != now.file:
         return "the dump file changed since"
-    if now.source.startswith(LIVE_SOURCES):
+    if now.source.startswith(LIVE_SOURCES) or "+nmx:" in now.source:
         age = now.analysed - kept.analysed
         if not 0 <= age <= LIVE_INDEX_SECONDS:
             return f"it was fetched {age / 3600:.1f} h ago (at most {LIVE_INDEX_SECONDS // 3600} h)"

@@ -33,7 +33,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def tls_options(stem: str, name: str) -> list[Callable[[F], F]]:
-    """An appliance's ``--<stem>-ca-bundle`` and ``--<stem>-insecure`` (UFM, NetQ)."""
+    """An appliance's ``--<stem>-ca-bundle`` and ``--<stem>-insecure`` (UFM, NetQ, NMX)."""
     return [
         click.option(
             f"--{stem}-ca-bundle", metavar="FILE", help=f"CA bundle to verify {name}'s certificate."
@@ -160,6 +160,20 @@ _FABRIC_OPTIONS = [
         help="Blocks from NVLink domains (snapshot), IB scalable units, or auto (default: NVLink "
         "when a snapshot's GPUs name a multi-node NVLink domain, else the IB units).",
     ),
+    click.option(
+        "--nmx",
+        metavar="URL",
+        help="Ask NVIDIA NMX (NVLink management in NetQ, https://host) for the NVLink racks "
+        "and partitions, read only: a node's block is its partition in its rack; with another "
+        "fabric source for the tree. The UFM timeout, deadline and size-cap flags apply.",
+    ),
+    click.option(
+        "--nmx-credentials",
+        metavar="FILE",
+        help="NMX username/password file, mode 0600; else NMX_USERNAME/NMX_PASSWORD from the "
+        "environment (never argv).",
+    ),
+    *tls_options("nmx", "NMX"),
 ]
 
 

@@ -239,6 +239,36 @@ class FindingKind(StrEnum):
         "a previous block's nodes are in more than one NVLink domain now; the others become "
         "a new block",
     )
+    # NVLink partitions from NMX (analysis/nvlink/partitions.py)
+    NVLINK_TRAY_DOWN = (
+        "nvlink-tray-down",
+        PROBLEM,
+        DRAIN,
+        "NMX reports a compute tray not healthy: it is left out of every NVLink block, and a "
+        "multi-node NVLink job placed on it fails",
+    )
+    NVLINK_GPU_OUTSIDE_PARTITION = (
+        "nvlink-gpu-outside-partition",
+        PROBLEM,
+        DRAIN,
+        "a GPU of the tray is in no NMX partition of its split rack, in another partition than "
+        "the tray's other GPUs, or not healthy: the tray cannot share NVLink with its "
+        "partition and is left out of the blocks",
+    )
+    NVLINK_PARTITION_DEGRADED = (
+        "nvlink-partition-degraded",
+        PROBLEM,
+        DEGRADED,
+        "NMX reports an NVLink partition not healthy (reduced bandwidth or compute): its nodes "
+        "run, slower",
+    )
+    NVLINK_PARTITIONS_UNEVEN = (
+        "nvlink-partitions-uneven",
+        PROBLEM,
+        LAYOUT,
+        "racks are split into NMX partitions of different counts or sizes: Slurm 24.11 (no "
+        "empty blocks) gets the partitions as one block level, without the rack level",
+    )
     NVLINK_INCLUDED_WITH_FINDINGS = (
         "nvlink-included-with-findings",
         PROBLEM,

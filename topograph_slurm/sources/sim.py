@@ -94,6 +94,12 @@ class SimSpec:
     #: ``ib`` (ibnetdiscover text) or ``roce``: the same cabling as Ethernet/RoCE (Spectrum-X
     #: leaves, spines, super-spines with tiers=3) in NetQ's topology-graph form
     fabric: str = "ib"
+    #: GPUs per NVLink domain (72: GB200 NVL72 racks of nvl/gpus trays), 0 for none; NMX's
+    #: answers then describe the racks (:func:`generate_nmx`), each split into ``partitions``
+    nvl: int = 0
+    partitions: int = 1
+    #: a tray NMX reports down (name or 1-based index)
+    down: str = ""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -185,6 +191,7 @@ def _validate(spec: SimSpec) -> None:
         )
     _validate_nodes(spec)
     _validate_roce(spec)
+    _validate_nvl(spec)
 
 
 def _validate_roce(spec: SimSpec) -> None:
@@ -199,6 +206,21 @@ def _validate_roce(spec: SimSpec) -> None:
             refused.append("islands")
         if refused:
             raise SimSpecError(f"sim spec: fabric=roce takes no {', '.join(refused)}")
+
+
+def _validate_nvl(spec: SimSpec) -> None:
+    """NVLink racks hold whole trays and split into equal partitions of whole trays."""
+    if spec.nvl < 0 or spec.partitions < 1:
+        raise SimSpecError("sim spec: nvl must be >= 0 and partitions >= 1")
+    trays, rest = divmod(spec.nvl, spec.gpus)
+    if spec.nvl and (rest or trays % spec.partitions):
+        raise SimSpecError(
+            f"sim spec: nvl={spec.nvl} must hold whole trays of gpus={spec.gpus}, split into "
+            f"partitions={spec.partitions} of whole trays"
+        )
+    if not spec.nvl and (spec.partitions > 1 or spec.down):
+        raise SimSpecError("sim spec: partitions and down need nvl (GPUs per NVLink rack)")
+    _simulated_node(spec, "down", spec._node_index(spec.down))
 
 
 def _validate_nodes(spec: SimSpec) -> None:
@@ -220,9 +242,10 @@ def _simulated_node(spec: SimSpec, key: str, index: int | None) -> int | None:
 
 
 _INT_RE = re.compile(r"-?[0-9]{1,12}")
-_INT_KEYS = {"nodes", "gpus", "rails", "su", "tiers", "islands", "pod", "degraded"}
+_INT_KEYS = {"nodes", "gpus", "rails", "su", "tiers", "islands", "pod", "degraded", "nvl"}
+_INT_KEYS |= {"partitions"}
 _BOOL_KEYS = {"storage", "sharp"}
-_STR_KEYS = {"prefix", "speed", "disagree", "swap", "fabric"}
+_STR_KEYS = {"prefix", "speed", "disagree", "swap", "fabric", "down"}
 
 
 def parse_sim_spec(spec: str) -> SimSpec:
@@ -643,3 +666,58 @@ def _netq_end(device: _Device) -> Callable[[int], str]:
         return lambda port: f"swp{port}"
     nic = device.desc.split()[1]
     return lambda _port: nic
+
+
+# --------------------------------------------------------------------------------------------
+# NVLink racks as NMX reports them (compute nodes, GPUs, partitions).
+
+
+def generate_nmx(spec: SimSpec) -> tuple[str, list[str], list[str]]:
+    """NMX's answers for *spec*'s NVL racks: ``/compute-nodes`` and, per domain, ``/gpus``
+    and ``/partitions`` (JSON text), in the fields :mod:`sources.nmx.schema` reads. Racks
+    hold consecutive nodes (the last one may be short); ``partitions`` splits each rack into
+    equal runs of trays; the ``down`` tray is reported down."""
+    per_rack = spec.nvl // spec.gpus
+    down = spec._node_index(spec.down)
+    nodes: list[dict[str, object]] = []
+    gpus: list[str] = []
+    partitions: list[str] = []
+    for rack, first in enumerate(range(0, spec.nodes, per_rack)):
+        domain = f"{rack + 1:08x}-5eed-4000-8000-{rack + 1:012x}"
+        members: dict[int, list[str]] = {}
+        rack_gpus = []
+        for slot, index in enumerate(range(first, min(first + per_rack, spec.nodes))):
+            ids = [f"{index + 1:08x}{g:04x}" for g in range(spec.gpus)]
+            part = slot // (per_rack // spec.partitions) + 1
+            members.setdefault(part, []).extend(ids)
+            healthy = "UNHEALTHY" if index == down else "HEALTHY"
+            nodes.append(
+                {
+                    "DomainUUID": domain,
+                    "GpuIDList": ids,
+                    "Health": healthy,
+                    "ID": f"{index + 1:024x}",
+                    "LocationInfo": {
+                        "ChassisID": 1,
+                        "ChassisSerialNumber": f"SIM{rack + 1:010d}",
+                        "HostID": 1,
+                        "SlotID": slot + 1,
+                        "TrayIndex": slot,
+                    },
+                    "Name": spec.node_name(index),
+                }
+            )
+            rack_gpus += [{"ID": g, "Health": "HEALTHY", "PartitionID": part} for g in ids]
+        gpus.append(json.dumps(rack_gpus) + "\n")
+        parts = [
+            {
+                "PartitionID": part,
+                "Name": f"rack{rack + 1}-{part}",
+                "DomainUUID": domain,
+                "Health": "HEALTHY",
+                "GpuIDList": ids,
+            }
+            for part, ids in members.items()
+        ]
+        partitions.append(json.dumps(parts) + "\n")
+    return json.dumps(nodes, indent=1) + "\n", gpus, partitions

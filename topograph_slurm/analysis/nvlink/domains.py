@@ -305,12 +305,12 @@ def nvlink_blocks(
     blocks, placement_findings = place_blocks(
         ordered, version, layout=layout, name_pattern=policy.name_pattern
     )
-    planned = _plan(blocks, version, block_sizes)
+    planned = plan_racks(blocks, version, block_sizes)
     planned.findings = [*findings, *node_findings, *placement_findings, *planned.findings]
     return planned
 
 
-def _plan(
+def plan_racks(
     blocks: list[Block], version: SlurmVersion, block_sizes: Sequence[int] | None
 ) -> BlockTopology:
     """BlockSizes and release rules. On 25.05+ the levels count block *positions*, empty

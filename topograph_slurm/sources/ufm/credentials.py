@@ -41,9 +41,10 @@ class Appliance:
 
 UFM = Appliance("UFM", "ufm", ": is this UFM >= 6?")
 NETQ = Appliance("NetQ", "netq")
+NMX = Appliance("NMX", "nmx")
 #: The environment variables credentials are read from. ``collect``'s srun and ssh children
 #: never get them: srun exports its whole environment to every task on every node.
-CREDENTIAL_ENV_VARS: tuple[str, ...] = (*UFM.env_keys(), *NETQ.env_keys())
+CREDENTIAL_ENV_VARS: tuple[str, ...] = (*UFM.env_keys(), *NETQ.env_keys(), *NMX.env_keys())
 
 #: How a control character is named in an error (the value itself is never shown).
 _CONTROL_NAMES = {"\0": "NUL", "\t": "TAB", "\n": "LF", "\r": "CR", "\x1b": "ESC", "\x7f": "DEL"}
