@@ -341,7 +341,7 @@ def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Se
     if _is_page(settings.report) and settings.report_format != "text":
         raise UsageError(
             f"--report {settings.report} is an HTML page around the text report: drop "
-            f"--report-format {settings.report_format} or name another file"
+            "--json or name another file"
         )
     if check and (given.get("reconfigure") or given.get("metrics")):
         raise UsageError("--check writes nothing: drop --reconfigure and --metrics")

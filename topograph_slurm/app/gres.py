@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,7 +40,9 @@ class GresSource:
     @property
     def name(self) -> str:
         """What the file's header says it was made from."""
-        return self.snapshot or str(self.topo_matrix)
+        if self.snapshot:
+            return self.snapshot
+        return "<stdin>" if self.topo_matrix == "-" else str(self.topo_matrix)
 
 
 def plan(source: GresSource) -> GresPlan:
@@ -164,13 +168,20 @@ def _devices(
 
 
 def read_capture(path: str) -> str:
-    """A hand-given capture's text; an InputError when it cannot be read."""
+    """A hand-given capture's text, stdin for ``-`` (``nvidia-smi topo -m | … --topo-matrix
+    -``); an InputError when it cannot be read or holds more than a capture can."""
     from topograph_slurm.sources.files import read_regular
 
     try:
-        return read_regular(Path(path), _CAPTURE_LIMIT).decode("utf-8", errors="replace")
+        if path == "-":
+            data = sys.stdin.buffer.read(_CAPTURE_LIMIT + 1)
+            if len(data) > _CAPTURE_LIMIT:
+                raise OSError(errno.EFBIG, f"larger than {_CAPTURE_LIMIT >> 20} MiB")
+        else:
+            data = read_regular(Path(path), _CAPTURE_LIMIT)
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}") from None
+    return data.decode("utf-8", errors="replace")
 
 
 def read_topo_matrix(path: str) -> GpuTopology:

@@ -12,8 +12,16 @@ import click
 
 from topograph_slurm.app import generate as use_case
 from topograph_slurm.app.state import prepare_state
-from topograph_slurm.cli.display import log, warn
-from topograph_slurm.cli.options import ASCII_INT, FINITE_FLOAT, fabric_options, flag_settings
+from topograph_slurm.cli.display import environment, log, show, warn, write, write_files
+from topograph_slurm.cli.options import (
+    ASCII_INT,
+    FINITE_FLOAT,
+    SLURM_VERSION,
+    command,
+    fabric_options,
+    flag_settings,
+    output_options,
+)
 from topograph_slurm.config import (
     Settings,
     choices_metavar,
@@ -23,7 +31,6 @@ from topograph_slurm.config import (
 from topograph_slurm.errors import Exit, InputError
 from topograph_slurm.model.numbers import natural
 from topograph_slurm.model.result import MadeWith
-from topograph_slurm.render.environment import environment
 
 
 def _parse_sizes(value: str | None) -> list[int] | None:
@@ -55,19 +62,13 @@ def _config_metrics(ctx: click.Context) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
-def _emit_report(settings: Settings, text: str) -> None:
-    """The report to a file, or to stdout (stderr when the topology itself goes to stdout)."""
+def _emit_report(ctx: click.Context, settings: Settings, text: str, json_out: bool) -> None:
+    """The report to a file, or to stdout (stderr when the topology itself goes to stdout:
+    without -o, unless --json puts the report there instead)."""
     if settings.report == "-":
-        click.echo(text, nl=False, err=settings.output is None)
+        click.echo(text, nl=False, err=settings.output is None and not json_out)
     elif settings.report:
-        from topograph_slurm.output import write_output
-
-        write_output(
-            settings.report,
-            text,
-            state_dir=state_dir(settings),
-            lock_timeout=settings.lock_timeout,
-        )
+        write(ctx, settings.report, text, settings=settings)
 
 
 def _write(
@@ -75,16 +76,17 @@ def _write(
     settings: Settings,
     content: str,
     made: MadeWith | None,
-    check: bool,
-    diff: bool,
+    modes: tuple[bool, bool, bool],
     force: bool,
     run: use_case.Run,
 ) -> int:
     """Print or write the topology; returns the exit code. A stale --check says when the
-    file was *made* with another release or node list than this run's (another host)."""
+    file was *made* with another release or node list than this run's (another host).
+    *modes*: --check, --diff, and whether --json's report holds stdout (then no topology)."""
+    check, diff, json_out = modes
     if settings.output is None:
-        if not (check or diff):  # --check --filter-dir alone checks only the filters
-            click.echo(content, nl=False)
+        if not (check or diff or json_out):  # --check --filter-dir alone checks the filters
+            show(content)
         return Exit.OK
     from topograph_slurm.output import write_topology
 
@@ -99,7 +101,7 @@ def _write(
         state_dir=state_dir(settings),
     )
     if (check or diff) and outcome.diff:
-        click.echo(outcome.diff, nl=False)
+        show(outcome.diff)
     if check and not outcome.changed:
         log(ctx, f"{settings.output}: up to date")
     if check and outcome.changed:
@@ -117,8 +119,14 @@ def _write(
     return Exit.OK
 
 
-@click.command()
-@fabric_options
+def _report_format(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The old ``--report-format``: still taken (one warning line), as ``--json`` now says."""
+    if value is not None:
+        warn("--report-format is now --json; the old spelling goes in the next release")
+    return value
+
+
+@command()
 @click.option(
     "--format",
     "fmt",
@@ -126,19 +134,6 @@ def _write(
     help="tree or block topology.conf, or topology.yaml with several named topologies (25.05+); "
     "default tree.",
 )
-@click.option(
-    "-o",
-    "--output",
-    metavar="PATH",
-    help="Write here (atomic, only on change) instead of stdout ('-' = stdout).",
-)
-@click.option(
-    "--check",
-    is_flag=True,
-    help="Write nothing; exit 1 with a diff when PATH is out of date, saying so when PATH was "
-    "made for another Slurm release or node list (pin --slurm-version, --slurm-nodes in CI).",
-)
-@click.option("--diff", is_flag=True, help="Print the diff, then write.")
 @click.option(
     "--force", is_flag=True, help="Replace PATH even when the node count shrinks past the limit."
 )
@@ -151,14 +146,16 @@ def _write(
 @click.option(
     "--report",
     metavar="-|FILE",
-    help="Write a report: placement, exclusions with reasons, findings. FILE.html is a page "
-    "with the fabric pictures above the text report (so not with --report-format json); '-' "
-    "prints it to stdout when -o names a file, else to stderr (stdout holds the topology).",
+    help="Write a report: placement, exclusions with reasons, findings (JSON with --json). "
+    "FILE.html is a page with the fabric pictures above the text report (so not with --json); "
+    "'-' prints it to stdout when -o names a file, else to stderr (stdout holds the topology).",
 )
 @click.option(
     "--report-format",
     metavar=choices_metavar("report_format"),
-    help="Report format (default text).",
+    hidden=True,
+    callback=_report_format,
+    help="The old spelling of --json (text|json).",
 )
 @click.option(
     "--max-tiers",
@@ -167,16 +164,7 @@ def _write(
     help="Keep at most this many switch levels (leaves count as one).",
 )
 @click.option(
-    "--slurm-version",
-    metavar="X.Y|auto",
-    help="Target Slurm release, or auto (default): `scontrol --version`, else `sinfo "
-    "--version`, else 24.11 (the report says which); decides block rules.",
-)
-@click.option(
     "--block-sizes", metavar="N,2N,…", help="BlockSizes to use instead of inferring them."
-)
-@click.option(
-    "--templates", metavar="DIR", help="Directory whose templates override the built-in ones."
 )
 @click.option(
     "--filter-dir",
@@ -220,12 +208,6 @@ def _write(
     "restored, the candidate kept as PATH.deferred, exit 12.",
 )
 @click.option(
-    "--metrics",
-    metavar="FILE.prom",
-    help="Write Prometheus metrics of the run for node_exporter's textfile collector "
-    "(atomically; a failed run sets topograph_slurm_success 0).",
-)
-@click.option(
     "--state-dir",
     metavar="DIR",
     help="Where the run keeps its state for -o PATH (the fabric summary, the lock), never "
@@ -246,6 +228,9 @@ def _write(
     metavar="NAME",
     help="--format yaml: the topology that is cluster_default (default: the first).",
 )
+@SLURM_VERSION
+@output_options("output", "json", "check", "diff", "metrics", "templates")
+@fabric_options
 @click.pass_context
 def generate(
     ctx: click.Context,
@@ -256,9 +241,16 @@ def generate(
     rewrites: Sequence[str],
     block_sizes: str | None,
     fmt: str | None,
+    as_json: bool,
+    metrics_file: str | None,
     **flags: Any,
 ) -> None:
     """Generate Slurm topology.conf (tree or block) or topology.yaml from the fabric.
+
+    -o PATH writes the topology (atomic, only on change); --check says too when PATH was
+    made for another Slurm release or node list (pin --slurm-version, --slurm-nodes in CI).
+    --json makes the run report JSON: with --report FILE there, else on stdout instead of the
+    topology. --metrics FILE.prom is written on failure too (topograph_slurm_success 0).
 
     \b
     Examples:
@@ -268,6 +260,12 @@ def generate(
       topograph-slurm generate --ufm https://ufm --ufm-credentials /etc/topograph-slurm/ufm.cred
       topograph-slurm generate -o /etc/slurm/topology.conf --check   # in CI: exit 1 when stale
     """
+    flags["metrics"] = metrics_file
+    # --json: the report as JSON; on stdout, instead of the topology, unless --report names a file
+    json_out = as_json and flags["report"] in (None, "-")
+    if as_json:
+        flags["report_format"] = "json"
+        flags["report"] = flags["report"] or "-"
     run = use_case.Run()
     guess = None if check else lambda: _config_metrics(ctx)
     target = use_case.MetricsTarget(None if check else flags.get("metrics"), guess=guess)
@@ -289,11 +287,11 @@ def generate(
             moved = prepare_state(settings)
             if moved:
                 log(ctx, moved)
-        env = environment(Path(settings.templates) if settings.templates else None)
+        env = environment(ctx)
         target.env = env
         result = use_case.generate(settings, env, warn)
         if settings.report:
-            _emit_report(settings, result.report)
+            _emit_report(ctx, settings, result.report, json_out)
         if result.topology is None:
             raise InputError("nothing could be placed: no host became a Slurm node (see --report)")
         topology = result.topology
@@ -301,7 +299,9 @@ def generate(
             settings,
             topology,
             run,
-            lambda: _write(ctx, settings, topology, result.made, check, diff, force, run),
+            lambda: _write(
+                ctx, settings, topology, result.made, (check, diff, json_out), force, run
+            ),
             lambda message: log(ctx, message),
         )
         if result.partition_lines:
@@ -320,16 +320,5 @@ def _write_filters(
     ctx: click.Context, settings: Settings, files: dict[str, str], check: bool, diff: bool
 ) -> int:
     """Write the filter files (atomic, only on change); 1 when --check finds them stale."""
-    from topograph_slurm.output import write_tree
-
-    directory = Path(str(settings.filter_dir))
-    outcomes = write_tree(
-        directory, files, check=check, show_diff=diff, state_dir=state_dir(settings)
-    )
-    changed = [o for o in outcomes if o.changed]
-    for outcome in changed:
-        if check or diff:
-            click.echo(outcome.diff, nl=False)
-    state = "out of date" if check else "written"
-    log(ctx, f"{directory}: {len(changed)} of {len(outcomes)} filter files {state}")
-    return Exit.DIFFERS if check and changed else Exit.OK
+    directory = str(settings.filter_dir)
+    return write_files(ctx, directory, files, check=check, diff=diff, settings=settings)

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.display import log
-from topograph_slurm.cli.options import config_settings
+from topograph_slurm.cli.display import environment, log, show
+from topograph_slurm.cli.options import Group, output_options
 
 
-@click.group()
+@click.group(cls=Group)
 def spank() -> None:
     """Build the --tp-size SPANK plugin."""
 
 
-@spank.command("build")
+@spank.command("build", aliases={"-o": "--out-dir", "--outdir": "--out-dir"})
 @click.option(
     "--source",
     default="tpsize.c",
@@ -23,32 +23,38 @@ def spank() -> None:
     metavar="FILE",
     help="Plugin source rendered by generate --filter-dir.",
 )
-@click.option(
-    "-o", "--outdir", default=".", show_default=True, metavar="DIR", help="Where the .so goes."
-)
 @click.option("--cc", default="cc", show_default=True, help="C compiler.")
 @click.option(
     "--include-dir",
     metavar="DIR",
     help="Directory holding slurm/spank.h (default: the compiler's path; Debian: libslurm-dev).",
 )
+@output_options("out_dir", "templates")
 @click.pass_context
 def spank_build(
-    ctx: click.Context, source: str, outdir: str, cc: str, include_dir: str | None
+    ctx: click.Context,
+    /,
+    source: str,
+    cc: str,
+    include_dir: str | None,
+    out_dir: str | None,
+    templates: str | None,
 ) -> None:
-    """Compile the SPANK plugin that registers --tp-size for sbatch/salloc/srun.
+    """Compile the SPANK plugin that registers --tp-size for sbatch/salloc/srun into
+    --out-dir (default: the current directory).
 
     Rebuild it for every Slurm major release. Then add the printed line to plugstack.conf on
     login and compute nodes (and the controller).
     """
-    from topograph_slurm.render.environment import environment
     from topograph_slurm.render.filters import render_plugstack_line
     from topograph_slurm.slurm.spank import build_spank
 
-    templates = config_settings(ctx).templates
-    env = environment(Path(templates) if templates else None)
+    env = environment(ctx)
     plugin = build_spank(
-        Path(source), Path(outdir), cc=cc, include_dir=Path(include_dir) if include_dir else None
+        Path(source),
+        Path(out_dir or "."),
+        cc=cc,
+        include_dir=Path(include_dir) if include_dir else None,
     )
     log(ctx, f"built {plugin}")
-    click.echo(render_plugstack_line(env, str(plugin.resolve())), nl=False)
+    show(render_plugstack_line(env, str(plugin.resolve())))
