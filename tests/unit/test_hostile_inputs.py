@@ -519,7 +519,7 @@ def test_a_directory_as_the_output_is_refused_before_anything_is_written(
     output = target if target == "/" else f"{tmp_path}/{target}"  # Path drops the "/"
     report = tmp_path / "report.txt"
     line = assert_refused(invoke([*args, "-o", output, "--report", str(report)]), Exit.USAGE)
-    assert "--output: must name a file, not a directory" in line
+    assert "'--output': must name a file, not a directory" in line
     assert list(tmp_path.iterdir()) == []
 
 

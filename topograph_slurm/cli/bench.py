@@ -113,6 +113,7 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 @click.option(
     "--slow-fraction",
     type=_FRACTION,
+    metavar="FRACTION",
     default=_JUDGE.slow_fraction,
     show_default=True,
     help="A run below this fraction of its level's median is slow.",
@@ -120,6 +121,7 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 @click.option(
     "--expected-fraction",
     type=_FRACTION,
+    metavar="FRACTION",
     default=_JUDGE.expected_fraction,
     show_default=True,
     help="A run below this fraction of the fabric's rate (NVLink, IB rails) is slow.",
@@ -127,6 +129,7 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 @click.option(
     "--drift",
     type=FiniteFloatRange(min=0, min_open=True),
+    metavar="FRACTION",
     default=_JUDGE.drift,
     show_default=True,
     help="A level median that moved more than this fraction since the baseline is a finding.",

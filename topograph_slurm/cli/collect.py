@@ -31,7 +31,7 @@ from topograph_slurm.collect.plan import (
     expand_nodes,
 )
 from topograph_slurm.config import Settings, load_settings, override, state_dir
-from topograph_slurm.errors import CollectError, Exit, UsageError
+from topograph_slurm.errors import CollectError, Exit
 from topograph_slurm.render.collect import render_collect_json
 from topograph_slurm.slurm.nodes import scontrol_nodes
 from topograph_slurm.slurm.scontrol import Scontrol
@@ -204,7 +204,7 @@ def collect(
           --ibnetdiscover-on gb001 --out-dir snap
     """
     if out_dir is None:
-        raise UsageError("collect writes a snapshot: give --out-dir DIR")
+        raise click.UsageError("collect writes a snapshot: give --out-dir DIR")
     snapshot = out_dir
     obj = ctx.obj or {}
     settings = override(

@@ -104,11 +104,13 @@ def units(
 
     if directory is not None:
         if out_dir is not None:
-            raise UsageError("give --out-dir DIR, not also a DIR argument")
+            raise click.UsageError("give --out-dir DIR, not also a DIR argument")
         warn("the DIR argument is now --out-dir DIR; the old spelling goes in the next release")
         out_dir = directory
     if (out_dir is None) == (printed is None):
-        raise UsageError("give --out-dir DIR to write the files, or --print service|timer|cron")
+        raise click.UsageError(
+            "give --out-dir DIR to write the files, or --print service|timer|cron"
+        )
     paths = UnitPaths(_binary(binary), service_config, service_output, service_metrics)
     files = render_units(environment(ctx), paths)
     if printed is not None:
