@@ -59,7 +59,7 @@ def _child(stage: str, today: str, state: str, nodes: str) -> None:
         "generate-o": [
             *("generate", "--ibnetdiscover", today, "--format", "tree", "-o", out),
             *("--slurm-nodes", listed, "--report", str(Path(state) / "report.json")),
-            *("--report-format", "json", "--force"),
+            *("--json", "--force"),
         ],
         "diff": ["diff", str(Path(state) / ".topology.conf.fabric.json"), today],
     }

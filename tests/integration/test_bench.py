@@ -80,7 +80,7 @@ def test_bench_finds_the_planted_node_and_uplink_through_real_srun(
     run = launcher(cluster)
     common = ["--sim", SIM, "--launcher", run, "--binary", BINARY, "--args", "-b 1M -e 8G -f 2"]
 
-    done = bench(env, *common, "--record", str(tmp_path / "snap"))
+    done = bench(env, *common, "--out-dir", str(tmp_path / "snap"))
     assert done.returncode == 1, done.stderr + done.stdout
     record = load_snapshot(tmp_path / "snap").bench
     assert record is not None

@@ -54,8 +54,7 @@ def _generate(source: list[str], fmt: str, version: str, tmp: Path) -> tuple[str
             version,
             "--report",
             str(report),
-            "--report-format",
-            "json",
+            "--json",
         ],
     )
     data = json.loads(report.read_text())

@@ -37,7 +37,7 @@ def generate(*args: str) -> tuple[int, dict]:
     """The real CLI with a JSON report; returns (exit code, report)."""
     report = Path(args[args.index("-o") + 1]).with_suffix(".report.json")
     argv = ["--config", os.devnull, "generate", "--format", "tree", *args]
-    result = CliRunner().invoke(main, [*argv, "--report", str(report), "--report-format", "json"])
+    result = CliRunner().invoke(main, [*argv, "--report", str(report), "--json"])
     assert result.exit_code == Exit.OK, result.output
     return result.exit_code, json.loads(report.read_text())
 

@@ -141,7 +141,7 @@ def run_collect(tmp_path: Path, env: dict[str, str], mode: str = "batch") -> Pat
     argv = [
         *("topograph-slurm", "-q", "collect", *transport),
         *("--nodes", f"gb[0001-{len(NODES):04d}]", "--ibnetdiscover-on", NODES[0]),
-        *("--snapshot", str(snap), "--timeout", "60"),
+        *("--out-dir", str(snap), "--timeout", "60"),
     ]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -78,7 +78,7 @@ def generate(
     args = ["--config", str(tmp_path / "config.yaml"), "generate", "--sim", SIM]
     args += ["-o", str(tmp_path / output), "--reconfigure"]
     args += ["--metrics", str(tmp_path / "run.prom"), "--report", str(report)]
-    args += ["--report-format", "json", *extra]
+    args += ["--json", *extra]
     result = CliRunner(env=env).invoke(main, args, env=env)
     data = json.loads(report.read_text()) if report.exists() else {}
     return result, data

@@ -18,9 +18,7 @@ def generate_sim(
     """Run ``generate --sim SPEC -o OUT ARGS`` with its JSON report at *report* (removed
     afterwards; ``{}`` when the run wrote none); a crash (exit 70) fails the test."""
     command = ["--config", config, "generate", "--sim", spec, "-o", str(out), *args]
-    result = CliRunner().invoke(
-        main, [*command, "--report", str(report), "--report-format", "json"]
-    )
+    result = CliRunner().invoke(main, [*command, "--report", str(report), "--json"])
     assert result.exit_code != Exit.BUG, result.output
     data = json.loads(report.read_text()) if report.exists() else {}
     report.unlink(missing_ok=True)

@@ -47,7 +47,7 @@ def test_generate_reports_the_node_that_lost_a_nic(tmp_path: Path) -> None:
     argv = ["--config", os.devnull, "generate", "--snapshot", str(snap), "--format", "block"]
     result = CliRunner().invoke(
         main,
-        [*argv, "--slurm-version", "25.05", "--report", str(report), "--report-format", "json"],
+        [*argv, "--slurm-version", "25.05", "--report", str(report), "--json"],
     )
     assert result.exit_code == 0, result.output
     found = [

@@ -138,7 +138,7 @@ def allocation(nodes: str = "bn[0001-0009]") -> dict[str, str]:
 def test_sweep_finds_the_planted_faults_and_records_them(fake: Path, tmp_path: Path) -> None:
     record = tmp_path / "snap"
     args = ["bench", "--sim", SIM, "--launcher", str(fake), "--levels", "leaf,spine-1"]
-    done = cli(*args, "--record", str(record), env=allocation())
+    done = cli(*args, "--out-dir", str(record), env=allocation())
     assert done.returncode == 1, done.stderr
     bench = load_snapshot(record).bench
     assert bench is not None
@@ -153,7 +153,7 @@ def test_sweep_finds_the_planted_faults_and_records_them(fake: Path, tmp_path: P
     assert first["rows"][-1]["size"] == 8589934592 and first["rows"][-1]["wrong"] == 0
     assert bench.medians == {"leaf": 338.82, "spine-1": 169.41}
     # the second run compares with the record it replaces: the same numbers, no drift
-    again = cli(*args, "--record", str(record), "--json", env=allocation())
+    again = cli(*args, "--out-dir", str(record), "--json", env=allocation())
     assert again.returncode == 1, again.stderr
     assert [lvl["baseline"] for lvl in json.loads(again.stdout)["levels"]] == [338.82, 169.41]
     assert not [f for f in load_bench(record).findings if f.kind == "bench-drift"]
@@ -161,7 +161,9 @@ def test_sweep_finds_the_planted_faults_and_records_them(fake: Path, tmp_path: P
 
 def test_a_hung_run_is_killed_at_its_timeout_and_recorded(fake: Path, tmp_path: Path) -> None:
     args = ["bench", "--sim", SIM, "--launcher", str(fake), "--levels", "node", "--timeout", "1"]
-    done = cli(*args, "--nodes", "bn[0004-0006]", "--record", str(tmp_path / "r"), env=allocation())
+    done = cli(
+        *args, "--nodes", "bn[0004-0006]", "--out-dir", str(tmp_path / "r"), env=allocation()
+    )
     assert done.returncode == 1, done.stderr
     results = load_bench(tmp_path / "r").data["results"]
     hung = next(r for r in results if r["nodes"] == ["bn0005"])
@@ -176,7 +178,7 @@ def test_record_refuses_a_directory_that_is_not_a_snapshot(fake: Path, tmp_path:
     other.mkdir()
     (other / "keep.txt").write_text("mine\n")
     args = ["bench", "--sim", SIM, "--launcher", str(fake), "--levels", "node"]
-    one_error(cli(*args, "--record", str(other), env=allocation()), 9, "is not a topograph-slurm")
+    one_error(cli(*args, "--out-dir", str(other), env=allocation()), 9, "is not a topograph-slurm")
     assert sorted(p.name for p in other.iterdir()) == ["keep.txt"]
 
 
@@ -204,7 +206,9 @@ def test_a_snapshot_gives_the_nvlink_rate_a_node_should_carry(fake: Path, tmp_pa
         fabric={"exit_code": 0, "file": "fabric/ibnetdiscover.txt"},
     )
     args = ["bench", "--snapshot", str(snap), "--launcher", str(fake), "--levels", "node"]
-    done = cli(*args, "--nodes", "bn[0001-0003]", "--json", "--record", str(snap), env=allocation())
+    done = cli(
+        *args, "--nodes", "bn[0001-0003]", "--json", "--out-dir", str(snap), env=allocation()
+    )
     assert done.returncode == 0, done.stderr
     level = json.loads(done.stdout)["levels"][0]
     assert (level["level"], level["expected"], level["median"], level["slow"]) == (
@@ -223,7 +227,9 @@ def test_a_sweep_where_every_run_failed_is_recorded_then_exit_4(tmp_path: Path) 
     broken.write_text("#!/bin/sh\necho 'srun: error: Unable to create step' >&2\nexit 1\n")
     broken.chmod(0o755)
     args = ["bench", "--sim", SIM, "--launcher", str(broken), "--levels", "node"]
-    done = cli(*args, "--nodes", "bn[0001-0002]", "--record", str(tmp_path / "r"), env=allocation())
+    done = cli(
+        *args, "--nodes", "bn[0001-0002]", "--out-dir", str(tmp_path / "r"), env=allocation()
+    )
     assert done.returncode == 4, done.stderr
     assert done.stderr.splitlines()[-1] == (
         "topograph-slurm: error: every run failed (first: exit code 1); see the report"
@@ -332,3 +338,16 @@ def our_sleep(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
     return cmdline == b"sleep\x00300\x00" and state != "Z"
+
+
+def test_the_old_record_flag_still_records_with_one_warning(fake: Path, tmp_path: Path) -> None:
+    """``--record DIR`` is now ``--out-dir DIR``: still taken for one release, warned once."""
+    args = ["bench", "--sim", SIM, "--launcher", str(fake), "--levels", "node"]
+    done = cli(*args, "--nodes", "bn0001", "--record", str(tmp_path / "r"), env=allocation())
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "warning:" in line]
+    assert warned == [
+        "topograph-slurm: warning: --record is now --out-dir; the old spelling goes in the next "
+        "release"
+    ]
+    assert load_bench(tmp_path / "r").data["results"][0]["nodes"] == ["bn0001"]

@@ -38,7 +38,7 @@ class Sweeps:
     clean: Path  # a snapshot with the fabric and a sweep without faults
     faulty: Path  # the same fabric, a sweep with a slow node and a slow leaf uplink
     bare: Path  # the same fabric, no sweep
-    alone: Path  # a record-only snapshot (`bench --record NEWDIR`), the clean sweep
+    alone: Path  # a record-only snapshot (`bench --out-dir NEWDIR`), the clean sweep
 
 
 def _snapshot(root: Path) -> Path:
@@ -59,7 +59,7 @@ def _bench(launcher: Path, record: Path, *source: str) -> None:
     env = {**base, "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "bn[0001-0009]"}
     args = ["bench", *source, "--launcher", str(launcher), "--levels", "leaf,spine-1"]
     done = subprocess.run(
-        [sys.executable, "-m", "topograph_slurm", *args, "--record", str(record)],
+        [sys.executable, "-m", "topograph_slurm", *args, "--out-dir", str(record)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -107,8 +107,7 @@ def test_report_json_lists_exclusions_and_findings(tmp_path: Path) -> None:
         SIM_CASES["sim-disagree"],
         "--report",
         str(report),
-        "--report-format",
-        "json",
+        "--json",
         *PINNED_SLURM,
     )
     assert result.exit_code == 0
@@ -206,8 +205,7 @@ def test_every_real_dump_generates_or_explains(name: str, tmp_path: Path) -> Non
             "25.05",
             "--report",
             str(report),
-            "--report-format",
-            "json",
+            "--json",
         )
         data = json.loads(report.read_text())
         if data["nodes"] == 0:  # every HCA excluded: an error, but the report says why
@@ -326,15 +324,15 @@ def test_output_dash_is_stdout_and_writes_no_file(
 def test_an_html_report_with_another_format_is_refused_and_nothing_written(
     tmp_path: Path, name: str
 ) -> None:
-    """--report r.html --report-format json once wrote an HTML page anyway."""
+    """--report r.html --json (then --report-format json) once wrote an HTML page anyway."""
     report = tmp_path / name
     result = run(
-        "generate", "--sim", "nodes=8", "--report", str(report), "--report-format", "json",
+        "generate", "--sim", "nodes=8", "--report", str(report), "--json",
         "-o", str(tmp_path / "topology.conf"),
     )  # fmt: skip
     assert result.exit_code == Exit.USAGE, result.output
     assert result.stderr.strip().splitlines() == [
         f"topograph-slurm: error: --report {report} is an HTML page around the text report: "
-        "drop --report-format json or name another file"
+        "drop --json or name another file"
     ]
     assert list(tmp_path.iterdir()) == []

@@ -684,7 +684,7 @@ def test_srun_argv_outside_and_inside_an_allocation(monkeypatch: pytest.MonkeyPa
 def test_cli_collect_writes_snapshot_and_summarises(fake: FakeCluster, tmp_path: Path) -> None:
     fake.healthy("gb1", 1)
     snap = tmp_path / "snap"
-    args = ["--nodes", "gb1,down1", "--snapshot", str(snap), "--timeout", "2"]
+    args = ["--nodes", "gb1,down1", "--out-dir", str(snap), "--timeout", "2"]
     result = CliRunner().invoke(collect_command, args, obj={})
     assert result.exit_code == 0, result.output
     assert "1 nodes ok, 1 with failures" in result.output
@@ -694,7 +694,7 @@ def test_cli_collect_writes_snapshot_and_summarises(fake: FakeCluster, tmp_path:
 
 
 def test_cli_collect_all_failed_is_collect_error(fake: FakeCluster, tmp_path: Path) -> None:
-    args = ["--nodes", "down[1-2]", "--snapshot", str(tmp_path / "s"), "--timeout", "2"]
+    args = ["--nodes", "down[1-2]", "--out-dir", str(tmp_path / "s"), "--timeout", "2"]
     result = CliRunner().invoke(collect_command, args, obj={})
     assert isinstance(result.exception, CollectError)
     assert not (tmp_path / "s").exists()
@@ -706,11 +706,11 @@ def test_cli_collect_help_lists_commands_and_options() -> None:
     for word in (
         "--via",
         "--nodes",
-        "--snapshot",
+        "--out-dir",
         "--ibnetdiscover-on",
         "--timeout",
         "--fanout",
-        "--partition",
+        "--srun-partition",
         "nvidia-smi topo -m",
         "--query-gpu=",
     ):
@@ -750,7 +750,7 @@ def test_cli_collect_ufm_only_stores_responses(
     monkeypatch.setattr(app_collect.ufm_source, "collect_ufm", fake_collect_ufm)
     snap = tmp_path / "snap"
     args = ["--ufm", "ufm.example", "--ufm-timeout", "7", "--ufm-deadline", "9"]
-    args += ["--ufm-max-response-mib", "3", "--snapshot", str(snap)]
+    args += ["--ufm-max-response-mib", "3", "--out-dir", str(snap)]
     result = CliRunner().invoke(collect_command, args, obj={"config_file": "/dev/null"})
     assert result.exit_code == 0, result.output
     assert seen["url"] == "ufm.example"

@@ -107,7 +107,6 @@ BAD_VALUES = [
     ("max_tiers", "--max-tiers", "0", "0"),
     ("max_tiers", "--max-tiers", "-3", "-3"),
     ("max_tiers", "--max-tiers", "-" + "9" * 400, "-" + "9" * 400),
-    ("report_format", "--report-format", "xml", "xml"),
     ("format", "--format", "ring", "ring"),
     ("block_source", "--block-source", "rails", "rails"),
     ("nvlink_unhealthy", "--nvlink-unhealthy", "ignore", "ignore"),
@@ -156,7 +155,7 @@ def test_a_bad_value_is_refused_by_the_same_rule_from_config_or_flag(
 def test_a_good_flag_overrides_a_bad_config_value(tmp_path: Path) -> None:
     """The rules judge the merged settings: what the run will use."""
     config = _write(tmp_path, "max_tiers: 0\nreport_format: xml\n")
-    flags = ["--max-tiers", "2", "--report-format", "json"]
+    flags = ["--max-tiers", "2", "--json"]
     result = _cli(["--config", config, "generate", "--sim", "demo", *flags])
     assert result.exit_code == 0, result.output
 
@@ -174,7 +173,7 @@ def test_a_nested_key_is_named_with_its_section(tmp_path: Path) -> None:
 def test_collect_checks_the_shared_config_too(tmp_path: Path) -> None:
     config = _write(tmp_path, "format: ring\n")
     snap = tmp_path / "snap"
-    result = _cli(["--config", config, "collect", "--nodes", "n1", "--snapshot", str(snap)])
+    result = _cli(["--config", config, "collect", "--nodes", "n1", "--out-dir", str(snap)])
     assert result.exit_code == Exit.CONFIG and "config key 'format'" in result.stderr
     assert not snap.exists()
 

@@ -117,7 +117,7 @@ def test_only_on_change_and_check(tmp_path: Path) -> None:
     check = generate(cfg, out, *topo, "--check")
     assert check.exit_code == Exit.DIFFERS
     assert "-      base_block = 8," in check.stdout and "+      base_block = 4," in check.stdout
-    assert "1 of 5 filter files out of date" in check.stderr
+    assert "1 of 5 files out of date" in check.stderr
     assert (out / "job_submit.lua").read_text() == stale  # --check never writes
 
     fixed = generate(cfg, out, *topo)
@@ -224,8 +224,7 @@ def test_the_gpu_count_disagreement_is_a_finding_in_the_report(tmp_path: Path) -
         tmp_path / "filters",
         "--report",
         str(report),
-        "--report-format",
-        "json",
+        "--json",
         snap=snap,
     )
     assert result.exit_code == 0, result.output
@@ -258,7 +257,9 @@ def source(tmp_path: Path) -> Path:
 
 
 def test_missing_compiler_is_one_line(source: Path, tmp_path: Path) -> None:
-    result = spank_build("--source", str(source), "-o", str(tmp_path / "so"), "--cc", "no-such-cc")
+    result = spank_build(
+        "--source", str(source), "--out-dir", str(tmp_path / "so"), "--cc", "no-such-cc"
+    )
     assert_one_line_error(result, Exit.COLLECT, "C compiler 'no-such-cc' not found")
     assert not (tmp_path / "so").exists()
 
@@ -266,12 +267,12 @@ def test_missing_compiler_is_one_line(source: Path, tmp_path: Path) -> None:
 def test_missing_source_or_header_is_one_line(source: Path, tmp_path: Path) -> None:
     if shutil.which("cc") is None:
         pytest.skip("no C compiler")
-    missing = spank_build("--source", str(tmp_path / "absent.c"), "-o", str(tmp_path))
+    missing = spank_build("--source", str(tmp_path / "absent.c"), "--out-dir", str(tmp_path))
     assert_one_line_error(missing, Exit.COLLECT, "run generate --filter-dir first")
     empty = tmp_path / "include"
     empty.mkdir()
     no_header = spank_build(
-        "--source", str(source), "-o", str(tmp_path / "so"), "--include-dir", str(empty)
+        "--source", str(source), "--out-dir", str(tmp_path / "so"), "--include-dir", str(empty)
     )
     assert_one_line_error(no_header, Exit.COLLECT, "slurm/spank.h not found")
     assert not list(tmp_path.rglob("*.so"))
@@ -283,7 +284,7 @@ def test_builds_a_loadable_plugin(source: Path, tmp_path: Path) -> None:
     if not Path("/usr/include/slurm/spank.h").is_file():
         pytest.skip("slurm/spank.h absent (Debian/Ubuntu package libslurm-dev)")
     outdir = tmp_path / "so"
-    result = spank_build("--source", str(source), "-o", str(outdir))
+    result = spank_build("--source", str(source), "--out-dir", str(outdir))
     assert result.exit_code == 0, result.output
     plugin = outdir / "tpsize.so"
     assert result.stdout == f"optional {plugin.resolve()}\n"  # the plugstack.conf line

@@ -56,8 +56,7 @@ def test_snapshot_blocks_are_nvlink_racks_and_sick_node_is_reported(tmp_path: Pa
         "25.05",
         "--report",
         str(report),
-        "--report-format",
-        "json",
+        "--json",
     )
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stdout.splitlines() if not line.startswith("#")]

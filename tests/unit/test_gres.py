@@ -11,6 +11,7 @@ affinity gets none (any core can be used).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -291,3 +292,43 @@ def test_nodes_hostlist_expands_and_every_name_is_checked(tmp_path: Path) -> Non
     assert code == 0 and "NodeName=gpu[1-3],login-1 Name=gpu" in out
     code, _, err = _run("--topo-matrix", str(H100_TOPO), "--nodes", "gpu[1-3],bad name")
     assert code == 2 and "'bad name'" in err
+
+
+def test_topo_matrix_dash_reads_stdin() -> None:
+    """`nvidia-smi topo -m | topograph-slurm gres --topo-matrix - --nodes …`: the same lines
+    as from the file, the header naming stdin."""
+    from_file = _run("--topo-matrix", str(H100_TOPO), "--nodes", "gpu[1-2]")
+    piped = CliRunner().invoke(
+        main,
+        ["gres", "--topo-matrix", "-", "--nodes", "gpu[1-2]"],
+        input=H100_TOPO.read_text(),
+    )
+    assert piped.exit_code == 0 and from_file[0] == 0, piped.output
+    assert _lines(piped.stdout) == _lines(from_file[1])
+    assert "# gres.conf made by topograph-slurm gres from <stdin>\n" in piped.stdout
+
+
+def test_both_captures_from_stdin_is_a_usage_error() -> None:
+    code, out, err = _run("--topo-matrix", "-", "--nodes", "gpu1", "--nvidia-smi-q", "-")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "only one of --topo-matrix and --nvidia-smi-q can be stdin" in err
+
+
+def test_json_is_the_plan_as_data(tmp_path: Path) -> None:
+    differs = _differing_capture(tmp_path)
+    nodes = {f"gpu{i:03d}": H100_TOPO for i in range(1, 5)} | {"gpu005": differs}
+    code, out, err = _run("--snapshot", str(_snapshot(tmp_path, nodes)), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert (data["format"], data["version"]) == ("topograph-slurm-gres", 1)
+    assert [group["nodes"] for group in data["groups"]] == ["gpu[001-004]", "gpu005"]
+    first = data["groups"][0]["devices"][0]
+    assert first == {
+        "index": 0,
+        "file": "/dev/nvidia0",
+        "type": "h100",
+        "cores": "0-51",
+        "links": [-1, 18, 18, 18, 18, 18, 18, 18],
+    }
+    assert [f["kind"] for f in data["findings"]] == ["gres-layout-differs"]
+    assert "gres-layout-differs: gpu005" in err  # the finding still on stderr

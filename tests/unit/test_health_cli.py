@@ -258,7 +258,7 @@ def test_a_bench_record_slow_node_is_degraded_by_health(slurm: Path, tmp_path: P
     launcher.chmod(0o755)
     record = tmp_path / "bench"
     allocation = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "node[0001-0008]"}
-    bench = ["bench", "--sim", SIM, "--launcher", str(launcher), "--record", str(record)]
+    bench = ["bench", "--sim", SIM, "--launcher", str(launcher), "--out-dir", str(record)]
     ran = CliRunner().invoke(main, ["--config", os.devnull, *bench], env=allocation)
     assert ran.exit_code == Exit.DIFFERS, ran.output
 

@@ -148,8 +148,8 @@ def test_the_block_renderer_checks_names_itself() -> None:
     "args",
     [
         ["generate", "--sim", TINY, "--slurm-nodes", "n[1-20000000]"],
-        ["collect", "--nodes", "n[1-20000000]", "--snapshot", "SNAP"],
-        ["collect", "--nodes", "n[1-1000]-[1-1000]-[1-1000]", "--snapshot", "SNAP"],
+        ["collect", "--nodes", "n[1-20000000]", "--out-dir", "SNAP"],
+        ["collect", "--nodes", "n[1-1000]-[1-1000]-[1-1000]", "--out-dir", "SNAP"],
     ],
     ids=["--slurm-nodes", "collect --nodes", "collect --nodes 3 axes"],
 )
@@ -245,7 +245,7 @@ def _kept(tmp_path: Path) -> tuple[Path, Path]:
 def _again(target: Path, spec: str = "nodes=16,su=8") -> Result:
     report = target.parent / "report.json"
     args = ["generate", "--sim", spec, "-o", str(target), "--slurm-nodes", "gpu[0001-0016]"]
-    return invoke([*args, "--report", str(report), "--report-format", "json"])
+    return invoke([*args, "--report", str(report), "--json"])
 
 
 def _unreadable(target: Path) -> str:
@@ -387,7 +387,7 @@ def _bench_with(tmp_path: Path, lines: list[str]) -> Result:
     launcher.chmod(0o755)
     args = ["bench", "--sim", BENCH_SIM, "--launcher", str(launcher), "--levels", "node"]
     env = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "bn[0001-0002]"}
-    args += ["--record", str(tmp_path / "record")]
+    args += ["--out-dir", str(tmp_path / "record")]
     return CliRunner().invoke(main, ["--config", os.devnull, *args], env=env)
 
 
@@ -519,7 +519,7 @@ def test_a_directory_as_the_output_is_refused_before_anything_is_written(
     output = target if target == "/" else f"{tmp_path}/{target}"  # Path drops the "/"
     report = tmp_path / "report.txt"
     line = assert_refused(invoke([*args, "-o", output, "--report", str(report)]), Exit.USAGE)
-    assert "--output: must name a file, not a directory" in line
+    assert "'--output': must name a file, not a directory" in line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -578,7 +578,7 @@ NASTY = st.text(
 #: scratch directory
 VALUE_FLAGS = [
     "--sim", "--node-name-map", "--rewrite", "--hcas", "--slurm-nodes", "--format",
-    "--shrink-limit", "--report-format", "--max-tiers", "--slurm-version", "--block-sizes",
+    "--shrink-limit", "--max-tiers", "--slurm-version", "--block-sizes",
     "--templates", "--block-source", "--nvlink-unhealthy", "--block-name-pattern", "--layout",
     "--yaml-default", "--ufm-timeout", "--ibnetdiscover", "--snapshot",
 ]  # fmt: skip

@@ -43,7 +43,7 @@ def _generate(spec: str, fmt: str, version: str, where: Path) -> tuple[str, dict
     out, report = where / f"topology.{fmt}.conf", where / f"report.{fmt}.json"
     args = ["--config", os.devnull, "generate", "--sim", spec, "--format", fmt]
     args += ["--slurm-nodes", "all", "--slurm-version", version, "-o", str(out)]
-    args += ["--report", str(report), "--report-format", "json"]
+    args += ["--report", str(report), "--json"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     return out.read_text(), json.loads(report.read_text())

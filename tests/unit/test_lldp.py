@@ -119,7 +119,7 @@ def test_collect_lldp_stores_each_nodes_output(
         f"#!/bin/sh\necho \"$@\" > {fake.root}/lldp.args\ncat <<'X'\n{printed}\nX\n",
     )
     snap = tmp_path / "snap"
-    args = ["--nodes", "gb1", "--snapshot", str(snap), "--timeout", "5", "--lldp"]
+    args = ["--nodes", "gb1", "--out-dir", str(snap), "--timeout", "5", "--lldp"]
     result = CliRunner().invoke(collect_command, args, obj={})
     assert result.exit_code == 0, result.output
     assert (fake.root / "lldp.args").read_text().split() == [

@@ -176,7 +176,7 @@ def test_units_keep_their_lock_in_the_state_directory(tmp_path: Path) -> None:
     """--binary outside /tmp: the default (this Python's script) may live in a venv under
     /tmp, which units refuses (the service's PrivateTmp hides it)."""
     directory = tmp_path / "systemd"
-    result = run("units", str(directory), "--binary", "/usr/local/bin/topograph-slurm")
+    result = run("units", "--out-dir", str(directory), "--binary", "/usr/local/bin/topograph-slurm")
     assert result.exit_code == Exit.OK, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["systemd"]
 

@@ -222,7 +222,7 @@ def test_generate_reports_the_swap_and_writes_the_same_topology(
     healthy = run("generate", "--ibnetdiscover", str(real_fixture(SELENE)), "--format", "block")
     report = tmp_path / "report.json"
     args = ["--ibnetdiscover", str(swapped_selene), "--format", "block"]
-    swapped = run("generate", *args, "--report", str(report), "--report-format", "json")
+    swapped = run("generate", *args, "--report", str(report), "--json")
     assert healthy.exit_code == swapped.exit_code == 0, swapped.output
     assert swapped.stdout == healthy.stdout  # the swap changes no leaf and no block
     [finding] = [

@@ -51,7 +51,8 @@ def _dump(tmp_path: Path, *unnamed: str, edit: dict[str, str] | None = None) -> 
 
 def _report(tmp_path: Path, *args: str, fmt: str = "text") -> str:
     out = tmp_path / f"report.{fmt}"
-    result = run(*args, "--report", str(out), "--report-format", fmt, "-o", str(tmp_path / "t"))
+    as_json = ["--json"] if fmt == "json" else []
+    result = run(*args, "--report", str(out), *as_json, "-o", str(tmp_path / "t"))
     assert result.exit_code == 0, result.output
     return out.read_text()
 

@@ -69,8 +69,7 @@ def test_generate_takes_the_blocks_from_the_ib_units(
         str(out),
         "--report",
         str(report),
-        "--report-format",
-        "json",
+        "--json",
     )
     assert result.exit_code == 0, result.output
     text = out.read_text()

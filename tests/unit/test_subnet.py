@@ -29,7 +29,7 @@ def run(*args: str) -> Result:
 
 def _report(tmp_path: Path, *args: str) -> dict[str, Any]:
     path = tmp_path / "report.json"
-    result = run("generate", *args, "--report", str(path), "--report-format", "json")
+    result = run("generate", *args, "--report", str(path), "--json")
     assert result.exit_code == 0, result.output
     report: dict[str, Any] = json.loads(path.read_text())
     return report

@@ -52,7 +52,7 @@ def _needs(command: str, *options: str) -> pytest.MarkDecorator:
 GENERATE = _needs("generate", "--ufm", "--ufm-credentials", "--ufm-ca-bundle", "--ufm-timeout")
 LIMITS = _needs("generate", "--ufm", "--ufm-deadline", "--ufm-max-response-mib")
 INSECURE = _needs("generate", "--ufm", "--ufm-credentials", "--ufm-insecure")
-COLLECT = _needs("collect", "--ufm", "--ufm-credentials", "--ufm-ca-bundle", "--snapshot")
+COLLECT = _needs("collect", "--ufm", "--ufm-credentials", "--ufm-ca-bundle", "--out-dir")
 SNAPSHOT = _needs("generate", "--snapshot")
 
 
@@ -314,7 +314,7 @@ def test_collect_ufm_then_generate_from_the_snapshot(
     standin: Standin, pki: Pki, creds: Path, dump: Path, tmp_path: Path
 ) -> None:
     snap = tmp_path / "snap"
-    rc, _, err = _run(["collect", *_ufm_args(standin, pki, creds), "--snapshot", str(snap)])
+    rc, _, err = _run(["collect", *_ufm_args(standin, pki, creds), "--out-dir", str(snap)])
     assert rc == 0, err
     assert sorted(p.name for p in (snap / "ufm").glob("*.json")) == [
         "links.json",
@@ -337,7 +337,7 @@ def test_collect_ufm_failure_keeps_no_snapshot(
 ) -> None:
     standin.state.fault = "401"
     snap = tmp_path / "snap"
-    rc, out, err = _run(["collect", *_ufm_args(standin, pki, creds), "--snapshot", str(snap)])
+    rc, out, err = _run(["collect", *_ufm_args(standin, pki, creds), "--out-dir", str(snap)])
     assert rc == Exit.AUTH
     assert not snap.exists()
     _clean(out, err)

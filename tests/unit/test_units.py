@@ -27,7 +27,9 @@ def units(*args: str) -> tuple[int, str, str]:
 
 
 def write_units(directory: Path, binary: str) -> None:
-    code, _, err = units(str(directory), "--binary", binary, "--metrics", "/var/lib/prom/t.prom")
+    code, _, err = units(
+        "--out-dir", str(directory), "--binary", binary, "--service-metrics", "/var/lib/prom/t.prom"
+    )
     assert code == Exit.OK, err
 
 
@@ -77,7 +79,7 @@ def test_service_runs_generate_hardened(tmp_path: Path) -> None:
 
 
 def test_writing_twice_changes_nothing(tmp_path: Path) -> None:
-    args = (str(tmp_path), "--binary", "/usr/bin/topograph-slurm")
+    args = ("--out-dir", str(tmp_path), "--binary", "/usr/bin/topograph-slurm")
     assert "3 of 3 unit files written" in units(*args)[2]
     assert "0 of 3 unit files written" in units(*args)[2]
     assert sorted(p.name for p in tmp_path.glob("topograph-slurm.*")) == [
@@ -92,23 +94,22 @@ def test_writing_twice_changes_nothing(tmp_path: Path) -> None:
     [
         ("--binary", "/opt/my tools/topograph-slurm"),
         ("--binary", "relative/topograph-slurm"),
-        ("--output", "/etc/slurm/%h.conf"),
-        ("--metrics", "/var/lib/$USER/x.prom"),
+        ("--service-output", "/etc/slurm/%h.conf"),
+        ("--service-metrics", "/var/lib/$USER/x.prom"),
     ],
 )
 def test_paths_systemd_or_cron_would_split_are_refused(
     tmp_path: Path, args: tuple[str, str]
 ) -> None:
-    code, _, err = units(
-        str(tmp_path), *(("--binary", "/usr/bin/t") if args[0] != "--binary" else ()), *args
-    )
+    binary = ("--binary", "/usr/bin/t") if args[0] != "--binary" else ()
+    code, _, err = units("--out-dir", str(tmp_path), *binary, *args)
     assert code == Exit.USAGE and err.count("\n") == 1 and args[0] in err
     assert list(tmp_path.iterdir()) == []
 
 
 def test_dir_or_print() -> None:
     code, _, err = units()
-    assert code == Exit.USAGE and "give DIR" in err
+    assert code == Exit.USAGE and "give --out-dir DIR" in err
 
 
 @needs_systemd
@@ -119,7 +120,7 @@ def test_a_program_or_config_in_a_home_keeps_home_readable(tmp_path: Path) -> No
         if not binary.startswith(("/root/", "/home/")) and config == "/etc/c":
             continue  # this interpreter is not in a home
         out = tmp_path / Path(binary).name
-        code, _, err = units(str(out), "--binary", binary, "--config", config)
+        code, _, err = units("--out-dir", str(out), "--binary", binary, "--service-config", config)
         assert code == Exit.OK, err
         service = (out / "topograph-slurm.service").read_text()
         assert "\nProtectHome=read-only\n" in service and "ProtectHome=yes" not in service
@@ -132,11 +133,11 @@ def test_a_program_or_config_in_a_home_keeps_home_readable(tmp_path: Path) -> No
     "args",
     [
         ("--binary", "/tmp/venv/bin/topograph-slurm"),
-        ("--config", "/var/tmp/config.yaml"),
-        ("--metrics", "/tmp/t.prom"),
-        ("--metrics", "/var/lib/prom/t.txt"),  # node_exporter reads *.prom only
-        ("--output", "/etc/slurm/"),
-        ("--output", "/"),
+        ("--service-config", "/var/tmp/config.yaml"),
+        ("--service-metrics", "/tmp/t.prom"),
+        ("--service-metrics", "/var/lib/prom/t.txt"),  # node_exporter reads *.prom only
+        ("--service-output", "/etc/slurm/"),
+        ("--service-output", "/"),
     ],
 )
 def test_units_that_would_fail_every_hour_are_refused(
@@ -145,7 +146,7 @@ def test_units_that_would_fail_every_hour_are_refused(
     """Issue 24: a path PrivateTmp=yes hides, and what generate itself refuses (its own rule),
     are one usage line up front; nothing is written, the cron file neither."""
     binary = ("--binary", "/usr/bin/t") if args[0] != "--binary" else ()
-    code, _, err = units(str(tmp_path / "units"), *binary, *args)
+    code, _, err = units("--out-dir", str(tmp_path / "units"), *binary, *args)
     assert code == Exit.USAGE and err.count("\n") == 1 and args[0] in err, err
     assert not (tmp_path / "units").exists()
 
@@ -154,6 +155,6 @@ def test_one_unwritable_unit_leaves_the_others_unwritten(tmp_path: Path) -> None
     """Every target is checked before any is written: a directory where the service goes
     refuses the run with the cron file (first by name) not written either."""
     (tmp_path / "topograph-slurm.service").mkdir()
-    code, _, err = units(str(tmp_path), "--binary", "/usr/bin/topograph-slurm")
+    code, _, err = units("--out-dir", str(tmp_path), "--binary", "/usr/bin/topograph-slurm")
     assert code == Exit.OUTPUT and "topograph-slurm.service" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["topograph-slurm.service"]

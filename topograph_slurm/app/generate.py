@@ -344,7 +344,7 @@ def check_flags(settings: Settings, check: bool, given: Mapping[str, Any]) -> Se
     if _is_page(settings.report) and settings.report_format != "text":
         raise UsageError(
             f"--report {settings.report} is an HTML page around the text report: drop "
-            f"--report-format {settings.report_format} or name another file"
+            "--json or name another file"
         )
     if check and (given.get("reconfigure") or given.get("metrics")):
         raise UsageError("--check writes nothing: drop --reconfigure and --metrics")
@@ -457,6 +457,8 @@ class Request:
     given: Mapping[str, Any] = field(default_factory=dict)
     #: the --config file named, for the metrics file of a run whose config is refused
     config_file: str | None = None
+    #: --json's report holds stdout: the topology is not printed there
+    json_out: bool = False
 
 
 def run(read_settings: Callable[[], Settings], request: Request, console: Console) -> int:
@@ -479,7 +481,7 @@ def run(read_settings: Callable[[], Settings], request: Request, console: Consol
         target.env = env
         result = generate(settings, env, console.warn)
         if settings.report:
-            _emit_report(settings, result.report, console)
+            _emit_report(settings, result.report, request, console)
         if result.topology is None:
             raise InputError("nothing could be placed: no host became a Slurm node (see --report)")
         topology = result.topology
@@ -522,10 +524,11 @@ def config_metrics(config_file: str | None) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
-def _emit_report(settings: Settings, text: str, console: Console) -> None:
-    """The report to a file, or to stdout (stderr when the topology itself goes to stdout)."""
+def _emit_report(settings: Settings, text: str, request: Request, console: Console) -> None:
+    """The report to a file, or to stdout (stderr when the topology itself goes to stdout:
+    without -o, unless --json puts the report there instead)."""
     if settings.report == "-":
-        console.echo(text, err=settings.output is None)
+        console.echo(text, err=settings.output is None and not request.json_out)
     elif settings.report:
         from topograph_slurm.output import write_output
 
@@ -549,7 +552,7 @@ def _write(
     file was *made* with another release or node list than this run's (another host)."""
     check, diff = request.check, request.diff
     if settings.output is None:
-        if not (check or diff):  # --check --filter-dir alone checks only the filters
+        if not (check or diff or request.json_out):  # --check --filter-dir alone: the filters
             console.echo(content)
         return Exit.OK
     from topograph_slurm.output import write_topology

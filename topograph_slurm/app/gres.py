@@ -34,7 +34,9 @@ class GresSource:
     @property
     def name(self) -> str:
         """What the file's header says it was made from."""
-        return self.snapshot or str(self.topo_matrix)
+        if self.snapshot:
+            return self.snapshot
+        return "<stdin>" if self.topo_matrix == "-" else str(self.topo_matrix)
 
 
 def plan(source: GresSource) -> GresPlan:

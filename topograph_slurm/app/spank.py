@@ -6,18 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topograph_slurm.config import Settings
-
 
 def build(
-    settings: Settings, source: Path, outdir: Path, cc: str, include_dir: Path | None
+    templates: Path | None, source: Path, outdir: Path, cc: str, include_dir: Path | None
 ) -> tuple[Path, str]:
-    """The plugin built into *outdir* and its plugstack.conf line (the site's templates
+    """The plugin built into *outdir* and its plugstack.conf line (the site's *templates*
     loaded first: a broken template directory fails before the compiler runs)."""
     from topograph_slurm.render.environment import environment
     from topograph_slurm.render.filters import render_plugstack_line
     from topograph_slurm.slurm.spank import build_spank
 
-    env = environment(Path(settings.templates) if settings.templates else None)
+    env = environment(templates)
     plugin = build_spank(source, outdir, cc=cc, include_dir=include_dir)
     return plugin, render_plugstack_line(env, str(plugin.resolve()))

@@ -8,12 +8,18 @@ from typing import Any
 import click
 
 from topograph_slurm.app.bench import JudgeSettings
-from topograph_slurm.cli.display import log, warn
+from topograph_slurm.cli.display import environment, log, show, warn
 from topograph_slurm.cli.options import (
+    GPUS_PER_NODE,
+    JOB_HEADING,
     AsciiIntRange,
     FiniteFloatRange,
+    command,
     fabric_options,
     flag_settings,
+    grouped,
+    nodes_option,
+    output_options,
 )
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.errors import Exit
@@ -36,7 +42,7 @@ _BENCH_KEYS = (
     "slow_fraction",
     "expected_fraction",
     "drift",
-    "record",
+    "out_dir",
     "baseline",
     "as_json",
 )
@@ -45,16 +51,8 @@ _JUDGE = JudgeSettings()
 _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 
 
-@click.command()
-@fabric_options
+@command(aliases={"--record": "--out-dir"})
 @click.option("--plan", "plan_only", is_flag=True, help="Print the plan; run nothing.")
-@click.option(
-    "--nodes",
-    "hostlist",
-    metavar="HOSTLIST",
-    help="Nodes to benchmark (an empty list is refused). Default: the allocation's "
-    "($SLURM_JOB_NODELIST); with --plan outside one, every node of the fabric.",
-)
 @click.option(
     "--levels",
     metavar="LIST",
@@ -73,12 +71,6 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
     is_flag=True,
     help="Every pair of every level, no cap (65,536 runs on 16,384 nodes: see the plan's "
     "bound first).",
-)
-@click.option(
-    "--gpus-per-node",
-    type=AsciiIntRange(min=1),
-    metavar="N",
-    help="Ranks (GPUs) per node; default: measured in the snapshot, or the simulation's.",
 )
 @click.option(
     "--test", type=click.Choice(TESTS), default=TESTS[0], show_default=True, help="nccl-tests."
@@ -118,6 +110,7 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 @click.option(
     "--slow-fraction",
     type=_FRACTION,
+    metavar="FRACTION",
     default=_JUDGE.slow_fraction,
     show_default=True,
     help="A run below this fraction of its level's median is slow.",
@@ -125,6 +118,7 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 @click.option(
     "--expected-fraction",
     type=_FRACTION,
+    metavar="FRACTION",
     default=_JUDGE.expected_fraction,
     show_default=True,
     help="A run below this fraction of the fabric's rate (NVLink, IB rails) is slow.",
@@ -132,22 +126,29 @@ _FRACTION = FiniteFloatRange(0, 1, min_open=True, max_open=True)
 @click.option(
     "--drift",
     type=FiniteFloatRange(min=0, min_open=True),
+    metavar="FRACTION",
     default=_JUDGE.drift,
     show_default=True,
     help="A level median that moved more than this fraction since the baseline is a finding.",
 )
 @click.option(
-    "--record",
-    metavar="DIR",
-    help="Record the run as DIR/bench.json: into the snapshot DIR, or a new one.",
-)
-@click.option(
     "--baseline",
     metavar="FILE|DIR",
     help="The previous bench.json (or its snapshot) to compare medians with; default: the "
-    "one --record replaces.",
+    "one --out-dir replaces.",
 )
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@grouped(
+    JOB_HEADING,
+    [
+        nodes_option(
+            "Nodes to benchmark (an empty list is refused). Default: the allocation's "
+            "($SLURM_JOB_NODELIST); with --plan outside one, every node of the fabric."
+        ),
+        GPUS_PER_NODE,
+    ],
+)
+@output_options("out_dir", "json", "templates")
+@fabric_options
 @click.pass_context
 def bench(ctx: click.Context, /, **flags: Any) -> None:
     """Benchmark communication per fabric level and find the slow node or link.
@@ -163,33 +164,37 @@ def bench(ctx: click.Context, /, **flags: Any) -> None:
     leaf (or spine) are slow-link on its uplinks, a level median that drifted from the
     baseline is bench-drift. Exit 0 when nothing was found, 1 when something was.
 
+    --out-dir DIR records the run as DIR/bench.json: into the snapshot DIR, or a new one
+    (the record --bench FILE|DIR reads in pools, health and record start).
+
     \b
     Examples:
       topograph-slurm bench --plan --sim demo
       salloc -N 32 --exclusive topograph-slurm bench --snapshot /var/lib/topograph/snap \\
-          --record /var/lib/topograph/bench-$(date +%F)
+          --out-dir /var/lib/topograph/bench-$(date +%F)
     """
     from topograph_slurm.app import bench as use_case
     from topograph_slurm.render.bench import render_plan, render_report
-    from topograph_slurm.render.environment import environment
 
     opts = {key: flags.pop(key) for key in _BENCH_KEYS}
+    opts["record"] = opts.pop("out_dir")  # DIR/bench.json: the bench record
+    flags.pop("templates")
     rewrites = flags.pop("rewrites")
     settings = flag_settings(ctx, rewrites, **flags)
     planned = use_case.plan_runs(settings, opts, warn)
     plan, command = planned.plan, planned.command
-    env = environment(None)
+    env = environment(ctx)
     fmt = "json" if opts["as_json"] else "text"
     if opts["plan_only"]:
         argv = command.argv(plan.runs[0])
-        click.echo(render_plan(env, plan, argv, fmt, command.timeout), nl=False)
+        show(render_plan(env, plan, argv, fmt, command.timeout))
         return
-    show = progress_wanted(ctx.obj["quiet"])
+    bar = progress_wanted(ctx.obj["quiet"])
     problems = use_case.run(
         planned,
         opts,
-        lambda total: ProgressBar(total, show, "benchmarking"),
+        lambda total: ProgressBar(total, bar, "benchmarking"),
         lambda message: log(ctx, message),
-        lambda record: click.echo(render_report(env, record, fmt), nl=False),
+        lambda record: show(render_report(env, record, fmt)),
     )
     ctx.exit(Exit.DIFFERS if problems else Exit.OK)

@@ -11,11 +11,18 @@ import shlex
 import click
 
 from topograph_slurm.app import collect as use_case
-from topograph_slurm.cli.display import warn
-from topograph_slurm.cli.options import AsciiIntRange, ufm_options
+from topograph_slurm.cli.display import show, warn
+from topograph_slurm.cli.options import (
+    AsciiIntRange,
+    command,
+    output_options,
+    these_nodes,
+    ufm_options,
+)
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.config import load_settings, override
 from topograph_slurm.errors import Exit
+from topograph_slurm.render.collect import render_collect_json
 
 _COMMAND_HELP = "\n      ".join(
     f"{key}: {shlex.join(argv)}" for key, argv in use_case.DEFAULT_COMMANDS.items()
@@ -40,7 +47,7 @@ def _summary(outcome: use_case.CollectOutcome) -> str:
     return "\n".join(lines)
 
 
-@click.command("collect")
+@command("collect", aliases={"--snapshot": "--out-dir", "--partition": "--srun-partition"})
 @click.option(
     "--via",
     type=click.Choice(["srun", "clush"]),
@@ -48,21 +55,6 @@ def _summary(outcome: use_case.CollectOutcome) -> str:
     show_default=True,
     help="Transport: one srun per node (inside an allocation: steps with --overlap; "
     "outside: tiny jobs with a --time limit), or ClusterShell over ssh.",
-)
-@click.option(
-    "--nodes",
-    "hostlist",
-    metavar="HOSTLIST|scontrol",
-    help="Nodes to collect from, e.g. 'gb[001-072]'; default or 'scontrol': every node "
-    "slurmctld knows.",
-)
-@click.option(
-    "--snapshot",
-    "snapshot",
-    required=True,
-    metavar="DIR",
-    help="Snapshot directory to (re)write atomically: nodes/<node>/<command>.txt, "
-    "fabric/ibnetdiscover.txt, manifest.json.",
 )
 @click.option(
     "--ibnetdiscover-on",
@@ -103,7 +95,8 @@ def _summary(outcome: use_case.CollectOutcome) -> str:
     "per-node: one srun per node from the start, --fanout at a time.",
 )
 @click.option(
-    "--partition",
+    "--srun-partition",
+    "partition",
     metavar="P",
     help="srun --partition (outside an allocation: where the collection jobs run).",
 )
@@ -130,12 +123,19 @@ def _summary(outcome: use_case.CollectOutcome) -> str:
     help="Exit 4 when any node failed (the snapshot is still written).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@these_nodes(
+    "Nodes to collect from, e.g. 'gb[001-072]'; default or 'scontrol': every node slurmctld knows.",
+    "HOSTLIST|scontrol",
+)
+@output_options("out_dir", "json")
 @click.pass_context
 def collect(
     ctx: click.Context,
+    /,
     via: str,
     hostlist: str | None,
-    snapshot: str,
+    out_dir: str | None,
+    as_json: bool,
     ibnetdiscover_on: str | None,
     ibnetdiscover_timeout: float,
     timeout: float,
@@ -163,15 +163,19 @@ def collect(
     out or cannot be reached is recorded in manifest.json (exit code, error, stderr tail) and
     never stops the run; `generate --snapshot DIR` reports it. The snapshot is built beside
     DIR and swapped in; if no node answered at all, the old snapshot is kept and the exit
-    code is 4.
+    code is 4. --out-dir DIR is required (the snapshot the other commands read with
+    --snapshot DIR); --json prints what happened per node and command as data.
 
     \b
     Examples:
-      topograph-slurm collect --nodes 'gb[001-072]' --snapshot /var/lib/topograph/snap
-      salloc -N72 topograph-slurm collect --nodes "$SLURM_JOB_NODELIST" --snapshot snap
+      topograph-slurm collect --nodes 'gb[001-072]' --out-dir /var/lib/topograph/snap
+      salloc -N72 topograph-slurm collect --nodes "$SLURM_JOB_NODELIST" --out-dir snap
       topograph-slurm collect --via clush --nodes 'gb[001-072]' --fanout 64 \\
-          --ibnetdiscover-on gb001 --snapshot snap
+          --ibnetdiscover-on gb001 --out-dir snap
     """
+    if out_dir is None:
+        raise click.UsageError("collect writes a snapshot: give --out-dir DIR")
+    snapshot = out_dir
     obj = ctx.obj or {}
     settings = override(
         load_settings(obj.get("config_file")),
@@ -198,10 +202,12 @@ def collect(
         lldp=lldp,
     )
     quiet = bool(obj.get("quiet"))
-    show = False if no_progress else progress_wanted(quiet)
-    outcome = use_case.collect(settings, request, warn, lambda total: ProgressBar(total, show))
+    shown = False if no_progress else progress_wanted(quiet)
+    outcome = use_case.collect(settings, request, warn, lambda total: ProgressBar(total, shown))
     if not quiet or outcome.failed_nodes:
         click.echo(_summary(outcome), err=True)
+    if as_json:
+        show(render_collect_json(outcome))
     if strict and outcome.failed_nodes:
         ctx.exit(int(Exit.COLLECT))
 

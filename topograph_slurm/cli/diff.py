@@ -5,27 +5,26 @@ changed (:func:`topograph_slurm.analysis.state.drift.drift`) â†’ text or JSON â†
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import click
 
 from topograph_slurm.app.diff import DEFAULT_THRESHOLD
-from topograph_slurm.cli.display import warn
-from topograph_slurm.cli.options import FiniteFloatRange, flag_settings, naming_options
+from topograph_slurm.cli.display import environment, show, warn
+from topograph_slurm.cli.options import (
+    SLURM_VERSION,
+    FiniteFloatRange,
+    command,
+    flag_settings,
+    naming_options,
+    output_options,
+)
 from topograph_slurm.errors import Exit
 
 
-@click.command()
+@command()
 @click.argument("old", metavar="OLD")
 @click.argument("new", metavar="NEW")
-@naming_options
-@click.option(
-    "--slurm-version",
-    metavar="X.Y|auto",
-    help="Slurm release whose block rules form a fabric's blocks, or auto (default): "
-    "`scontrol --version`, else `sinfo --version`, else 24.11.",
-)
 @click.option(
     "--drift",
     "bench_drift",
@@ -36,10 +35,9 @@ from topograph_slurm.errors import Exit
     help="With two bench records: a level median that moved more than this fraction is a "
     "change (bench's --drift default).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON.")
-@click.option(
-    "--templates", metavar="DIR", help="Directory whose templates override the built-in ones."
-)
+@output_options("json", "templates")
+@SLURM_VERSION
+@naming_options
 @click.pass_context
 def diff(
     ctx: click.Context,
@@ -54,7 +52,7 @@ def diff(
     """Say what changed between two fabrics: nodes appeared or vanished, cables moved (a node
     to another leaf, block or NVLink domain; a rail to another switch port), rail disagreement
     appeared or healed, links degraded or restored (per cable), switches added or removed,
-    blocks and BlockSizes changed. When both inputs carry a `bench --record` record, also
+    blocks and BlockSizes changed. When both inputs carry a bench record (`bench --out-dir`), also
     each level's median busbw before and after (beyond --drift: a change), and slow nodes and
     slow links that appeared or cleared.
 
@@ -78,10 +76,9 @@ def diff(
     """
     from topograph_slurm.app.diff import compare
     from topograph_slurm.render.diff import render_drift
-    from topograph_slurm.render.environment import environment
 
+    flags.pop("templates")
     settings = flag_settings(ctx, rewrites, **flags)
     result = compare(old, new, settings, warn, bench_drift)
-    env = environment(Path(settings.templates) if settings.templates else None)
-    click.echo(render_drift(env, result, "json" if as_json else "text"), nl=False)
+    show(render_drift(environment(ctx), result, "json" if as_json else "text"))
     ctx.exit(Exit.DIFFERS if result.changed else Exit.OK)

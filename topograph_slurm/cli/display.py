@@ -17,7 +17,7 @@ import click
 import jinja2
 
 from topograph_slurm.cli.messages import log, warn
-from topograph_slurm.config import state_dir
+from topograph_slurm.config import Settings, state_dir
 from topograph_slurm.errors import Exit, UsageError
 
 __all__ = ["Console", "environment", "log", "show", "templates_dir", "warn", "write", "write_files"]
@@ -63,11 +63,18 @@ def environment(ctx: click.Context) -> jinja2.Environment:
 
 
 def write(
-    ctx: click.Context, path: str, text: str, *, check: bool = False, diff: bool = False
+    ctx: click.Context,
+    path: str,
+    text: str,
+    *,
+    check: bool = False,
+    diff: bool = False,
+    settings: Settings | None = None,
 ) -> int:
     """Write one output file through the guarded writer; print the diff for --check/--diff,
     log what happened; the exit code (1 when --check finds *path* out of date). ``-`` is
-    stdout."""
+    stdout. *settings*: the run's own, when its flags move the state directory (generate's
+    --state-dir); else the config's."""
     from topograph_slurm.cli.options import config_settings
     from topograph_slurm.output import write_output
 
@@ -76,7 +83,7 @@ def write(
             raise UsageError("--check and --diff need a file (-o FILE), not stdout")
         show(text)
         return Exit.OK
-    settings = config_settings(ctx)
+    settings = settings or config_settings(ctx)
     outcome = write_output(
         path,
         text,
@@ -102,14 +109,15 @@ def write_files(
     check: bool = False,
     diff: bool = False,
     kind: str = "files",
+    settings: Settings | None = None,
 ) -> int:
     """Write generated files into *directory*, each only on change, under one lock (the
-    guarded writer's ``write_tree``); --check/--diff as for :func:`write`; the log line
-    counts them as *kind* (``unit files``)."""
+    guarded writer's ``write_tree``); --check/--diff and *settings* as for :func:`write`; the
+    log line counts them as *kind* (``unit files``)."""
     from topograph_slurm.cli.options import config_settings
     from topograph_slurm.output import write_tree
 
-    settings = config_settings(ctx)
+    settings = settings or config_settings(ctx)
     outcomes = write_tree(
         Path(directory),
         dict(files),

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from topograph_slurm.cli.options import SLURM_STATE, flag_settings
+from topograph_slurm.cli.display import environment, show
+from topograph_slurm.cli.options import (
+    SLURM_HEADING,
+    SLURM_STATE,
+    command,
+    flag_settings,
+    grouped,
+    output_options,
+    these_nodes,
+)
 from topograph_slurm.errors import Exit
 
 
-@click.command("doctor")
-@SLURM_STATE
-@click.option(
-    "--nodes",
-    "hostlist",
-    metavar="HOSTLIST",
-    help="Also compare the topograph-slurm release on these compute nodes with this one's.",
-)
+@command("doctor")
+@grouped(SLURM_HEADING, [SLURM_STATE])
 @click.option(
     "--via",
     type=click.Choice(["srun", "clush"]),
@@ -25,10 +26,17 @@ from topograph_slurm.errors import Exit
     show_default=True,
     help="How --nodes are reached (as collect reaches them).",
 )
-@click.option("--json", "as_json", is_flag=True, help="The versioned JSON report.")
+@these_nodes("Also compare the topograph-slurm release on these compute nodes with this one's.")
+@output_options("json", "templates")
 @click.pass_context
 def doctor(
-    ctx: click.Context, slurm_state: str | None, hostlist: str | None, via: str, as_json: bool
+    ctx: click.Context,
+    /,
+    slurm_state: str | None,
+    hostlist: str | None,
+    via: str,
+    as_json: bool,
+    templates: str | None,
 ) -> None:
     """Check that the Slurm side is wired for what this tool makes: the topology plugin and
     file, rank order, the filters and SPANK plugin, the job-record hooks, PrologFlags, the
@@ -45,11 +53,9 @@ def doctor(
     from topograph_slurm.app.doctor import node_versions
     from topograph_slurm.model.names import expand
     from topograph_slurm.render.doctor import render_doctor
-    from topograph_slurm.render.environment import environment
 
     settings = flag_settings(ctx, (), slurm_state=slurm_state)
     versions = node_versions(expand(hostlist, "--nodes"), via) if hostlist else None
     report = run_doctor(settings, versions)
-    env = environment(Path(settings.templates) if settings.templates else None)
-    click.echo(render_doctor(env, report, as_json), nl=False)
+    show(render_doctor(environment(ctx), report, as_json))
     ctx.exit(Exit.DIFFERS if report.failed else Exit.OK)

@@ -10,8 +10,16 @@ from typing import Any
 import click
 
 from topograph_slurm.app import generate as use_case
-from topograph_slurm.cli.display import Console
-from topograph_slurm.cli.options import ASCII_INT, FINITE_FLOAT, fabric_options, flag_settings
+from topograph_slurm.cli.display import Console, warn
+from topograph_slurm.cli.options import (
+    ASCII_INT,
+    FINITE_FLOAT,
+    SLURM_VERSION,
+    command,
+    fabric_options,
+    flag_settings,
+    output_options,
+)
 from topograph_slurm.config import Settings, choices_metavar
 from topograph_slurm.model.numbers import natural
 
@@ -25,8 +33,14 @@ def _parse_sizes(value: str | None) -> list[int] | None:
     return [size for size in sizes if size is not None]
 
 
-@click.command()
-@fabric_options
+def _report_format(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The old ``--report-format``: still taken (one warning line), as ``--json`` now says."""
+    if value is not None:
+        warn("--report-format is now --json; the old spelling goes in the next release")
+    return value
+
+
+@command()
 @click.option(
     "--format",
     "fmt",
@@ -34,19 +48,6 @@ def _parse_sizes(value: str | None) -> list[int] | None:
     help="tree or block topology.conf, or topology.yaml with several named topologies (25.05+); "
     "default tree.",
 )
-@click.option(
-    "-o",
-    "--output",
-    metavar="PATH",
-    help="Write here (atomic, only on change) instead of stdout ('-' = stdout).",
-)
-@click.option(
-    "--check",
-    is_flag=True,
-    help="Write nothing; exit 1 with a diff when PATH is out of date, saying so when PATH was "
-    "made for another Slurm release or node list (pin --slurm-version, --slurm-nodes in CI).",
-)
-@click.option("--diff", is_flag=True, help="Print the diff, then write.")
 @click.option(
     "--force", is_flag=True, help="Replace PATH even when the node count shrinks past the limit."
 )
@@ -59,14 +60,16 @@ def _parse_sizes(value: str | None) -> list[int] | None:
 @click.option(
     "--report",
     metavar="-|FILE",
-    help="Write a report: placement, exclusions with reasons, findings. FILE.html is a page "
-    "with the fabric pictures above the text report (so not with --report-format json); '-' "
-    "prints it to stdout when -o names a file, else to stderr (stdout holds the topology).",
+    help="Write a report: placement, exclusions with reasons, findings (JSON with --json). "
+    "FILE.html is a page with the fabric pictures above the text report (so not with --json); "
+    "'-' prints it to stdout when -o names a file, else to stderr (stdout holds the topology).",
 )
 @click.option(
     "--report-format",
     metavar=choices_metavar("report_format"),
-    help="Report format (default text).",
+    hidden=True,
+    callback=_report_format,
+    help="The old spelling of --json (text|json).",
 )
 @click.option(
     "--max-tiers",
@@ -75,16 +78,7 @@ def _parse_sizes(value: str | None) -> list[int] | None:
     help="Keep at most this many switch levels (leaves count as one).",
 )
 @click.option(
-    "--slurm-version",
-    metavar="X.Y|auto",
-    help="Target Slurm release, or auto (default): `scontrol --version`, else `sinfo "
-    "--version`, else 24.11 (the report says which); decides block rules.",
-)
-@click.option(
     "--block-sizes", metavar="N,2N,…", help="BlockSizes to use instead of inferring them."
-)
-@click.option(
-    "--templates", metavar="DIR", help="Directory whose templates override the built-in ones."
 )
 @click.option(
     "--filter-dir",
@@ -128,12 +122,6 @@ def _parse_sizes(value: str | None) -> list[int] | None:
     "restored, the candidate kept as PATH.deferred, exit 12.",
 )
 @click.option(
-    "--metrics",
-    metavar="FILE.prom",
-    help="Write Prometheus metrics of the run for node_exporter's textfile collector "
-    "(atomically; a failed run sets topograph_slurm_success 0).",
-)
-@click.option(
     "--state-dir",
     metavar="DIR",
     help="Where the run keeps its state for -o PATH (the fabric summary, the lock), never "
@@ -154,6 +142,9 @@ def _parse_sizes(value: str | None) -> list[int] | None:
     metavar="NAME",
     help="--format yaml: the topology that is cluster_default (default: the first).",
 )
+@SLURM_VERSION
+@output_options("output", "json", "check", "diff", "metrics", "templates")
+@fabric_options
 @click.pass_context
 def generate(
     ctx: click.Context,
@@ -164,9 +155,16 @@ def generate(
     rewrites: Sequence[str],
     block_sizes: str | None,
     fmt: str | None,
+    as_json: bool,
+    metrics_file: str | None,
     **flags: Any,
 ) -> None:
     """Generate Slurm topology.conf (tree or block) or topology.yaml from the fabric.
+
+    -o PATH writes the topology (atomic, only on change); --check says too when PATH was
+    made for another Slurm release or node list (pin --slurm-version, --slurm-nodes in CI).
+    --json makes the run report JSON: with --report FILE there, else on stdout instead of the
+    topology. --metrics FILE.prom is written on failure too (topograph_slurm_success 0).
 
     \b
     Examples:
@@ -176,6 +174,12 @@ def generate(
       topograph-slurm generate --ufm https://ufm --ufm-credentials /etc/topograph-slurm/ufm.cred
       topograph-slurm generate -o /etc/slurm/topology.conf --check   # in CI: exit 1 when stale
     """
+    flags["metrics"] = metrics_file
+    # --json: the report as JSON; on stdout, instead of the topology, unless --report names a file
+    json_out = as_json and flags["report"] in (None, "-")
+    if as_json:
+        flags["report_format"] = "json"
+        flags["report"] = flags["report"] or "-"
 
     def read_settings() -> Settings:
         settings = flag_settings(
@@ -192,5 +196,5 @@ def generate(
         return settings
 
     config_file = (ctx.obj or {}).get("config_file")
-    request = use_case.Request(check, diff, force, flags, config_file)
+    request = use_case.Request(check, diff, force, flags, config_file, json_out)
     ctx.exit(use_case.run(read_settings, request, Console(ctx)))

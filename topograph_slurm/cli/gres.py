@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from topograph_slurm.cli.display import log, warn, write
-from topograph_slurm.cli.options import OUTPUT_FILE, AsciiIntRange, config_settings
+from topograph_slurm.cli.display import environment, log, warn, write
+from topograph_slurm.cli.options import (
+    TOPO_MATRIX,
+    AsciiIntRange,
+    command,
+    output_options,
+    these_nodes,
+)
 
 
-@click.command()
+@command()
 @click.option("--snapshot", metavar="DIR", help="A snapshot made by `collect`.")
-@click.option("--topo-matrix", metavar="FILE", help="One node's `nvidia-smi topo -m` capture.")
-@click.option("--nodes", metavar="HOSTLIST", help="With --topo-matrix: the nodes it describes.")
 @click.option(
     "--nvidia-smi-q",
     metavar="FILE",
@@ -22,11 +24,13 @@ from topograph_slurm.cli.options import OUTPUT_FILE, AsciiIntRange, config_setti
 @click.option(
     "--threads-per-core",
     type=AsciiIntRange(1, 8),
+    metavar="N",
     help="Hardware threads per core (default: read from the CPU affinity lists).",
 )
 @click.option(
     "--sockets",
     type=AsciiIntRange(1, 64),
+    metavar="N",
     help="Sockets per node, as the node line's Sockets= (default: two when the NUMA nodes "
     "split evenly in two, else one): Cores= is the GPU's whole socket.",
 )
@@ -35,59 +39,64 @@ from topograph_slurm.cli.options import OUTPUT_FILE, AsciiIntRange, config_setti
     is_flag=True,
     help="slurm.conf sets SlurmdParameters=numa_node_as_socket: Cores= is the GPU's NUMA node.",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=OUTPUT_FILE,
-    metavar="PATH",
-    help="Write gres.conf here (atomic, only on change) instead of stdout.",
-)
-@click.option(
-    "--check", is_flag=True, help="Write nothing; exit 1 with a diff when PATH is out of date."
-)
-@click.option("--diff", is_flag=True, help="Write, and show the change to PATH as a diff.")
+@these_nodes("With --topo-matrix: the nodes the capture stands for.")
+@TOPO_MATRIX
+@output_options("output", "json", "check", "diff", "templates")
 @click.pass_context
 def gres(
     ctx: click.Context,
+    /,
     snapshot: str | None,
     topo_matrix: str | None,
-    nodes: str | None,
+    hostlist: str | None,
     nvidia_smi_q: str | None,
     threads_per_core: int | None,
     sockets: int | None,
     numa_node_as_socket: bool,
     output: str | None,
+    as_json: bool,
     check: bool,
     diff: bool,
+    templates: str | None,
 ) -> None:
     """Write Slurm's gres.conf from the GPUs each node measured: one line per GPU with
     Type= (nvidia-smi -q's product name), File=/dev/nvidiaN, Cores= (the Slurm core indices
     of the GPU's socket, as Slurm 24.11+ takes them; none when every GPU shares one CPU
     affinity) and Links= (NVLinks to each GPU), identical nodes folded into one
     NodeName= hostlist. A node whose layout differs from its type's is a finding on stderr.
+    --json prints the same plan as data (docs/gres.md).
 
     \b
     Examples:
       topograph-slurm gres --snapshot /var/lib/topograph/snap -o /etc/slurm/gres.conf
       topograph-slurm gres --topo-matrix topo.txt --nodes 'gpu[001-064]' --check -o gres.conf
+      nvidia-smi topo -m | topograph-slurm gres --topo-matrix - --nodes 'gpu[001-064]'
     """
     from topograph_slurm.app.gres import GresSource, plan
-    from topograph_slurm.render.environment import environment
-    from topograph_slurm.render.gres import render_gres
+    from topograph_slurm.render.gres import render_gres, render_gres_json
 
     if (snapshot is None) == (topo_matrix is None):
         raise click.UsageError("give --snapshot DIR or --topo-matrix FILE --nodes HOSTLIST")
-    if topo_matrix is not None and nodes is None:
+    if topo_matrix is not None and hostlist is None:
         raise click.UsageError("--topo-matrix needs --nodes HOSTLIST")
-    if snapshot is not None and (nodes or nvidia_smi_q):
+    if snapshot is not None and (hostlist or nvidia_smi_q):
         raise click.UsageError("--nodes and --nvidia-smi-q go with --topo-matrix")
+    if topo_matrix == "-" and nvidia_smi_q == "-":
+        raise click.UsageError("only one of --topo-matrix and --nvidia-smi-q can be stdin ('-')")
     source = GresSource(
-        snapshot, topo_matrix, nodes, nvidia_smi_q, threads_per_core, sockets, numa_node_as_socket
+        snapshot,
+        topo_matrix,
+        hostlist,
+        nvidia_smi_q,
+        threads_per_core,
+        sockets,
+        numa_node_as_socket,
     )
     result = plan(source)
-    templates = config_settings(ctx).templates
-    env = environment(Path(templates) if templates else None)
-    text = render_gres(env, result, source.name, numa_node_as_socket)
+    if as_json:
+        text = render_gres_json(result, source.name, numa_node_as_socket)
+    else:
+        text = render_gres(environment(ctx), result, source.name, numa_node_as_socket)
     for finding in result.findings:
         warn(f"{finding.kind}: {finding.subject}: {finding.message}")
     for note in result.notes:

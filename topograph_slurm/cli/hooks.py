@@ -9,11 +9,20 @@ import shutil
 
 import click
 
-from topograph_slurm.cli.options import RECORD_DIR, config_settings
+from topograph_slurm.cli.display import environment, show
+from topograph_slurm.cli.options import (
+    HOOK_HEADING,
+    RECORD_DIR,
+    TOPOLOGY,
+    Group,
+    flag_settings,
+    grouped,
+    output_options,
+)
 from topograph_slurm.errors import Exit, UsageError
 
 
-@click.group("hooks")
+@click.group("hooks", cls=Group)
 def hooks_group() -> None:
     """The job record's Slurm hooks (docs/record.md): installed by the tool, never failing a
     job or a node."""
@@ -29,7 +38,6 @@ def hooks_group() -> None:
     help="Where the four scripts go (every host's copy of it: the controller runs "
     "PrologSlurmctld, the nodes the others).",
 )
-@RECORD_DIR
 @click.option(
     "--binary",
     metavar="PATH",
@@ -42,12 +50,8 @@ def hooks_group() -> None:
     metavar="USER",
     help="The record root's owner: slurm.conf's SlurmUser, who writes the job records.",
 )
-@click.option(
-    "--topology",
-    metavar="FILE",
-    help="The topology file Slurm runs, for record start's --topology (its sha256 in the record).",
-)
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 unless all is current.")
+@grouped(HOOK_HEADING, [RECORD_DIR, TOPOLOGY])
+@output_options("check", "templates")
 @click.pass_context
 def install(
     ctx: click.Context,
@@ -58,19 +62,21 @@ def install(
     owner: str,
     topology: str | None,
     check: bool,
+    templates: str | None,
 ) -> None:
     """Write the record hooks as Slurm runs them: #!/bin/sh scripts (mode 0755) that call the
     tool by its absolute path with this --config, under a deadline, and turn every exit but
     the gate's (11) into 0, so a broken or missing tool never requeues a job or drains a
     node. Make the record root (mode 0755, owned by --owner) and print the slurm.conf lines.
+    --topology is the file record start reads in the hooks (its sha256 goes in the record);
+    --check writes nothing and exits 1 unless all is current.
     """
     from topograph_slurm.app import hooks
     from topograph_slurm.config import DEFAULT_CONFIG, config_path
     from topograph_slurm.config import record_dir as default_dir
-    from topograph_slurm.render.environment import environment
     from topograph_slurm.render.hooks import check_text
 
-    settings = config_settings(ctx)
+    settings = flag_settings(ctx, (), templates=templates)  # the scripts honour --templates
     path, _ = config_path(ctx.obj.get("config_file"))
     request = hooks.InstallRequest(
         directory,
@@ -81,11 +87,10 @@ def install(
         topology,
     )
     found = hooks.check(settings, request) if check else hooks.install(settings, request)
-    env = environment(None)
-    click.echo(check_text(env, found), nl=False)
+    show(check_text(environment(ctx), found))
     if not check:
-        click.echo("\nslurm.conf (every host):")
-        click.echo(hooks.slurm_conf_lines(settings, request), nl=False)
+        show("\nslurm.conf (every host):\n")
+        show(hooks.slurm_conf_lines(settings, request))
     fine = (hooks.OK, hooks.WROTE)
     ctx.exit(Exit.OK if all(item.state in fine for item in found) else Exit.DIFFERS)
 

@@ -419,9 +419,31 @@ TOPOLOGY = click.option(
     help="The topology.conf or topology.yaml Slurm runs (places only; a fabric source adds "
     "link rates and health).",
 )
+
+
+def nodes_option(what: str, metavar: str = "HOSTLIST") -> Callable[[F], F]:
+    """``--nodes HOSTLIST``: the nodes the command is about, one meaning everywhere ("these
+    nodes"); *what* says which for this command (the job's, those to visit, those a capture
+    stands for)."""
+    return click.option("--nodes", "hostlist", metavar=metavar, help=what)
+
+
+def these_nodes(what: str, metavar: str = "HOSTLIST") -> Callable[[F], F]:
+    """:func:`nodes_option` in the Job group (collect, bench, gres, doctor)."""
+    return grouped(JOB_HEADING, [nodes_option(what, metavar)])
+
+
+#: ``--gpus-per-node N``: ranks (GPUs) per node.
+GPUS_PER_NODE = click.option(
+    "--gpus-per-node",
+    type=ASCII_INT,
+    metavar="N",
+    help="GPUs (ranks) per node; default: measured in the snapshot, or the simulation's.",
+)
+
 #: Where a job's ranks run (explain, order, draw, experts, pools).
 NODES = [
-    click.option("--nodes", "hostlist", metavar="HOSTLIST", help="The job's nodes."),
+    nodes_option("The job's nodes."),
     click.option(
         "--hostfile",
         metavar="FILE",
@@ -437,12 +459,7 @@ NODES = [
         help="How --hostfile's lines are read: task, node, or auto (a file repeating a node "
         "without slots= is one line per task); explain says which it read.",
     ),
-    click.option(
-        "--gpus-per-node",
-        type=ASCII_INT,
-        metavar="N",
-        help="GPUs (ranks) per node; default: measured in the snapshot, or the simulation's.",
-    ),
+    GPUS_PER_NODE,
     TOPOLOGY,
 ]
 #: The keys :data:`NODES` gives a command (its ``--topology`` is read apart).
@@ -571,6 +588,23 @@ def output_options(*kinds: str) -> Callable[[F], F]:
     if unknown:
         raise ValueError(f"no output option {sorted(unknown)}")
     return grouped(OUTPUT_HEADING, [option for kind, option in _OUTPUT.items() if kind in kinds])
+
+
+# -- Slurm: the release and the controller the command is for -----------------------------
+
+#: ``--slurm-version X.Y|auto``: the Slurm release whose rules apply (block rules, the
+#: topology file's form).
+SLURM_VERSION = grouped(
+    SLURM_HEADING,
+    [
+        click.option(
+            "--slurm-version",
+            metavar="X.Y|auto",
+            help="Target Slurm release, or auto (default): `scontrol --version`, else `sinfo "
+            "--version`, else 24.11 (the report says which); decides block rules.",
+        )
+    ],
+)
 
 
 # -- Hook: a record hook's own job, node and record root -----------------------------------

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.display import log
-from topograph_slurm.cli.options import config_settings
+from topograph_slurm.cli.display import log, show, templates_dir
+from topograph_slurm.cli.options import Group, output_options
 
 
-@click.group()
+@click.group(cls=Group)
 def spank() -> None:
     """Build the --tp-size SPANK plugin."""
 
 
-@spank.command("build")
+@spank.command("build", aliases={"-o": "--out-dir", "--outdir": "--out-dir"})
 @click.option(
     "--source",
     default="tpsize.c",
@@ -23,20 +23,25 @@ def spank() -> None:
     metavar="FILE",
     help="Plugin source rendered by generate --filter-dir.",
 )
-@click.option(
-    "-o", "--outdir", default=".", show_default=True, metavar="DIR", help="Where the .so goes."
-)
 @click.option("--cc", default="cc", show_default=True, help="C compiler.")
 @click.option(
     "--include-dir",
     metavar="DIR",
     help="Directory holding slurm/spank.h (default: the compiler's path; Debian: libslurm-dev).",
 )
+@output_options("out_dir", "templates")
 @click.pass_context
 def spank_build(
-    ctx: click.Context, source: str, outdir: str, cc: str, include_dir: str | None
+    ctx: click.Context,
+    /,
+    source: str,
+    cc: str,
+    include_dir: str | None,
+    out_dir: str | None,
+    templates: str | None,
 ) -> None:
-    """Compile the SPANK plugin that registers --tp-size for sbatch/salloc/srun.
+    """Compile the SPANK plugin that registers --tp-size for sbatch/salloc/srun into
+    --out-dir (default: the current directory).
 
     Rebuild it for every Slurm major release. Then add the printed line to plugstack.conf on
     login and compute nodes (and the controller).
@@ -44,11 +49,11 @@ def spank_build(
     from topograph_slurm.app.spank import build
 
     plugin, line = build(
-        config_settings(ctx),
+        templates_dir(ctx),
         Path(source),
-        Path(outdir),
+        Path(out_dir or "."),
         cc,
         Path(include_dir) if include_dir else None,
     )
     log(ctx, f"built {plugin}")
-    click.echo(line, nl=False)
+    show(line)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from topograph_slurm.cli.display import write_files
-from topograph_slurm.cli.options import config_settings
-from topograph_slurm.config import DEFAULT_CONFIG, Settings, override
+from topograph_slurm.cli.display import environment, show, warn, write_files
+from topograph_slurm.cli.options import METRICS_FILE, OUTPUT_FILE, command, output_options
+from topograph_slurm.config import DEFAULT_CONFIG
 from topograph_slurm.errors import UsageError
 
 DEFAULT_OUTPUT = "/etc/slurm/topology.conf"
@@ -28,63 +28,92 @@ def _binary(given: str | None) -> str:
     return str(Path(found).absolute())
 
 
-@click.command()
+@command(
+    aliases={
+        "-o": "--service-output",
+        "--output": "--service-output",
+        "--metrics": "--service-metrics",
+        "--config": "--service-config",
+    }
+)
 @click.argument("directory", required=False, metavar="[DIR]")
 @click.option(
     "--print",
-    "show",
+    "printed",
     type=click.Choice(["service", "timer", "cron"]),
-    help="Print one file instead of writing all three into DIR.",
+    help="Print one file instead of writing all three into --out-dir.",
 )
 @click.option("--binary", metavar="PATH", help="topograph-slurm to run (default: the one on PATH).")
 @click.option(
-    "--config",
-    "config_path",
+    "--service-config",
     metavar="PATH",
     default=str(DEFAULT_CONFIG),
     show_default=True,
     help="Config the run reads (the fabric source and everything else generate needs).",
 )
-@click.option("-o", "--output", metavar="PATH", default=DEFAULT_OUTPUT, show_default=True)
-@click.option("--metrics", metavar="FILE", default=DEFAULT_METRICS, show_default=True)
+@click.option(
+    "--service-output",
+    type=OUTPUT_FILE,
+    metavar="PATH",
+    default=DEFAULT_OUTPUT,
+    show_default=True,
+    help="The topology file the run writes (its generate -o; generate's rule: a file).",
+)
+@click.option(
+    "--service-metrics",
+    type=METRICS_FILE,
+    metavar="FILE.prom",
+    default=DEFAULT_METRICS,
+    show_default=True,
+    help="The Prometheus text the run writes (its generate --metrics; generate's rule: "
+    "FILE.prom), checked before anything is written.",
+)
+@output_options("out_dir", "templates")
 @click.pass_context
 def units(
     ctx: click.Context,
+    /,
     directory: str | None,
-    show: str | None,
+    printed: str | None,
     binary: str | None,
-    config_path: str,
-    output: str,
-    metrics: str,
+    service_config: str,
+    service_output: str,
+    service_metrics: str,
+    out_dir: str | None,
+    templates: str | None,
 ) -> None:
     """Write the systemd service and timer and a cron.d example that run
-    `generate -o PATH --reconfigure --metrics FILE` hourly.
+    `generate -o PATH --reconfigure --metrics FILE.prom` hourly.
 
-    Every path is checked before anything is written: -o and --metrics by generate's own
-    rules (a file, FILE.prom), none under /tmp or /var/tmp (the service's PrivateTmp=yes hides
-    them: pass --binary, --config elsewhere). A path under /home or /root (a virtualenv in
-    root's home) makes the service ProtectHome=read-only instead of yes, so it stays visible.
-    The service's StateDirectory= makes /var/lib/topograph-slurm (generate's state directory
-    as root: the kept summary and the lock) writable; a config's state_dir elsewhere needs
-    its own ReadWritePaths= drop-in.
+    Every path is checked before anything is written: --service-output and --service-metrics
+    by generate's own rules (a file, FILE.prom), none under /tmp or /var/tmp (the service's
+    PrivateTmp=yes hides them: pass --binary, --service-config elsewhere). A path under /home
+    or /root (a virtualenv in root's home) makes the service ProtectHome=read-only instead of
+    yes, so it stays visible. The service's StateDirectory= makes /var/lib/topograph-slurm
+    (generate's state directory as root: the kept summary and the lock) writable; a config's
+    state_dir elsewhere needs its own ReadWritePaths= drop-in. The DIR argument is the old
+    spelling of --out-dir DIR (warned).
 
     \b
     Examples:
-      topograph-slurm units /etc/systemd/system && systemctl enable --now topograph-slurm.timer
+      topograph-slurm units --out-dir /etc/systemd/system
+      systemctl enable --now topograph-slurm.timer
       topograph-slurm units --print cron > /etc/cron.d/topograph-slurm
     """
-    from topograph_slurm.render.environment import environment
     from topograph_slurm.render.units import KINDS, UnitPaths, render_units
 
-    if (directory is None) == (show is None):
-        raise click.UsageError("give DIR to write the files, or --print service|timer|cron")
-    # generate's own rules (--metrics FILE.prom, -o a file): units that fail every hour are
-    # refused here, before any file is rendered or written
-    override(Settings(), output=output, metrics=metrics)
-    templates = config_settings(ctx).templates
-    env = environment(Path(templates) if templates else None)
-    files = render_units(env, UnitPaths(_binary(binary), config_path, output, metrics))
-    if show is not None:
-        click.echo(files[KINDS[show]], nl=False)
+    if directory is not None:
+        if out_dir is not None:
+            raise click.UsageError("give --out-dir DIR, not also a DIR argument")
+        warn("the DIR argument is now --out-dir DIR; the old spelling goes in the next release")
+        out_dir = directory
+    if (out_dir is None) == (printed is None):
+        raise click.UsageError(
+            "give --out-dir DIR to write the files, or --print service|timer|cron"
+        )
+    paths = UnitPaths(_binary(binary), service_config, service_output, service_metrics)
+    files = render_units(environment(ctx), paths)
+    if printed is not None:
+        show(files[KINDS[printed]])
         return
-    ctx.exit(write_files(ctx, str(directory), files, kind="unit files"))
+    ctx.exit(write_files(ctx, str(out_dir), files, kind="unit files"))

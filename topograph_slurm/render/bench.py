@@ -25,6 +25,11 @@ LEVEL_WORDS = {
 }
 
 
+#: ``bench --plan --json``'s format and version (docs/bench.md).
+PLAN_FORMAT = "topograph-slurm-bench-plan"
+PLAN_VERSION = 1
+
+
 def level_words(level: str, across: str = "") -> str:
     """What a level's runs measure; *across* is the level its pairs cross (``leaf``)."""
     if level.startswith("spine-"):
@@ -108,7 +113,8 @@ def render_plan(
     (a round's runs go in parallel)."""
     data = plan_data(plan, argv) | {"timeout": timeout, "bound": plan.rounds * timeout}
     if fmt == "json":
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+        versioned = {"format": PLAN_FORMAT, "version": PLAN_VERSION, **data}
+        return json.dumps(versioned, indent=2, sort_keys=True) + "\n"
     return render(env.overlay(finalize=printable), "bench.plan.txt.j2", **data)
 
 

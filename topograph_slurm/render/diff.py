@@ -17,6 +17,10 @@ import jinja2
 from topograph_slurm.model.result import Drift
 from topograph_slurm.render.environment import printable, render
 
+#: ``diff --json``'s format and version (docs/generate.md, "diff").
+DIFF_FORMAT = "topograph-slurm-diff"
+DIFF_VERSION = 1
+
 
 def drift_data(drift: Drift) -> dict[str, Any]:
     """Plain data (JSON-ready): both inputs, whether anything changed, each change, and each
@@ -35,5 +39,6 @@ def render_drift(env: jinja2.Environment, drift: Drift, fmt: str) -> str:
     """``diff``'s output as ``text`` or ``json``."""
     data = drift_data(drift)
     if fmt == "json":
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+        versioned = {"format": DIFF_FORMAT, "version": DIFF_VERSION, **data}
+        return json.dumps(versioned, indent=2, sort_keys=True) + "\n"
     return render(env.overlay(finalize=printable), "diff.txt.j2", **data)

@@ -3,6 +3,8 @@ writes them; the line syntax is ``templates/gres.conf.j2``."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 import jinja2
@@ -10,6 +12,10 @@ import jinja2
 from topograph_slurm.model.gpu import GresDevice, GresPlan
 from topograph_slurm.model.names import fold
 from topograph_slurm.render.environment import printable, render
+
+#: ``gres --json``'s format and version (docs/gres.md has the schema).
+GRES_FORMAT = "topograph-slurm-gres"
+GRES_VERSION = 1
 
 
 def core_ranges(cores: tuple[int, ...]) -> str:
@@ -54,3 +60,35 @@ def render_gres(
         groups=groups,
         numa_node_as_socket=numa_node_as_socket,
     )
+
+
+def render_gres_json(plan: GresPlan, source: str, numa_node_as_socket: bool = False) -> str:
+    """``gres --json``: the same plan as data: each group's nodes (a hostlist and the
+    names), each GPU's Type=, Slurm core indices (Slurm's list form, as Cores= takes them) and
+    Links= (a list), the findings and notes."""
+    data = {
+        "format": GRES_FORMAT,
+        "version": GRES_VERSION,
+        "source": source,
+        "numa_node_as_socket": numa_node_as_socket,
+        "groups": [
+            {
+                "nodes": fold(group.nodes),
+                "node_names": list(group.nodes),
+                "devices": [
+                    {
+                        "index": d.index,
+                        "file": f"/dev/nvidia{d.index}",
+                        "type": d.type,
+                        "cores": core_ranges(d.cores) if d.cores else None,
+                        "links": list(d.links) if d.links else None,
+                    }
+                    for d in group.devices
+                ],
+            }
+            for group in plan.groups
+        ],
+        "findings": [dataclasses.asdict(finding) for finding in plan.findings],
+        "notes": list(plan.notes),
+    }
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"

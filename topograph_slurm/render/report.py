@@ -23,6 +23,10 @@ from topograph_slurm.model import names
 from topograph_slurm.model.result import LEVEL_INFO, Analysis, BlockTopology, Drift
 from topograph_slurm.render.environment import printable, render
 
+#: ``generate --json``'s report: its format and version (docs/generate.md has the schema).
+REPORT_FORMAT = "topograph-slurm-report"
+REPORT_VERSION = 1
+
 
 def report_data(
     analysis: Analysis, blocks: BlockTopology | None = None, changes: Drift | None = None
@@ -128,5 +132,6 @@ def render_report(
     forget to."""
     data = report_data(analysis, blocks, changes)
     if fmt == "json":
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+        versioned = {"format": REPORT_FORMAT, "version": REPORT_VERSION, **data}
+        return json.dumps(versioned, indent=2, sort_keys=True) + "\n"
     return render(env.overlay(finalize=printable), "report.txt.j2", **text_view(data))

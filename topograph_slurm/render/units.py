@@ -70,9 +70,9 @@ class UnitPaths:
     def _flags(self) -> tuple[tuple[str, str], ...]:
         return (
             ("--binary", self.binary),
-            ("--config", self.config),
-            ("--output", self.output),
-            ("--metrics", self.metrics),
+            ("--service-config", self.config),
+            ("--service-output", self.output),
+            ("--service-metrics", self.metrics),
         )
 
     @property

@@ -5,6 +5,8 @@ to a size cap, then parsed by :mod:`topograph_slurm.sources.nvidia_smi`."""
 
 from __future__ import annotations
 
+import errno
+import sys
 from pathlib import Path
 
 from topograph_slurm.errors import InputError
@@ -15,13 +17,20 @@ _CAPTURE_LIMIT = 16 << 20
 
 
 def read_capture(path: str) -> str:
-    """A hand-given capture's text; an InputError when it cannot be read."""
+    """A hand-given capture's text, stdin for ``-`` (``nvidia-smi topo -m | … --topo-matrix
+    -``); an InputError when it cannot be read or holds more than a capture can."""
     from topograph_slurm.sources.files import read_regular
 
     try:
-        return read_regular(Path(path), _CAPTURE_LIMIT).decode("utf-8", errors="replace")
+        if path == "-":
+            data = sys.stdin.buffer.read(_CAPTURE_LIMIT + 1)
+            if len(data) > _CAPTURE_LIMIT:
+                raise OSError(errno.EFBIG, f"larger than {_CAPTURE_LIMIT >> 20} MiB")
+        else:
+            data = read_regular(Path(path), _CAPTURE_LIMIT)
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}") from None
+    return data.decode("utf-8", errors="replace")
 
 
 def read_topo_matrix(path: str) -> GpuTopology:
