@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -164,11 +166,18 @@ def _devices(
 
 
 def read_capture(path: str) -> str:
-    """A hand-given capture's text; an InputError when it cannot be read."""
+    """A hand-given capture's text, ``-`` being stdin (a pipe from nvidia-smi or ssh); an
+    InputError when it cannot be read or holds more than the cap."""
     from topograph_slurm.sources.files import read_regular
 
     try:
-        return read_regular(Path(path), _CAPTURE_LIMIT).decode("utf-8", errors="replace")
+        if path == "-":
+            data = sys.stdin.buffer.read(_CAPTURE_LIMIT + 1)
+            if len(data) > _CAPTURE_LIMIT:
+                raise OSError(errno.EFBIG, f"larger than {_CAPTURE_LIMIT >> 20} MiB")
+        else:
+            data = read_regular(Path(path), _CAPTURE_LIMIT)
+        return data.decode("utf-8", errors="replace")
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}") from None
 
@@ -180,4 +189,4 @@ def read_topo_matrix(path: str) -> GpuTopology:
     try:
         return parse_topo_matrix(read_capture(path))
     except InputError as err:
-        raise InputError(f"{path}: {err}") from None
+        raise InputError(f"{'<stdin>' if path == '-' else path}: {err}") from None

@@ -497,6 +497,16 @@ TOPO_MATRIX = click.option(
 )
 
 
+#: ``--bench FILE|DIR``: the bench record ``bench --out-dir DIR`` writes (DIR/bench.json), read
+#: by every command that weighs measured links (pools, health, record start).
+BENCH = click.option(
+    "--bench",
+    metavar="FILE|DIR",
+    help="A bench record (bench.json, or the directory or snapshot holding one): its slow "
+    "nodes, slow links and level medians count too (default: the --snapshot's own record).",
+)
+
+
 # -- Output: where a result goes, in which form --------------------------------------------
 
 _OUTPUT = {
@@ -547,6 +557,34 @@ def output_options(*kinds: str) -> Callable[[F], F]:
     if unknown:
         raise ValueError(f"no output option {sorted(unknown)}")
     return grouped(OUTPUT_HEADING, [option for kind, option in _OUTPUT.items() if kind in kinds])
+
+
+# -- Slurm: which release, what to change in it -------------------------------------------
+
+#: ``--slurm-version``: the release whose rules apply (blocks, topology.yaml).
+SLURM_VERSION = click.option(
+    "--slurm-version",
+    metavar="X.Y|auto",
+    help="Target Slurm release, or auto (default): `scontrol --version`, else `sinfo "
+    "--version`, else 24.11; decides block rules.",
+)
+#: ``--apply``: run the ``scontrol update`` lines a report lists; without it they are listed
+#: only (the dry run).
+APPLY = click.option(
+    "--apply",
+    is_flag=True,
+    help="Run the scontrol update lines the report lists, only where Slurm's value differs "
+    "(exit 10 when Slurm refuses one; the others still run). Without it: a dry run that "
+    "lists them.",
+)
+#: ``--feature-prefix``: the node features this tool owns (health's, pools').
+FEATURE_PREFIX = click.option(
+    "--feature-prefix",
+    "health_feature_prefix",
+    metavar="PREFIX",
+    help="Prefix of the node features health and pools set (default topo_; config "
+    "health_feature_prefix); a feature without it is an admin's and is never changed.",
+)
 
 
 # -- Hook: a record hook's own job, node and record root -----------------------------------

@@ -106,7 +106,8 @@ def plan_data(plan: HealthPlan, commands: list[str]) -> dict[str, Any]:
 def render_plan(env: jinja2.Environment, plan: HealthPlan, commands: list[str], fmt: str) -> str:
     """The verdict table and the commands as text, or everything as JSON."""
     data = plan_data(plan, commands)
-    if fmt == "json":
+    if fmt == "json":  # docs/health.md: topograph-slurm-health version 1
+        data = {"format": "topograph-slurm-health", "version": 1, **data}
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
     relabelled = [row["node"] for row in data["nodes"] if _relabelled(row)]
     shown = [

@@ -3,6 +3,7 @@ diff``. The exported names and values are chosen here; their shell syntax is the
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,6 +82,19 @@ def render_show(
     )
 
 
-def render_diff(env: jinja2.Environment, diff: RecordDiff) -> str:
-    """``record diff``: each change, the ones that matter for speed marked."""
+def render_diff(env: jinja2.Environment, diff: RecordDiff, fmt: str = "text") -> str:
+    """``record diff``: each change, the ones that matter for speed marked; or as JSON
+    (docs/record.md: ``topograph-slurm-record-diff`` version 1)."""
+    if fmt == "json":
+        data = {
+            "format": "topograph-slurm-record-diff",
+            "version": 1,
+            "a": diff.a,
+            "b": diff.b,
+            "matters": diff.matters,
+            "changes": [
+                {"what": c.what, "a": c.a, "b": c.b, "matters": c.matters} for c in diff.changes
+            ],
+        }
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
     return render(env, "record.diff.txt.j2", diff=diff)
