@@ -76,7 +76,7 @@ def test_pools_on_real_slurm(
     holder = cluster.sbatch(f"--exclusive -N 8 --gres=gpu:{SIM.gpus} --wrap 'sleep 600'")
     cluster.wait_job(holder)
     split = pools(
-        holder, "--prefill", "4x4", "--decode", "2x4", "--json", "--out", str(out), "--apply"
+        holder, "--prefill", "4x4", "--decode", "2x4", "--json", "--out-dir", str(out), "--apply"
     )
     assert split.returncode == 0, split.stderr
     plan = json.loads(split.stdout)
@@ -139,7 +139,7 @@ def test_pools_on_real_slurm(
     # 5. instances sharing a node: one component, a step each, each task on its own GPU
     deployment = ["--partition", "debug", "--gpus-per-node", "4", "--prefill", "4x2"]
     deployment += ["--decode", "2x2"]
-    shared = pools(*deployment, "--json", "--out", str(tmp_path / "shared"))
+    shared = pools(*deployment, "--json", "--out-dir", str(tmp_path / "shared"))
     assert shared.returncode == 0, shared.stderr
     instances = json.loads(shared.stdout)["instances"]
     bound = pools(*deployment, "--format", "binding-wrapper", "--topo-matrix", str(TOPO_4GPU))

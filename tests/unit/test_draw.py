@@ -242,7 +242,11 @@ def test_control_characters_in_names_are_escaped(tmp_path: Path) -> None:
     [
         (["--sim", "demo", "--unit", "nosuch"], Exit.USAGE, "--unit nosuch: no unit"),
         (["--node", "gpu0001"], Exit.USAGE, "--node needs --snapshot"),
-        (["--topo-matrix", "/nonexistent/topo.txt"], Exit.INPUT, "cannot read /nonexistent"),
+        (
+            ["--topo-matrix", "/nonexistent/topo.txt"],
+            Exit.INPUT,
+            "/nonexistent/topo.txt: cannot read",
+        ),
         (["--sim", "demo", "-o", "fabric.png"], Exit.USAGE, "cannot tell the format of fabric.png"),
         (["--sim", "demo", "-o", "/nonexistent/dir/fabric.svg"], Exit.OUTPUT, "/nonexistent/dir"),
         (

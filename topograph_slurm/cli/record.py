@@ -139,11 +139,12 @@ def task(
     from topograph_slurm.render import record as text
 
     job_id = job_or_environment(job_id) or ""
-    troubles, variables = [], text.MISSING
+    troubles, variables, env = [], text.MISSING, None
     try:
         settings = flag_settings(
             ctx, (), record_dir=record_dir, record_topo_matrix=record_topo_matrix
         )
+        env = environment(ctx)  # the config's templates (a missing directory: its trouble)
     except TopographError as err:  # a broken config never fails the task
         settings, troubles = None, [str(err)]
     if settings is not None:
@@ -151,11 +152,11 @@ def task(
             variables = record.task_exports(settings, job_id)[1]
         except TopographError as err:  # nor does a missing or broken record
             troubles.append(str(err))
-    binding, trouble = binding_exports(settings, job_id or None, node)
+    binding, trouble = binding_exports(settings, env, job_id or None, node)
     troubles += [trouble] if trouble else []
     if troubles:  # one line, whatever went wrong: the hook's log stays readable
         warn(f"job {job_id or '(no SLURM_JOB_ID)'}: {'; '.join(troubles)}")
-    show(text.render_exports(environment(ctx), variables) + binding)
+    show(text.render_exports(env, variables) + binding)
 
 
 @record_group.command("show")

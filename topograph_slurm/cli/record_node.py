@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import jinja2
 
 from topograph_slurm.cli.hook_runner import never_fail
 from topograph_slurm.cli.options import (
@@ -102,25 +102,26 @@ BINDING_OPTIONS = (
 )
 
 
-def binding_exports(settings: Any, job: str | None, node: str | None) -> tuple[str, str]:
+def binding_exports(
+    settings: Any, env: jinja2.Environment | None, job: str | None, node: str | None
+) -> tuple[str, str]:
     """This task's binding check as its export line (its CPUs vs the CPU affinity of its GPUs:
     ok, far-numa, spans-numa, unbound, no-gpu, unknown), with task-<step>.<proc>.json
     written (a binding-far-numa or binding-spans-numa finding when it is one), and what went
     wrong ("" when nothing). Never fails: undecided is TOPOGRAPH_BINDING=unknown; *settings*
     None (a broken config) is undecided."""
     from topograph_slurm.app.record_node import task_binding, write_task
-    from topograph_slurm.render.environment import environment
     from topograph_slurm.render.record_node import binding_exports as render
 
     status = "unknown"
     line = "export TOPOGRAPH_BINDING=unknown\n"
-    if settings is None:
+    if settings is None or env is None:
         return line, ""
     try:
         where = _where(settings, job, node)
         found, path = task_binding(settings, where, os.environ)
         status = found.status
-        line = render(environment(Path(settings.templates) if settings.templates else None), status)
+        line = render(env, status)
         write_task(settings, where, found, path)
     except (TopographError, OSError) as err:
         return line, f"binding: {_reason(err)} (exported TOPOGRAPH_BINDING={status})"

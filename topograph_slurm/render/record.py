@@ -50,11 +50,14 @@ def one_line(value: str) -> str:
     return _NOT_PRINTABLE.sub("?", value)
 
 
-def render_exports(env: jinja2.Environment, variables: list[tuple[str, str]]) -> str:
+def render_exports(env: jinja2.Environment | None, variables: list[tuple[str, str]]) -> str:
     """``export NAME=value`` lines, each value as Slurm reads it: literally, one line; a name
-    that is not one of ours (``TOPOGRAPH_*``) is left out."""
+    that is not one of ours (``TOPOGRAPH_*``) is left out. *env* None (the TaskProlog's
+    config is broken, so its templates are unknown): the built-in templates."""
+    from topograph_slurm.render.environment import environment
+
     cleaned = [(name, one_line(value)) for name, value in variables if _EXPORT_NAME.fullmatch(name)]
-    return render(env, "record.exports.j2", variables=cleaned)
+    return render(env or environment(None), "record.exports.j2", variables=cleaned)
 
 
 def render_show(
