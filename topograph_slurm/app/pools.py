@@ -26,7 +26,7 @@ from topograph_slurm.model.pools import (
     parse_ratio,
     parse_size,
 )
-from topograph_slurm.slurm.scontrol import Scontrol
+from topograph_slurm.slurm.scontrol import NotInstalled, Scontrol
 
 #: The job flags ``explain`` takes that pools do not: a deployment has no training layout.
 _NO_LAYOUT = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": None, "rank_order": MEGATRON_ORDER}
@@ -215,7 +215,10 @@ def feature_lines(
     except (CollectError, InputError) as err:
         if apply:
             raise
-        asked, why = False, str(err)
+        asked, why = (
+            False,
+            "no scontrol on this host" if isinstance(err, NotInstalled) else str(err),
+        )
         nodes = dict.fromkeys(node for one in plan.instances for node in one.nodes)
         current = [SlurmNode(name, 1, known=False) for name in nodes]
     changes = feature_changes(plan, current, settings.health_feature_prefix)
