@@ -85,7 +85,9 @@ def draw(
     `occupancy` finds it: every GPU busy, some free, all free, stranded (free GPUs in a unit
     where no pending job's TP group or segment fits), down.
 
-    The job view (JOBID, or --nodes with the layout flags of `explain`): the leaves the job
+    The job view (JOBID, or --nodes with the layout flags of `explain`; inside a job JOBID
+    defaults to $SLURM_JOB_ID unless --nodes, --hostfile, --unit or --occupancy is given): the
+    leaves the job
     uses, its nodes coloured by TP group (PP when TP fits in a node), every TP and PP group
     edge drawn, red when it leaves the fastest unit its group fits in.
 

@@ -116,7 +116,10 @@ def experts(
     and after (with --per-gpu also each GPU's experts); --json gives EPLB's three arrays
     per layer (physical-to-logical, logical-to-physical padded with -1, replica counts)
     and each GPU's experts; --format sglang|sglang-topology|eplb|trtllm the file that
-    engine loads (docs/moe.md).
+    engine loads (docs/moe.md). -o FILE writes the JSON or the engine's file instead of
+    stdout; with the text report, FILE gets the JSON plan and the text still prints.
+
+    JOBID (default inside a job: $SLURM_JOB_ID), --nodes or --hostfile name the GPUs.
 
     \b
     Examples:
