@@ -27,7 +27,6 @@ from topograph_slurm.cli.options import (
     split_flags,
 )
 from topograph_slurm.errors import Exit, UsageError
-from topograph_slurm.model.pools import PoolFeatures
 from topograph_slurm.render.placement import BINDING_FORMATS
 
 
@@ -133,17 +132,17 @@ def pools_command(
     job_id = job_or_environment(job_id, job["hostlist"], job["hostfile"], partition)
     placed = pools.prepare(settings, topology, job_id, job, bench, warn, partition)
     plan = pools.plan_pools(placed, pools.PoolRequest(prefill, decode, ratio))
-    features: PoolFeatures | None = None
-    if fmt == "text":
-        features = pools.feature_lines(settings, env, plan, apply)
+    # bound before anything is written: a node without topo -m writes nothing
+    bound = None if fmt == "text" else instance_bindings(placed, plan, topo_matrix)
+    features = pools.feature_lines(settings, env, plan, apply) if fmt == "text" or apply else None
+    if bound is None:
         text = render_pools(env, plan, "json" if as_json else "text", features)
-    else:  # bound before anything is written: a node without topo -m writes nothing
-        text = render_binding(env, plan, fmt, instance_bindings(placed, plan, topo_matrix))
-        features = pools.feature_lines(settings, env, plan, apply) if apply else None
+    else:
+        text = render_binding(env, plan, fmt, bound)
     if out_dir:
         pools.write_out(env, plan, out_dir, settings)
     show(text)
-    if features is not None and apply:
+    if apply and features is not None:
         pools.apply_features(settings, features, lambda line: log(ctx, f"applied: {line}"))
         log(ctx, f"pools: {len(features.commands)} command(s) applied")
     ctx.exit(Exit.OK if plan.met else Exit.DIFFERS)
