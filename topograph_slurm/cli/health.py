@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from topograph_slurm.app import health as use_case
-from topograph_slurm.cli.display import environment, log, show, warn
+from topograph_slurm.cli.display import environment, log, show, warn, write
 from topograph_slurm.cli.options import (
     APPLY,
     ASCII_INT,
@@ -55,7 +55,7 @@ from topograph_slurm.errors import Exit
     metavar="DURATION",
     help="With --job-records: parts written within this long (default 24h; 36h, 7d, 90m).",
 )
-@output_options("json", "templates")
+@output_options("json", "metrics", "templates")
 @grouped(SLURM_HEADING, [APPLY, FEATURE_PREFIX, SLURM_VERSION])
 @fabric_options
 @grouped(FABRIC_HEADING, [BENCH])
@@ -65,6 +65,7 @@ def health(
     ctx: click.Context,
     /,
     as_json: bool,
+    metrics_file: str | None,
     apply: bool,
     job_records: bool,
     bench: str | None,
@@ -91,14 +92,17 @@ def health(
       topograph-slurm health --snapshot /var/lib/topograph/snap --json
       topograph-slurm health --ufm https://ufm --ufm-credentials ufm.cred --apply
     """
-    from topograph_slurm.render.health import render_commands, render_plan
+    from topograph_slurm.render.health import render_commands, render_health_metrics, render_plan
 
     flags.pop("templates")
     env = environment(ctx)  # a bad --templates directory fails before any work
     settings = flag_settings(ctx, rewrites, **flags)
     found = use_case.health_plan(settings, warn, bench, dry_run=not apply, job_records=job_records)
     commands = render_commands(env, found)
-    show(render_plan(env, found, commands, "json" if as_json else "text"))
+    text = render_plan(env, found, commands, "json" if as_json else "text")  # before any write
+    if metrics_file:
+        write(ctx, metrics_file, render_health_metrics(env, found, commands))
+    show(text)
     if not apply:
         ctx.exit(Exit.DIFFERS if commands else Exit.OK)
     use_case.apply(settings, commands, done=lambda line: log(ctx, f"applied: {line}"))

@@ -136,3 +136,8 @@ def _relabelled(row: dict[str, Any]) -> bool:
         and not row["note"]
         and row["features"]["new"] is not None
     )
+
+
+def render_health_metrics(env: jinja2.Environment, plan: HealthPlan, commands: list[str]) -> str:
+    """The verdict counts as Prometheus text (templates/health.prom.j2), for ``--metrics``."""
+    return render(env, "health.prom.j2", severities=SEVERITIES, **plan_data(plan, commands))
