@@ -164,6 +164,16 @@ def test_job_view_colours_groups_and_reds_slow_edges() -> None:
     assert {"slow", "edge-pp", "edge-tp", "job"} <= set(legend)
 
 
+def test_node_view_from_stdin_is_the_files() -> None:
+    path = real_fixture("nvidia-smi-topo/h100-8gpu-8ib-5eth-13nic-dgx.txt")
+    piped = CliRunner().invoke(
+        main, ["--config", os.devnull, "draw", "--topo-matrix", "-"], input=path.read_text()
+    )
+    assert piped.exit_code == 0, piped.output
+    by_key, _, _ = drawn(piped.stdout)
+    assert by_key == drawn(run("draw", "--topo-matrix", str(path)).stdout)[0]
+
+
 def test_node_view_of_a_real_dgx_h100_matrix() -> None:
     path = real_fixture("nvidia-smi-topo/h100-8gpu-8ib-5eth-13nic-dgx.txt")
     result = run("draw", "--topo-matrix", str(path))
