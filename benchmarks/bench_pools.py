@@ -54,7 +54,7 @@ def one_round(settings: Settings, deployment: Deployment, env: Any) -> str:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return (
         f"read {read:.2f} s, place {placed:.2f} s ({placed / read:.2f}x the read), "
-        f"text {text:.2f} s, json {as_json:.2f} s, --out {files:.2f} s ({len(out)} files); "
+        f"text {text:.2f} s, json {as_json:.2f} s, --out-dir {files:.2f} s ({len(out)} files); "
         f"{len(plan.instances)} instances, {unmet} with something not met, "
         f"{len(plan.unused)} nodes unused; peak RSS {rss:.0f} MB"
     )

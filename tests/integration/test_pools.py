@@ -12,7 +12,7 @@ runs on the host; ``scontrol`` and ``sbatch`` shims exec the controller's real o
    exactly the pool nodes, keeping the admin's feature.
 2. A second ``--apply`` runs nothing; ``sbatch --constraint=topo_pool_decode`` lands on the
    decode nodes, ``topo_pool_prefill`` on the prefill nodes.
-3. ``--out``'s ``hetjob.sh`` submits one heterogeneous job whose components run on the
+3. ``--out-dir``'s ``hetjob.sh`` submits one heterogeneous job whose components run on the
    instances' nodes.
 4. Another deployment, of the partition's nodes (``--partition``), moves the labels: nodes
    that left the pools lose their pool feature.
@@ -76,7 +76,7 @@ def test_pools_on_real_slurm(
     holder = cluster.sbatch(f"--exclusive -N 8 --gres=gpu:{SIM.gpus} --wrap 'sleep 600'")
     cluster.wait_job(holder)
     split = pools(
-        holder, "--prefill", "4x4", "--decode", "2x4", "--json", "--out", str(out), "--apply"
+        holder, "--prefill", "4x4", "--decode", "2x4", "--json", "--out-dir", str(out), "--apply"
     )
     assert split.returncode == 0, split.stderr
     plan = json.loads(split.stdout)
@@ -92,7 +92,10 @@ def test_pools_on_real_slurm(
         ours = [f"topo_pool_{r}" for r, members in role.items() if node in members]
         assert held[node] == sorted(ours + (["admin_a"] if node == ADMIN else [])), node
 
-    # 2. idempotent, and the labels schedule
+    # 2. idempotent (the dry run, asking Slurm, lists nothing to change), and the labels schedule
+    dry = pools(holder, "--prefill", "4x4", "--decode", "2x4")
+    assert dry.returncode == 0, dry.stderr
+    assert "Slurm features (a dry run: --apply runs these):\n  none: every node" in dry.stdout
     again = pools(holder, "--prefill", "4x4", "--decode", "2x4", "--apply")
     assert again.returncode == 0 and "applied:" not in again.stderr, again.stderr
     cluster.exec(["scancel", holder]).check("scancel")
@@ -139,7 +142,7 @@ def test_pools_on_real_slurm(
     # 5. instances sharing a node: one component, a step each, each task on its own GPU
     deployment = ["--partition", "debug", "--gpus-per-node", "4", "--prefill", "4x2"]
     deployment += ["--decode", "2x2"]
-    shared = pools(*deployment, "--json", "--out", str(tmp_path / "shared"))
+    shared = pools(*deployment, "--json", "--out-dir", str(tmp_path / "shared"))
     assert shared.returncode == 0, shared.stderr
     instances = json.loads(shared.stdout)["instances"]
     bound = pools(*deployment, "--format", "binding-wrapper", "--topo-matrix", str(TOPO_4GPU))

@@ -237,3 +237,15 @@ def test_a_nic_without_a_usable_name_binds_no_nic(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "NIC0" not in result.stdout and "reboot" not in result.stdout
     assert "NCCL_IB_HCA==mlx5_2 " in result.stdout
+
+
+def test_topo_matrix_dash_reads_stdin() -> None:
+    topo = TOPO / "dgx-a100-8gpu-12nic-mlx5-columns.txt"
+    nodes = ("--nodes", "gpu[0001-0002]", "--tp", "8", "--format", "binding-env")
+    piped = CliRunner().invoke(
+        main,
+        ["--config", os.devnull, "order", "--sim", SIM, *nodes, "--topo-matrix", "-"],
+        input=topo.read_text(),
+    )
+    assert piped.exit_code == 0, piped.output
+    assert piped.stdout == _order("binding-env", topo).stdout

@@ -164,6 +164,16 @@ def test_job_view_colours_groups_and_reds_slow_edges() -> None:
     assert {"slow", "edge-pp", "edge-tp", "job"} <= set(legend)
 
 
+def test_node_view_from_stdin_is_the_files() -> None:
+    path = real_fixture("nvidia-smi-topo/h100-8gpu-8ib-5eth-13nic-dgx.txt")
+    piped = CliRunner().invoke(
+        main, ["--config", os.devnull, "draw", "--topo-matrix", "-"], input=path.read_text()
+    )
+    assert piped.exit_code == 0, piped.output
+    by_key, _, _ = drawn(piped.stdout)
+    assert by_key == drawn(run("draw", "--topo-matrix", str(path)).stdout)[0]
+
+
 def test_node_view_of_a_real_dgx_h100_matrix() -> None:
     path = real_fixture("nvidia-smi-topo/h100-8gpu-8ib-5eth-13nic-dgx.txt")
     result = run("draw", "--topo-matrix", str(path))
@@ -242,7 +252,11 @@ def test_control_characters_in_names_are_escaped(tmp_path: Path) -> None:
     [
         (["--sim", "demo", "--unit", "nosuch"], Exit.USAGE, "--unit nosuch: no unit"),
         (["--node", "gpu0001"], Exit.USAGE, "--node needs --snapshot"),
-        (["--topo-matrix", "/nonexistent/topo.txt"], Exit.INPUT, "cannot read /nonexistent"),
+        (
+            ["--topo-matrix", "/nonexistent/topo.txt"],
+            Exit.INPUT,
+            "/nonexistent/topo.txt: cannot read",
+        ),
         (["--sim", "demo", "-o", "fabric.png"], Exit.USAGE, "cannot tell the format of fabric.png"),
         (["--sim", "demo", "-o", "/nonexistent/dir/fabric.svg"], Exit.OUTPUT, "/nonexistent/dir"),
         (

@@ -102,10 +102,10 @@ def plan(tmp_path: Path) -> dict[str, list[list[int]]]:
 
 def test_sglang_file_is_the_map_init_by_mapping_takes_and_nothing_else(tmp_path: Path) -> None:
     out = tmp_path / "init_expert_location.json"
-    result = run(tmp_path, "--format", "sglang", "--out", str(out))
+    result = run(tmp_path, "--format", "sglang", "-o", str(out))
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
-    assert out.read_text() == result.stdout
+    assert result.stdout == ""  # -o FILE: the file instead of stdout
     assert set(data) == {"physical_to_logical_map"}
     p2l = data["physical_to_logical_map"]
     assert p2l == plan(tmp_path)["physical_to_logical"]
@@ -145,7 +145,7 @@ def test_trtllm_file_is_the_load_balancer_config_keyed_by_model_layer(tmp_path: 
 
 def test_json_and_an_engine_format_together_are_a_usage_error(tmp_path: Path) -> None:
     out = tmp_path / "plan.json"
-    result = run(tmp_path, "--json", "--format", "sglang", "--out", str(out))
+    result = run(tmp_path, "--json", "--format", "sglang", "-o", str(out))
     assert result.exit_code == Exit.USAGE, result.output
     assert "--json or --format sglang, not both" in result.stderr
     assert not out.exists()
@@ -278,7 +278,7 @@ def test_damaged_trtllm_statistics_exit_3_and_write_nothing(
     result = CliRunner().invoke(
         main,
         ["--config", os.devnull, "experts", *SIM, "--loads", str(folder), "--replicas",
-         str(SLOTS), "--format", "trtllm", "--out", str(out)],
+         str(SLOTS), "--format", "trtllm", "-o", str(out)],
     )  # fmt: skip
     assert result.exit_code == Exit.INPUT, result.output
     assert fragment in result.stderr and not out.exists()

@@ -406,12 +406,12 @@ def test_single_node_blocks_leave_servers_as_the_domains(tmp_path: Path) -> None
 
 
 def test_csv_loads_and_ep_take_the_first_ranks_and_out_writes_the_json(tmp_path: Path) -> None:
-    """--ep 8 on 4-GPU nodes: two servers; --out gets the JSON, stdout the text."""
+    """--ep 8 on 4-GPU nodes: two servers; -o gets the JSON, stdout the text."""
     csv = "".join(",".join(map(str, row)) + "\n" for row in PUBLISHED)
     out = tmp_path / "plan.json"
     result = run(
         *SIM, "--loads", loads_file(tmp_path, csv, "loads.csv"), "--replicas", "16",
-        "--groups", "4", "--ep", "8", "--out", str(out),
+        "--groups", "4", "--ep", "8", "-o", str(out),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("Policy: hierarchical")
@@ -464,7 +464,7 @@ def test_bad_or_missing_load_file_exits_3_and_writes_nothing(tmp_path: Path) -> 
             loads_file(tmp_path, [[1, 2], [3]]),
             "--replicas",
             "16",
-            "--out",
+            "-o",
             str(out),
         ),
         Exit.INPUT,
@@ -476,3 +476,15 @@ def test_bad_or_missing_load_file_exits_3_and_writes_nothing(tmp_path: Path) -> 
         Exit.INPUT,
         "cannot read expert loads",
     )
+
+
+def test_the_old_out_still_writes_the_file_with_one_warning_line(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    loads = loads_file(tmp_path, PUBLISHED)
+    result = run(*SIM, "--loads", loads, "--replicas", "16", "--groups", "4", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["format"] == "topograph-slurm-experts"
+    assert result.stderr.splitlines()[0] == (
+        "topograph-slurm: warning: --out is now --output; the old spelling goes in the next release"
+    )
+    assert len([line for line in result.stderr.splitlines() if "warning" in line]) == 1

@@ -216,7 +216,7 @@ def test_record_start_writes_the_same_record_from_the_index(
     record = tmp_path / "records" / "job-7.json"
 
     def started() -> dict[str, object]:
-        result = _run(config, "record", "start", "--job", "7")
+        result = _run(config, "record", "start", "7")
         assert result.exit_code == 0 and result.stderr == "", result.output
         data = json.loads(record.read_text())
         return {key: value for key, value in data.items() if key != "created"}

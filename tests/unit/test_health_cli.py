@@ -290,3 +290,29 @@ def test_healthy_nodes_that_only_get_their_labels_are_one_line(slurm: Path) -> N
     assert "Healthy, only their topology labels change (6): node[0002-0005,0007-0008]" in out
     rows = json.loads(run(slurm, "--json").stdout)["nodes"]
     assert len(rows) == 9
+
+
+def test_metrics_writes_the_verdict_counts_as_prometheus_text(slurm: Path, tmp_path: Path) -> None:
+    prom = tmp_path / "health.prom"
+    result = run(slurm, "--json", "--metrics", str(prom))
+    assert result.exit_code == Exit.DIFFERS, result.output  # a dry run with commands pending
+    data = json.loads(result.stdout)
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples = {
+        (sample.name, sample.labels.get("verdict", "")): sample.value
+        for family in text_string_to_metric_families(prom.read_text())
+        for sample in family.samples
+    }
+    for verdict in ("healthy", "unknown", "degraded", "drain"):
+        assert samples["topograph_slurm_health_nodes", verdict] == data["summary"][verdict]
+    assert samples["topograph_slurm_health_changing_nodes", ""] == data["summary"]["changing"]
+    assert samples["topograph_slurm_health_commands", ""] == len(data["commands"])
+    assert samples["topograph_slurm_health_slurm_asked", ""] == 1
+    assert not updates(slurm)
+
+
+def test_metrics_must_end_in_prom_and_nothing_is_written(slurm: Path, tmp_path: Path) -> None:
+    result = run(slurm, "--metrics", str(tmp_path / "health.txt"))
+    one_error(result, Exit.USAGE, "must end in .prom")
+    assert not (tmp_path / "health.txt").exists()

@@ -1,4 +1,4 @@
-"""Every command's ``-o``/``--out``/``--metrics`` through the one guarded writer, end to end:
+"""Every command's ``-o``/``--out-dir``/``--metrics`` through the one guarded writer, end to end:
 a directory's name is refused (``DIR/`` used to make a *file* DIR), one ``.prom`` rule, locks
 in the state directory (not beside the target), links planted anywhere on the path refused,
 pools' directory replaced only when it holds nothing but what its pools.json lists, and what
@@ -41,7 +41,7 @@ def experts(tmp_path: Path, target: str) -> list[str]:
     loads = tmp_path / "loads.json"
     loads.write_text(json.dumps([[10, 20, 30, 40, 50, 60, 70, 80]]))
     sim = ["--sim", "nodes=2,gpus=4", "--nodes", "gpu[0001-0002]"]
-    return ["experts", *sim, "--loads", str(loads), "--replicas", "8", "--out", target]
+    return ["experts", *sim, "--loads", str(loads), "--replicas", "8", "-o", target]
 
 
 def draw(_tmp_path: Path, target: str) -> list[str]:
@@ -54,7 +54,7 @@ def report(_tmp_path: Path, target: str) -> list[str]:
 
 COMMANDS: dict[str, Callable[[Path, str], list[str]]] = {
     "gres -o": lambda _t, target: gres(target),
-    "experts --out": experts,
+    "experts -o": experts,
     "draw -o": draw,
     "generate --report": report,
 }
@@ -181,18 +181,18 @@ def test_units_keep_their_lock_in_the_state_directory(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["systemd"]
 
 
-# --------------------------------------------------------------------------- pools --out
+# ----------------------------------------------------------------------- pools --out-dir
 
 
 def pools_out(out: Path, config: str = os.devnull) -> Result:
-    return run(*POOLS, *POOLS_SIZE, "--out", str(out), config=config)
+    return run(*POOLS, *POOLS_SIZE, "--out-dir", str(out), config=config)
 
 
 def test_pools_replaces_a_directory_it_wrote(tmp_path: Path) -> None:
     out = tmp_path / "pools"
     assert pools_out(out).exit_code == Exit.OK
     (out / "decode-0.hostfile").write_text("stale\n")
-    result = run(*POOLS, "--prefill", "1x8", "--decode", "1x16", "--out", str(out))
+    result = run(*POOLS, "--prefill", "1x8", "--decode", "1x16", "--out-dir", str(out))
     assert result.exit_code == Exit.OK, result.output
     assert not (out / "prefill-1.nodes").exists()  # the old plan's, gone with it
     assert (out / "decode-0.hostfile").read_text() != "stale\n"
@@ -288,7 +288,7 @@ def test_a_pools_out_killed_inside_leaves_trees_the_next_run_removes(
     out = tmp_path / "pools"
     conf = config(tmp_path)
     assert pools_out(out, conf).exit_code == Exit.OK
-    kill_inside(blocked, tmp_path, "--config", conf, *POOLS, *POOLS_SIZE, "--out", str(out))
+    kill_inside(blocked, tmp_path, "--config", conf, *POOLS, *POOLS_SIZE, "--out-dir", str(out))
     assert sorted(name.split("-")[0].split(".")[-1] for name in siblings(out)) == left
     result = pools_out(out, conf)
     assert result.exit_code == Exit.OK, result.output
@@ -305,12 +305,12 @@ def test_a_node_end_killed_inside_leaves_a_temp_the_next_part_write_removes(
     flags = ["--record-dir", str(tmp_path / "rec"), "--sysfs", str(tmp_path / "sys")]
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     kill_inside(
-        "os.replace", tmp_path, "--config", conf, "record", "node-end", *flags, "--node", "a1"
+        "os.replace", tmp_path, "--config", conf, "record", "node-end", *flags, "--this-node", "a1"
     )
     parts = tmp_path / "rec" / "job-42.d"
     assert [p.name for p in parts.iterdir() if p.name.startswith(".a1.end.json.")]
     ended = CliRunner().invoke(
-        main, ["--config", conf, "record", "node-end", *flags, "--node", "a2"]
+        main, ["--config", conf, "record", "node-end", *flags, "--this-node", "a2"]
     )
     assert ended.exit_code == Exit.OK, ended.output
     assert sorted(p.name for p in parts.iterdir()) == ["a2.end.json"]

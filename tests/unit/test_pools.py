@@ -203,7 +203,7 @@ def test_place_moves_decode_off_a_leaf_whose_uplinks_are_degraded() -> None:
 def test_out_writes_each_instances_hostfiles_the_hetjob_and_the_plan(tmp_path: Path) -> None:
     out = tmp_path / "pools"
     args = ["--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x16"]
-    data = pools_json(*args, "--out", str(out))
+    data = pools_json(*args, "--out-dir", str(out))
     names = [i["name"] for i in data["instances"]]
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [f"{n}.{suffix}" for n in names for suffix in ("hostfile", "nodes")]
@@ -213,14 +213,15 @@ def test_out_writes_each_instances_hostfiles_the_hetjob_and_the_plan(tmp_path: P
     tasks = parse_hostfile((out / "decode-0.hostfile").read_text(), "h", "auto")
     assert tasks.tasks == [node for node in decode["nodes"] for _ in range(8)]
     assert (out / "decode-0.nodes").read_text().split() == decode["nodes"]
-    assert json.loads((out / "pools.json").read_text()) == data
-    pools_json(*args, "--out", str(out))  # a directory pools wrote is replaced
+    saved = json.loads((out / "pools.json").read_text())
+    assert saved == {key: value for key, value in data.items() if key != "features"}  # the plan
+    pools_json(*args, "--out-dir", str(out))  # a directory pools wrote is replaced
 
 
 def test_hetjob_runs_one_sbatch_with_a_component_per_instance(tmp_path: Path) -> None:
     out = tmp_path / "pools"
     data = pools_json(
-        "--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x16", "--out", str(out)
+        "--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x16", "--out-dir", str(out)
     )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -257,7 +258,7 @@ def test_out_refuses_a_directory_it_did_not_write(tmp_path: Path) -> None:
         "2x8",
         "--decode",
         "1x16",
-        "--out",
+        "--out-dir",
         str(out),
     )
     assert result.exit_code == Exit.OUTPUT, result.output
@@ -287,7 +288,8 @@ def test_explain_pools_flags_a_decode_that_now_sits_on_a_degraded_path(tmp_path:
     decode = next(i for i in json.loads(result.stdout)["instances"] if i["role"] == DECODE)
     assert "gpu0001" in decode["nodes"]  # degraded=4 slows gpu0001's first rail
     same = run("explain", "--sim", HEALTHY, "--pools", str(planned), "--json")
-    assert same.exit_code == Exit.OK and json.loads(same.stdout) == json.loads(result.stdout)
+    plan = {key: value for key, value in json.loads(result.stdout).items() if key != "features"}
+    assert same.exit_code == Exit.OK and json.loads(same.stdout) == plan
     later = run("explain", "--sim", HEALTHY + ",degraded=4", "--pools", str(planned))
     assert later.exit_code == Exit.DIFFERS, later.output
     assert "NOT MET: decode on a degraded path (degraded-link on gpu0001)" in later.stdout
@@ -635,11 +637,13 @@ def test_templates_dir_overrides_the_text_and_the_hetjob(tmp_path: Path) -> None
     (mine / "pools.sbatch.j2").write_text("site hetjob\n")
     args = ["--sim", SIM, "--nodes", ALL, "--prefill", "2x8", "--decode", "1x8"]
     out = tmp_path / "out"
-    result = run("pools", *args, "--templates", str(mine), "--out", str(out))
+    result = run("pools", *args, "--templates", str(mine), "--out-dir", str(out))
     assert result.exit_code == Exit.OK, result.output
     assert result.stdout == "site text: 3 instances\n"
     assert (out / "hetjob.sh").read_text() == "site hetjob\n"
-    missing = run("pools", *args, "--templates", str(tmp_path / "no"), "--out", str(tmp_path / "o"))
+    missing = run(
+        "pools", *args, "--templates", str(tmp_path / "no"), "--out-dir", str(tmp_path / "o")
+    )
     assert missing.exit_code == Exit.CONFIG and "templates directory" in missing.stderr
     assert not (tmp_path / "o").exists()
 
@@ -688,7 +692,7 @@ def test_ratio_counts_shared_nodes() -> None:
 
 def test_shared_nodes_hostfiles_and_hetjob_give_each_instance_its_gpus(tmp_path: Path) -> None:
     out = tmp_path / "pools"
-    pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "2x4", "--decode", "1x8", "--out",
+    pools_json("--sim", SIM, "--nodes", ALL, "--prefill", "2x4", "--decode", "1x8", "--out-dir",
                str(out))  # fmt: skip
     tasks = parse_hostfile((out / "prefill-1.hostfile").read_text(), "h", "auto").tasks
     assert len(tasks) == 4 and len(set(tasks)) == 1
@@ -815,7 +819,7 @@ def test_binding_wrapper_exports_by_instance_and_local_rank(tmp_path: Path) -> N
 
 def test_binding_without_topo_m_is_one_input_error_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = run("pools", *SHARED, "--format", "binding-env", "--out", str(out))
+    result = run("pools", *SHARED, "--format", "binding-env", "--out-dir", str(out))
     assert result.exit_code == Exit.INPUT, result.output
     assert result.stderr.strip().splitlines() == [
         "topograph-slurm: error: prefill-0: no nvidia-smi topo -m for gpu0004: give "
@@ -881,3 +885,68 @@ def test_one_instance_and_one_node_are_said_in_the_singular() -> None:
     assert "Decode pool: 1 instance on 1 node, 0 with problems" in result.stdout, result.output
     explained = run("explain", "--sim", HEALTHY, "--nodes", "gpu0001", "--gpus-per-node", "1")
     assert "1 GPU per node, 1 node\n" in explained.stdout, explained.output
+
+
+def test_without_apply_the_report_lists_the_lines_apply_would_run_and_runs_none(
+    slurm: Path,
+) -> None:
+    """The dry run: Slurm asked, only the nodes whose features differ listed, nothing run."""
+    nodes = json.loads((slurm / "nodes.json").read_text())
+    nodes["nodes"][6]["features"] = nodes["nodes"][6]["active_features"] = ["topo_pool_decode"]
+    (slurm / "nodes.json").write_text(json.dumps(nodes))
+    env = {"PATH": f"{slurm}{os.pathsep}{os.environ['PATH']}"}
+    flags = ["pools", "--sim", SLURM_SIM, "--nodes", "node[0001-0004]"]
+    size = ["--prefill", "2x4", "--decode", "1x8"]
+    as_json = CliRunner().invoke(main, ["--config", os.devnull, *flags, *size, "--json"], env=env)
+    assert as_json.exit_code == Exit.OK, as_json.output
+    features = json.loads(as_json.stdout)["features"]
+    assert features["applied"] is False and features["slurm_asked"] is True
+    named = {n for line in features["commands"] for n in expand(shlex.split(line)[2][9:])}
+    assert named == {"node0001", "node0002", "node0003", "node0004", "node0007"}
+    text = CliRunner().invoke(main, ["--config", os.devnull, *flags, *size], env=env)
+    assert "Slurm features (a dry run: --apply runs these):\n" in text.stdout
+    assert "Slurm not asked" not in text.stdout
+    assert all(f"  {line}\n" in text.stdout for line in features["commands"])
+    assert not (slurm / "updates.log").exists()
+
+
+def test_a_dry_run_where_slurm_cannot_be_asked_still_lists_the_lines_and_says_so() -> None:
+    data = pools_json(
+        "--sim", SIM, "--nodes", "gpu[0001-0004]", "--prefill", "2x8", "--decode", "1x16"
+    )
+    features = data["features"]
+    assert features["slurm_asked"] is False and features["why"] == "no scontrol on this host"
+    roles = {n: i["role"] for i in data["instances"] for n in i["nodes"]}
+    for line in features["commands"]:
+        argv = shlex.split(line)
+        role = {roles[n] for n in expand(argv[2].removeprefix("NodeName="))}
+        assert argv[3:] == [f"AvailableFeatures=topo_pool_{r}" for r in role] + [
+            f"ActiveFeatures=topo_pool_{r}" for r in role
+        ]
+    assert len(features["commands"]) == 2
+
+
+def test_apply_without_scontrol_is_exit_4_and_runs_nothing() -> None:
+    result = run("pools", *SHARED, "--apply", "--json")
+    assert result.exit_code == Exit.COLLECT, result.output
+    assert result.stdout == ""
+
+
+def test_the_old_out_still_writes_the_directory_with_one_warning_line(tmp_path: Path) -> None:
+    out = tmp_path / "pools"
+    result = run("pools", *SHARED, "--out", str(out))
+    assert result.exit_code == Exit.OK, result.output
+    assert (out / "pools.json").exists()
+    warned = [line for line in result.stderr.splitlines() if "warning" in line]
+    tail = "; the old spelling goes in the next release"
+    assert warned == [f"topograph-slurm: warning: --out is now --out-dir{tail}"]
+
+
+def test_topo_matrix_dash_reads_stdin() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["--config", os.devnull, "pools", *SHARED, "--format", "binding-env", "--topo-matrix", "-"],
+        input=DGX_A100.read_text(),
+    )
+    assert result.exit_code == Exit.OK, result.output
+    assert result.stdout == binding("binding-env").stdout

@@ -88,7 +88,7 @@ def test_a_byte_that_is_not_utf8_in_the_job_is_read_as_replacement(tmp_path: Pat
     )
     raw = answer.encode().replace(b"\\u00e9", b"\xe9")  # latin-1 é: not UTF-8
     ReplayScontrol(tmp_path / "bin", {"show job --json 7": Answer(raw)})
-    result = run(config, "record", "start", "--job", "7")
+    result = run(config, "record", "start", "7")
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
     assert [n["node"] for n in data["nodes"]] == CROSSING and data["layout"]["tp"] == 16
@@ -100,7 +100,7 @@ def test_a_job_answer_of_another_shape_is_an_incomplete_record_not_a_crash(
     """``{"jobs": [1, 2]}`` (exit 70 once): the hook still exits 0, the record says why."""
     config = setup(tmp_path, CROSSING, TP16)
     ReplayScontrol(tmp_path / "bin", {"show job --json 7": Answer('{"jobs": [1, 2]}')})
-    result = run(config, "record", "start", "--job", "7")
+    result = run(config, "record", "start", "7")
     assert result.exit_code == 0, result.output
     text = (tmp_path / "records" / "job-7.json").read_text()
     assert "unexpected `scontrol show job --json` output" in text
@@ -108,7 +108,7 @@ def test_a_job_answer_of_another_shape_is_an_incomplete_record_not_a_crash(
 
 def test_without_a_tp_record_tp_is_one_nodes_gpus(tmp_path: Path) -> None:
     config = setup(tmp_path, CROSSING)
-    assert run(config, "record", "start", "--job", "7").exit_code == 0
+    assert run(config, "record", "start", "7").exit_code == 0
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
     assert data["layout"]["tp"] == 8 and data["layout"]["source"] == "gpus-per-node"
     assert data["tp_home"] == "node" and data["tp_inside"] is True
@@ -120,7 +120,7 @@ def test_the_gate_holds_a_crossing_job_exits_0_and_still_writes_the_record(
     """Held by requeuehold, the refused job needs no failing hook: exit 0 (a failing one
     would have Slurm requeue it once more, docs/record.md)."""
     config = setup(tmp_path, CROSSING, TP16, "record_refuse: [tp-crossing]\n")
-    result = run(config, "record", "start", "--job", "7")
+    result = run(config, "record", "start", "7")
     assert result.exit_code == 0, result.output
     assert result.stderr.strip().splitlines() == [
         "topograph-slurm: job 7 refused: tp-crossing: 1 of 1 TP groups of 16 GPUs cross out of leaf"
@@ -134,7 +134,7 @@ def test_the_gate_holds_a_crossing_job_exits_0_and_still_writes_the_record(
 def test_a_refused_job_slurm_will_not_hold_is_still_refused(tmp_path: Path) -> None:
     """The hold failed: exit 11, so that Slurm's own requeue keeps the job from running."""
     config = setup(tmp_path, CROSSING, TP16, "record_refuse: [tp-crossing]\n", hold=1)
-    result = run(config, "record", "start", "--job", "7")
+    result = run(config, "record", "start", "7")
     assert result.exit_code == Exit.JOB_REFUSED, result.output
     warning, refused = result.stderr.strip().splitlines()
     assert "not held (Slurm requeues it and retries)" in warning
@@ -143,7 +143,7 @@ def test_a_refused_job_slurm_will_not_hold_is_still_refused(tmp_path: Path) -> N
 
 def test_the_gate_lets_a_job_inside_its_home_run(tmp_path: Path) -> None:
     config = setup(tmp_path, INSIDE, TP16)
-    assert run(config, "record", "start", "--job", "7", "--refuse", "tp-crossing").exit_code == 0
+    assert run(config, "record", "start", "7", "--refuse", "tp-crossing").exit_code == 0
 
 
 @pytest.mark.parametrize("bad", ["record_refuse: [everything]\n", "record_dir: [\n", "nope: 1\n"])
@@ -151,7 +151,7 @@ def test_a_broken_config_lets_the_job_run_and_writes_nothing(tmp_path: Path, bad
     """The hook's own trouble: one line, exit 0 (a non-zero exit would hold every job)."""
     config = setup(tmp_path, INSIDE, TP16, bad)
     for command in ("start", "task"):
-        result = run(config, "record", command, "--job", "7")
+        result = run(config, "record", command, "7")
         assert result.exit_code == 0, result.output
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "config" in result.stderr
@@ -160,7 +160,7 @@ def test_a_broken_config_lets_the_job_run_and_writes_nothing(tmp_path: Path, bad
 
 
 def test_an_unknown_refusal_flag_is_a_usage_error(tmp_path: Path) -> None:
-    result = run(setup(tmp_path, INSIDE), "record", "start", "--job", "7", "--refuse", "all")
+    result = run(setup(tmp_path, INSIDE), "record", "start", "7", "--refuse", "all")
     assert result.exit_code == Exit.USAGE, result.output
     assert not (tmp_path / "records").exists()
 
@@ -170,7 +170,7 @@ def test_a_job_id_that_is_no_number_is_one_line_exit_0_and_writes_nothing(
     tmp_path: Path, job_id: str
 ) -> None:
     config = setup(tmp_path, INSIDE)
-    result = run(config, "record", "start", "--job", job_id)
+    result = run(config, "record", "start", env={"SLURM_JOB_ID": job_id})  # as Slurm gives it
     assert result.exit_code == 0, result.output
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "records").exists()
@@ -180,7 +180,7 @@ def test_a_fabric_that_cannot_be_read_still_writes_a_record_and_exits_0(tmp_path
     """The failure policy: the hook's own trouble never fails the job."""
     config = setup(tmp_path, INSIDE, TP16)
     config.write_text(config.read_text().replace(f"sim: {SIM!r}", "ibnetdiscover: /nonexistent"))
-    result = run(config, "record", "start", "--job", "7", "--refuse", "tp-crossing")
+    result = run(config, "record", "start", "7", "--refuse", "tp-crossing")
     assert result.exit_code == 0, result.output
     assert len(result.stderr.strip().splitlines()) == 1 and "/nonexistent" in result.stderr
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
@@ -192,16 +192,16 @@ def test_a_record_dir_that_cannot_be_written_lets_the_job_run(tmp_path: Path) ->
     blocker = tmp_path / "file"
     blocker.write_text("")
     config = setup(tmp_path, INSIDE, TP16)
-    result = run(config, "record", "start", "--job", "7", "--record-dir", str(blocker / "r"))
+    result = run(config, "record", "start", "7", "--record-dir", str(blocker / "r"))
     assert result.exit_code == 0, result.output
     assert "record not written" in result.stderr
 
 
 def test_a_requeued_job_rewrites_its_record_with_the_restart_count(tmp_path: Path) -> None:
     config = setup(tmp_path, INSIDE, TP16)
-    run(config, "record", "start", "--job", "7")
+    run(config, "record", "start", "7")
     env = {"SLURM_JOB_RESTART_COUNT": "2"}
-    assert run(config, "record", "start", "--job", "7", env=env).exit_code == 0
+    assert run(config, "record", "start", "7", env=env).exit_code == 0
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
     assert data["restart_count"] == 2
 
@@ -211,7 +211,7 @@ def test_the_topology_files_sha256_is_recorded(tmp_path: Path) -> None:
     conf.write_text("SwitchName=s1 Nodes=gpu[0001-0016]\n")
     config = setup(tmp_path, INSIDE, TP16)
     config.write_text(config.read_text().replace(f"sim: {SIM!r}\n", ""))
-    assert run(config, "record", "start", "--job", "7", "--topology", str(conf)).exit_code == 0
+    assert run(config, "record", "start", "7", "--topology", str(conf)).exit_code == 0
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
     import hashlib
 
@@ -223,7 +223,7 @@ def test_with_a_fabric_source_the_topology_file_is_only_hashed(tmp_path: Path) -
     conf = tmp_path / "topology.conf"
     conf.write_text("SwitchName=s1 Nodes=gpu[0001-0016]\n")
     config = setup(tmp_path, INSIDE, TP16)
-    assert run(config, "record", "start", "--job", "7", "--topology", str(conf)).exit_code == 0
+    assert run(config, "record", "start", "7", "--topology", str(conf)).exit_code == 0
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
     assert data["nodes"][0]["leaf"] == "leaf-su001-r0" and len(data["topology_sha256"]) == 64
     assert data["findings"] == []
@@ -234,7 +234,7 @@ def test_with_a_fabric_source_the_topology_file_is_only_hashed(tmp_path: Path) -
 
 def started(tmp_path: Path, nodes: list[str], comment: str = TP16) -> Path:
     config = setup(tmp_path, nodes, comment)
-    assert run(config, "record", "start", "--job", "7").exit_code in (0, Exit.JOB_REFUSED)
+    assert run(config, "record", "start", "7").exit_code in (0, Exit.JOB_REFUSED)
     (tmp_path / "records" / "job-7.d" / "tasks").mkdir(parents=True)  # as the Prolog makes it
     return config
 
@@ -267,8 +267,8 @@ def test_task_exports_are_literal_as_slurm_reads_them(tmp_path: Path) -> None:
     and 26.05): a record directory with a space is exported as it is, never shell-quoted."""
     config = setup(tmp_path, CROSSING, TP16, extra=f"record_dir: {tmp_path / 'job records'}\n")
     config.write_text(config.read_text().replace(f"record_dir: {tmp_path / 'records'}\n", ""))
-    assert run(config, "record", "start", "--job", "7").exit_code == 0
-    stdout = run(config, "record", "task", "--job", "7", "--node", "gpu0001").stdout
+    assert run(config, "record", "start", "7").exit_code == 0
+    stdout = run(config, "record", "task", "7", "--this-node", "gpu0001").stdout
     assert f"export TOPOGRAPH_RECORD={tmp_path / 'job records' / 'job-7.json'}\n" in stdout
     assert "'" not in stdout
 
@@ -276,7 +276,7 @@ def test_task_exports_are_literal_as_slurm_reads_them(tmp_path: Path) -> None:
 @pytest.mark.parametrize("job_id", ["8", "x"])
 def test_task_without_a_record_says_missing_and_exits_0(tmp_path: Path, job_id: str) -> None:
     config = started(tmp_path, CROSSING)
-    result = run(config, "record", "task", "--job", job_id, "--node", "gpu0001")
+    result = run(config, "record", "task", job_id, "--this-node", "gpu0001")
     assert result.exit_code == 0
     assert result.stdout.startswith("export TOPOGRAPH_RECORD_MISSING=1\n")
     binding = "no-gpu" if job_id == "8" else "unknown"  # no GPU given; no job to write under
@@ -287,7 +287,7 @@ def test_task_without_a_record_says_missing_and_exits_0(tmp_path: Path, job_id: 
 def test_task_with_a_corrupt_record_says_missing_and_exits_0(tmp_path: Path) -> None:
     config = started(tmp_path, CROSSING)
     (tmp_path / "records" / "job-7.exports").write_text('{"format": "topograph-slurm/record"')
-    result = run(config, "record", "task", "--job", "7", "--node", "gpu0001")
+    result = run(config, "record", "task", "7", "--this-node", "gpu0001")
     assert result.exit_code == 0
     assert result.stdout.splitlines()[0] == "export TOPOGRAPH_RECORD_MISSING=1"
 
@@ -378,6 +378,15 @@ def test_diff_names_other_leaves_and_more_crossings_exit_1(tmp_path: Path) -> No
     assert "* leaf count: 1 -> 2" in result.stdout
     assert "* tp crossings: node=1 -> node=1,leaf=1" in result.stdout
     assert "  fingerprint:" in result.stdout
+    as_json = run(setup(tmp_path, INSIDE), "record", "diff", a, b, "--json")
+    assert as_json.exit_code == Exit.DIFFERS, as_json.output
+    data = json.loads(as_json.stdout)
+    assert (data["format"], data["version"], data["matters"]) == (
+        "topograph-slurm-record-diff",
+        1,
+        True,
+    )
+    assert {"what": "leaf count", "a": "1", "b": "2", "matters": True} in data["changes"]
 
 
 def test_diff_of_other_nodes_in_the_same_places_is_exit_0(tmp_path: Path) -> None:
@@ -405,7 +414,7 @@ def bench_record(tmp_path: Path, leaf: float) -> Path:
 
 def test_the_bench_medians_of_the_jobs_levels_are_recorded(tmp_path: Path) -> None:
     config = setup(tmp_path, INSIDE, TP16, f"record_bench: {bench_record(tmp_path, 90.0)}\n")
-    assert run(config, "record", "start", "--job", "7").exit_code == 0
+    assert run(config, "record", "start", "7").exit_code == 0
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
     assert data["bench"] == {"node": 300.0, "leaf": 90.0}
 
@@ -414,7 +423,7 @@ def test_a_damaged_bench_record_is_a_finding_not_a_failure(tmp_path: Path) -> No
     bench = tmp_path / "bench.json"
     bench.write_text("{")
     config = setup(tmp_path, INSIDE, TP16)
-    result = run(config, "record", "start", "--job", "7", "--bench", str(bench))
+    result = run(config, "record", "start", "7", "--bench", str(bench))
     assert result.exit_code == 0 and "no bench medians" in result.stderr, result.output
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
     assert data["bench"] == {} and data["nodes"]
@@ -444,11 +453,38 @@ def test_a_degraded_rail_on_the_jobs_path_is_recorded_exported_and_diffed(tmp_pa
     sub.mkdir()
     config = setup(sub, INSIDE, TP16)
     config.write_text(config.read_text().replace(SIM, SIM + ",degraded=1"))  # gpu0001's rail
-    assert run(config, "record", "start", "--job", "7").exit_code == 0
+    assert run(config, "record", "start", "7").exit_code == 0
     data = json.loads((sub / "records" / "job-7.json").read_text())
     assert {(f["kind"], f["subject"]) for f in data["findings"]} == {("degraded-link", "gpu0001")}
-    found = exports(run(config, "record", "task", "--job", "7").stdout)
+    found = exports(run(config, "record", "task", "7").stdout)
     assert found["TOPOGRAPH_DEGRADED"] == str(len(data["findings"]))
     result = run(config, "record", "diff", healthy, str(sub / "records" / "job-7.json"))
     assert result.exit_code == Exit.DIFFERS
     assert "* problems on its paths: none -> degraded-link@gpu0001" in result.stdout
+
+
+def test_the_old_job_and_node_flags_still_work_with_one_warning_line_each(tmp_path: Path) -> None:
+    """A hook script of the last release (``--job``, ``--node``) still records; the new
+    scripts pass neither (JOBID comes from $SLURM_JOB_ID), so no warning reaches Slurm's log."""
+    config = setup(tmp_path, INSIDE, TP16)
+    started = run(config, "record", "start", "--job", "7")
+    assert started.exit_code == 0, started.output
+    assert started.stderr.splitlines() == [
+        "topograph-slurm: warning: --job is now a JOBID argument; the old spelling goes in the "
+        "next release"
+    ]
+    assert (tmp_path / "records" / "job-7.json").exists()
+    task = run(config, "record", "task", "7", "--node", "gpu0001")
+    assert task.stdout.startswith("export TOPOGRAPH_RECORD=")
+    assert task.stderr.splitlines()[0] == (
+        "topograph-slurm: warning: --node is now --this-node; the old spelling goes in the next "
+        "release"
+    )
+
+
+def test_jobid_defaults_to_slurm_job_id_as_the_hooks_get_it(tmp_path: Path) -> None:
+    config = setup(tmp_path, INSIDE, TP16)
+    result = run(config, "record", "start", env={"SLURM_JOB_ID": "7"})
+    assert result.exit_code == 0 and result.stderr == "", result.output
+    task = run(config, "record", "task", "--this-node", "gpu0001", env={"SLURM_JOB_ID": "7"})
+    assert exports(task.stdout)["TOPOGRAPH_NODES"] == "2"

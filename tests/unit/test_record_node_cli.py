@@ -30,7 +30,7 @@ MISSING = "export TOPOGRAPH_RECORD_MISSING=1\n"
 
 
 def hook(tmp_path: Path, command: str, *args: str, job: str = "42", node: str = "gpu01") -> Result:
-    flags = ["--record-dir", str(tmp_path / "rec"), "--node", node]
+    flags = ["--record-dir", str(tmp_path / "rec"), "--this-node", node]
     if command != "binding":
         flags += ["--sysfs", str(tmp_path / "sys")]
     env = {"SLURM_JOB_ID": job, "PATH": os.defpath}  # no nvidia-smi on this PATH
@@ -115,7 +115,12 @@ def test_an_unwritable_record_dir_is_one_line_and_exit_0(tmp_path: Path, tree: P
 
 
 def binding(
-    tmp_path: Path, near: list[str], cpus: set[int], visible: str, step_gpus: str = ""
+    tmp_path: Path,
+    near: list[str],
+    cpus: set[int],
+    visible: str,
+    step_gpus: str = "",
+    stdin: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """`record task` (its binding check; no job record here) in a process of its own bound
     to *cpus*, as task/affinity leaves a task, with this node's topo -m putting GPU i near the
@@ -124,7 +129,7 @@ def binding(
     matrix.write_text(render_topo_matrix(near_cpus_topology(near)))
     prolog(tmp_path)
     args = ["--config", os.devnull, "record", "task", "--record-dir", str(tmp_path / "rec")]
-    args += ["--node", "gpu01", "--topo-matrix", str(matrix)]
+    args += ["--this-node", "gpu01", "--topo-matrix", "-" if stdin else str(matrix)]
     code = (
         f"import os; os.sched_setaffinity(0, {cpus!r}); "
         f"from topograph_slurm.cli.main import main; main({args!r})"
@@ -138,14 +143,26 @@ def binding(
     env |= {"SLURM_STEP_GPUS": step_gpus} if step_gpus else {}
     env |= {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        input=matrix.read_text() if stdin else None,
     )
 
 
 def prolog(tmp_path: Path, job: str = "42") -> None:
     """The Prolog as Slurm runs it for a job of this test's own uid: the job's part directory
     and its tasks/ (where the TaskProlog writes)."""
-    flags = ["--record-dir", str(tmp_path / "rec"), "--node", "gpu01", "--sysfs", str(tmp_path)]
+    flags = [
+        "--record-dir",
+        str(tmp_path / "rec"),
+        "--this-node",
+        "gpu01",
+        "--sysfs",
+        str(tmp_path),
+    ]
     env = {"SLURM_JOB_ID": job, "SLURM_JOB_UID": str(os.geteuid()), "PATH": os.defpath}
     args = ["--config", os.devnull, "record", "node-start", *flags]
     CliRunner().invoke(main, args, env=env)
@@ -155,9 +172,10 @@ needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="ne
 
 
 @needs_two_cpus
-def test_a_task_near_its_gpu_exports_ok(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stdin", [False, True], ids=["file", "stdin"])
+def test_a_task_near_its_gpu_exports_ok(tmp_path: Path, stdin: bool) -> None:
     first = min(os.sched_getaffinity(0))
-    done = binding(tmp_path, [str(first)], {first}, "0")
+    done = binding(tmp_path, [str(first)], {first}, "0", stdin=stdin)
     assert (done.returncode, done.stdout) == (0, MISSING + "export TOPOGRAPH_BINDING=ok\n")
     assert "no job record" in done.stderr and len(done.stderr.splitlines()) == 1
     task = part(tmp_path, "tasks/task-0.1.json")
@@ -233,7 +251,7 @@ def nvlink_hook(tmp_path: Path, command: str) -> Result:
     flags = [
         "--record-dir",
         str(tmp_path / "rec"),
-        "--node",
+        "--this-node",
         "gpu01",
         "--sysfs",
         str(tmp_path / "sys"),
@@ -284,7 +302,7 @@ def test_the_record_dir_is_one_place_whoever_runs_the_hook(tmp_path: Path) -> No
 def test_the_prolog_keeps_the_part_directory_and_hands_only_tasks_to_the_user(
     tmp_path: Path, tree: Path
 ) -> None:
-    flags = ["--record-dir", str(tmp_path / "rec"), "--node", "gpu01", "--sysfs", str(tree)]
+    flags = ["--record-dir", str(tmp_path / "rec"), "--this-node", "gpu01", "--sysfs", str(tree)]
     env = {"SLURM_JOB_ID": "42", "SLURM_JOB_UID": "2000", "PATH": os.defpath}
     args = ["--config", os.devnull, "record", "node-start", *flags]
     assert CliRunner().invoke(main, args, env=env).exit_code == 0
@@ -316,7 +334,7 @@ def test_show_and_diff_read_the_parts_beside_the_record(tmp_path: Path, tree: Pa
     records = tmp_path / "records"
     (records / "job-8.json").write_bytes((records / "job-7.json").read_bytes())
     for job, bump in (("7", 0), ("8", 3)):
-        flags = ["--record-dir", str(records), "--node", "gpu0001", "--sysfs", str(tree)]
+        flags = ["--record-dir", str(records), "--this-node", "gpu0001", "--sysfs", str(tree)]
         env = {"SLURM_JOB_ID": job, "PATH": os.defpath}
         for command in ("node-start", "node-end"):
             if command == "node-end" and bump:
@@ -339,3 +357,21 @@ def test_show_and_diff_read_the_parts_beside_the_record(tmp_path: Path, tree: Pa
     (parts / "gpu0001.end.json").write_text("{broken")
     shown = run(config, "record", "show", "8")
     assert shown.exit_code == 0 and "record-incomplete gpu0001.end: unreadable part" in shown.stdout
+
+
+def test_the_old_job_and_node_flags_of_the_node_hooks_still_work_with_a_warning(
+    tmp_path: Path, tree: Path
+) -> None:
+    flags = ["--record-dir", str(tmp_path / "rec"), "--sysfs", str(tree)]
+    result = CliRunner().invoke(
+        main,
+        ["--config", os.devnull, "record", "node-start", *flags, "--job", "42", "--node", "gpu01"],
+        env={"PATH": os.defpath},
+    )
+    assert result.exit_code == 0, result.output
+    tail = "; the old spelling goes in the next release"
+    assert result.stderr.splitlines() == [
+        f"topograph-slurm: warning: --job is now a JOBID argument{tail}",
+        f"topograph-slurm: warning: --node is now --this-node{tail}",
+    ]
+    assert (tmp_path / "rec/job-42.d/gpu01.start.json").exists()

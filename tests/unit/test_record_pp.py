@@ -105,7 +105,7 @@ def test_record_explain_and_export_follow_megatrons_groups(
 ) -> None:
     nodes = ORDER[:count]
     config = setup(tmp_path, nodes, record(tp, pp, count))
-    assert run(config, "record", "start", "--job", "7").exit_code == 0
+    assert run(config, "record", "start", "7").exit_code == 0
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
     assert data["layout"] == {"tp": tp, "pp": pp, "gpus_per_node": GPN, "source": "admin-comment"}
     leaf = {entry["node"]: entry["leaf"] for entry in data["nodes"]}

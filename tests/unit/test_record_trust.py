@@ -401,7 +401,7 @@ def test_scontrol_output_that_is_not_utf8_lets_the_job_start(tmp_path: Path) -> 
     data["jobs"][0]["name"] = "job\udcff"
     out.write_bytes(json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogateescape"))
     assert b"\xff" in out.read_bytes()
-    result = run(config, "record", "start", "--job", "7")
+    result = run(config, "record", "start", "7")
     assert (result.exit_code, result.stderr) == (0, ""), result.output
     assert json.loads((tmp_path / "records" / "job-7.json").read_text())["nodes"]
 
@@ -418,6 +418,6 @@ def test_a_hung_scontrol_past_the_deadline_is_one_line_and_exit_0(
     scontrol.chmod(0o755)
     config = tmp_path / "config.yaml"
     config.write_text(f"scontrol: {scontrol}\nrecord_dir: {tmp_path / 'records'}\n")
-    result = CliRunner().invoke(main, ["--config", str(config), "record", "start", "--job", "7"])
+    result = CliRunner().invoke(main, ["--config", str(config), "record", "start", "7"])
     assert result.exit_code == 0, result.output
     assert "deadline of 1s passed" in result.stderr

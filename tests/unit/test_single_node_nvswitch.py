@@ -165,7 +165,7 @@ def test_record_start_places_the_job_on_the_ib_units(tmp_path: Path) -> None:
         )
     )
     assert f"snapshot: {snap}" in config.read_text()
-    result = run("record", "start", "--job", "7", config=str(config))
+    result = run("record", "start", "7", config=str(config))
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "records" / "job-7.json").read_text())
     assert [n["node"] for n in data["nodes"]] == ["gpu0001", "gpu0009"]

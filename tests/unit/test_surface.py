@@ -21,6 +21,7 @@ GOLDEN = ROOT / "tests" / "golden" / "surface.txt"
 NO_JSON = {
     "spank build": "builds a plugin (.so): files, not a report",
     "units": "writes unit files; --print shows one",
+    "record start": "a PrologSlurmctld hook: writes the record (record show --json prints it)",
     "record task": "prints `export` lines for Slurm's TaskProlog",
     "record node-start": "a Prolog hook: prints nothing",
     "record node-end": "an Epilog hook: prints nothing",

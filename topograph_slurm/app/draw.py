@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from topograph_slurm.app.fabric import Warn, read_text
+from topograph_slurm.app.fabric import Warn
 from topograph_slurm.app.placement import prepare_job
 from topograph_slurm.app.view import FabricView, from_settings
 from topograph_slurm.config import Settings
@@ -74,10 +74,10 @@ def node_picture(node: str | None, topo_matrix: str | None, snapshot: str | None
     if topo_matrix:
         if node or snapshot:
             raise UsageError("give --topo-matrix FILE, or --snapshot DIR with --node NODE")
-        from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
+        from topograph_slurm.sources.node_captures import read_topo_matrix
 
         name = "<stdin>" if topo_matrix == "-" else Path(topo_matrix).name
-        topology = parse_topo_matrix(read_text(topo_matrix))
+        topology = read_topo_matrix(topo_matrix)
         return picture_of(name, topology, affinity=affinity_issues({name: topology}))
     if not snapshot:
         raise UsageError("--node needs --snapshot DIR (or draw a saved matrix with --topo-matrix)")

@@ -16,16 +16,17 @@ from topograph_slurm.analysis.placement.explain import PathFacts
 from topograph_slurm.app.fabric import Warn
 from topograph_slurm.app.placement import PlacedJob, prepare_job
 from topograph_slurm.config import Settings, state_dir
-from topograph_slurm.errors import InputError, UsageError
+from topograph_slurm.errors import CollectError, InputError, UsageError
 from topograph_slurm.model.placement import MEGATRON_ORDER
 from topograph_slurm.model.pools import (
     Deployment,
+    PoolFeatures,
     PoolPlan,
     PoolSize,
     parse_ratio,
     parse_size,
 )
-from topograph_slurm.slurm.scontrol import Scontrol
+from topograph_slurm.slurm.scontrol import NotInstalled, Scontrol
 
 #: The job flags ``explain`` takes that pools do not: a deployment has no training layout.
 _NO_LAYOUT = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": None, "rank_order": MEGATRON_ORDER}
@@ -196,18 +197,37 @@ def check_file(
     return check_running(running, placed.gpus, placed.view.fmap, placed.view.facts)
 
 
-def apply_features(
-    settings: Settings, env: jinja2.Environment, plan: PoolPlan, done: Callable[[str], None]
-) -> list[str]:
-    """``--apply``: the ``scontrol update`` lines that give every Slurm node its pool feature
-    (and take it from a node that left), run as ``health --apply`` runs its own."""
+def feature_lines(
+    settings: Settings, env: jinja2.Environment, plan: PoolPlan, apply: bool
+) -> PoolFeatures:
+    """The ``scontrol update`` lines that give every Slurm node its pool feature (and take it
+    from a node that left), against what Slurm holds now; health's rules. A dry run where
+    Slurm cannot be asked (no scontrol here, no controller) still lists them, from nodes
+    without features, and says why; ``--apply`` needs Slurm."""
     from topograph_slurm.analysis.pools.features import feature_changes
-    from topograph_slurm.app.health import apply, current_nodes
-    from topograph_slurm.model.health import HealthPlan
+    from topograph_slurm.model.health import HealthPlan, SlurmNode
     from topograph_slurm.render.health import render_commands
+    from topograph_slurm.slurm.nodes import scontrol_node_states
 
-    current = current_nodes(settings, dry_run=False)
+    asked, why = True, ""
+    try:
+        current = scontrol_node_states(Scontrol.from_settings(settings))
+    except (CollectError, InputError) as err:
+        if apply:
+            raise
+        asked, why = (
+            False,
+            "no scontrol on this host" if isinstance(err, NotInstalled) else str(err),
+        )
+        nodes = dict.fromkeys(node for one in plan.instances for node in one.nodes)
+        current = [SlurmNode(name, 1, known=False) for name in nodes]
     changes = feature_changes(plan, current, settings.health_feature_prefix)
     commands = render_commands(env, HealthPlan(changes, [], []))
-    apply(settings, commands, done)
-    return commands
+    return PoolFeatures(commands, apply, asked, why)
+
+
+def apply_features(settings: Settings, features: PoolFeatures, done: Callable[[str], None]) -> None:
+    """``--apply``: run the lines, as ``health --apply`` runs its own (exit 10 on a refusal)."""
+    from topograph_slurm.app.health import apply
+
+    apply(settings, features.commands, done)

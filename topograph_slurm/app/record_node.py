@@ -50,7 +50,7 @@ class Hook:
 
 
 def hook(settings: Settings, job: str | None, node: str | None, env: Mapping[str, str]) -> Hook:
-    """The job (``--job``, else ``SLURM_JOB_ID``) and node (``--node``, else
+    """The job (JOBID, else ``SLURM_JOB_ID``) and node (``--this-node``, else
     ``SLURMD_NODENAME``, else the short host name); a job id that is not ASCII digits or a
     node name Slurm would not take is a UsageError (exit 2)."""
     from topograph_slurm.sources.record import parts_dir, record_file
@@ -58,7 +58,7 @@ def hook(settings: Settings, job: str | None, node: str | None, env: Mapping[str
     job_id = job if job is not None else env.get("SLURM_JOB_ID", "")
     record = record_file(record_dir(settings), job_id)  # a UsageError for a bad id
     name = node or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
-    names.check([name], "node", "--node", error=UsageError)
+    names.check([name], "node", "--this-node", error=UsageError)
     return Hook(job_id, name, parts_dir(record), natural(env.get("SLURM_JOB_UID", "")))
 
 

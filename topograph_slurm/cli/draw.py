@@ -1,16 +1,23 @@
 """``topograph-slurm draw``: pictures of the fabric, of a job's groups on it, and of one node's
-GPUs and NICs; flags → view → geometry → SVG or HTML → ``output.write_file`` or stdout."""
+GPUs and NICs; flags → view → geometry → SVG or HTML → ``display.write`` (a file or stdout)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
 from topograph_slurm.app import draw as use_case
-from topograph_slurm.cli.display import warn, write
-from topograph_slurm.cli.options import OUTPUT_FILE, config_settings, job_options, split_flags
+from topograph_slurm.cli.display import environment, warn, write
+from topograph_slurm.cli.options import (
+    JOB_ID,
+    TOPO_MATRIX,
+    command,
+    job_options,
+    job_or_environment,
+    output_options,
+    split_flags,
+)
 from topograph_slurm.errors import UsageError
 from topograph_slurm.render.draw.picture import (
     FORMATS,
@@ -18,22 +25,15 @@ from topograph_slurm.render.draw.picture import (
     render_page,
     render_svg,
 )
-from topograph_slurm.render.environment import environment
 
 
-@click.command()
-@click.argument("job_id", metavar="[JOBID]", required=False)
-@job_options
+@command()
+@JOB_ID
 @click.option(
     "--node",
     metavar="NODE",
     help="Draw this node's GPUs, NVLink/PCIe relations, NICs and NUMA affinity from the "
     "--snapshot's nvidia-smi topo -m.",
-)
-@click.option(
-    "--topo-matrix",
-    metavar="FILE",
-    help="Draw the node of a saved `nvidia-smi topo -m` output ('-' = stdin).",
 )
 @click.option(
     "--unit",
@@ -49,24 +49,15 @@ from topograph_slurm.render.environment import environment
     "--topology or a fabric source, on the topology slurmctld runs.",
 )
 @click.option(
-    "-o",
-    "--output",
-    type=OUTPUT_FILE,
-    metavar="FILE",
-    help="Write here (atomic, only on change) instead of stdout.",
-)
-@click.option(
-    "--templates",
-    metavar="DIR",
-    help="Directory whose templates override the built-in ones (draw*.j2; config: templates).",
-)
-@click.option(
     "--format",
     "fmt",
     type=click.Choice(list(FORMATS)),
     help="svg (one picture) or html (one self-contained page: every picture, hover details, "
     "pan and zoom); default: from the -o extension, else svg.",
 )
+@TOPO_MATRIX
+@job_options
+@output_options("output", "templates")
 @click.pass_context
 def draw(
     ctx: click.Context,
@@ -94,7 +85,9 @@ def draw(
     `occupancy` finds it: every GPU busy, some free, all free, stranded (free GPUs in a unit
     where no pending job's TP group or segment fits), down.
 
-    The job view (JOBID, or --nodes with the layout flags of `explain`): the leaves the job
+    The job view (JOBID, or --nodes with the layout flags of `explain`; inside a job JOBID
+    defaults to $SLURM_JOB_ID unless --nodes, --hostfile, --unit or --occupancy is given): the
+    leaves the job
     uses, its nodes coloured by TP group (PP when TP fits in a node), every TP and PP group
     edge drawn, red when it leaves the fastest unit its group fits in.
 
@@ -115,13 +108,14 @@ def draw(
       topograph-slurm draw --sim demo --nodes 'gpu[0001-0016]' --tp 16 --pp 2 -o job.svg
     """
     fmt = output_format(fmt, output)
-    env = environment(_templates(ctx, templates))  # a bad directory fails before any work
+    env = environment(ctx)  # a bad --templates directory fails before any work
     if show_occupancy and (node or topo_matrix or job_id or flags["hostlist"] or flags["hostfile"]):
         raise UsageError("--occupancy colours the fabric view: give no JOBID, --nodes, --node")
     if node or topo_matrix:
         pictures = [use_case.node_picture(node, topo_matrix, flags["snapshot"])]
     else:
         settings, topology, job = split_flags(ctx, flags)
+        job_id = job_or_environment(job_id, job["hostlist"], job["hostfile"], unit, show_occupancy)
         if job_id or job["hostlist"] or job["hostfile"]:
             pictures = [use_case.job_picture(settings, topology, job_id, job, warn)]
         else:
@@ -136,9 +130,3 @@ def draw(
     else:
         text = render_page(env, pictures[0].title, pictures)
     write(ctx, output or "-", text)
-
-
-def _templates(ctx: click.Context, flag: str | None) -> Path | None:
-    """--templates, else the config's ``templates``, as ``generate`` takes them."""
-    chosen = flag or config_settings(ctx).templates
-    return Path(chosen) if chosen else None

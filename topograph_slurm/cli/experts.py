@@ -8,16 +8,25 @@ from typing import Any
 import click
 
 from topograph_slurm.app.experts import LOAD_FORMATS
-from topograph_slurm.cli.display import warn, write
-from topograph_slurm.cli.options import ASCII_INT, NODE_KEYS, OUTPUT_FILE, node_options, split_flags
+from topograph_slurm.cli.display import environment, show, warn, write
+from topograph_slurm.cli.options import (
+    ASCII_INT,
+    JOB_ID,
+    NODE_KEYS,
+    command,
+    job_or_environment,
+    node_options,
+    output_options,
+    split_flags,
+)
 from topograph_slurm.errors import UsageError
 from topograph_slurm.render.expert_files import ENGINE_FORMATS
 
 _EXPERT_KEYS = ("loads", "loads_format", "replicas", "groups", "ep")
 
 
-@click.command()
-@click.argument("job_id", metavar="[JOBID]", required=False)
+@command(aliases={"--out": "--output"})
+@JOB_ID
 @click.option(
     "--loads",
     required=True,
@@ -53,8 +62,6 @@ _EXPERT_KEYS = ("loads", "loads_format", "replicas", "groups", "ep")
 @click.option(
     "--ep", type=ASCII_INT, help="Expert-parallel size: the first EP ranks (default: all)."
 )
-@node_options
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of text (--format json).")
 @click.option(
     "--format",
     "fmt",
@@ -80,13 +87,8 @@ _EXPERT_KEYS = ("loads", "loads_format", "replicas", "groups", "ep")
     is_flag=True,
     help="Text: also list each GPU's experts per layer (one line per GPU; long for large jobs).",
 )
-@click.option(
-    "--out",
-    type=OUTPUT_FILE,
-    metavar="FILE",
-    help="Also write FILE: the --format engine file, else the JSON plan (atomic, only on "
-    "change; nothing is written on an error).",
-)
+@node_options
+@output_options("output", "json", "templates")
 @click.pass_context
 def experts(
     ctx: click.Context,
@@ -96,7 +98,7 @@ def experts(
     fmt: str,
     first_layer: int,
     per_gpu: bool,
-    out: str | None,
+    output: str | None,
     **flags: Any,
 ) -> None:
     """Place a MoE model's experts on a job's GPUs with DeepSeek's EPLB, the fabric's
@@ -114,39 +116,45 @@ def experts(
     and after (with --per-gpu also each GPU's experts); --json gives EPLB's three arrays
     per layer (physical-to-logical, logical-to-physical padded with -1, replica counts)
     and each GPU's experts; --format sglang|sglang-topology|eplb|trtllm the file that
-    engine loads (docs/moe.md).
+    engine loads (docs/moe.md). -o FILE writes the JSON or the engine's file instead of
+    stdout; with the text report, FILE gets the JSON plan and the text still prints.
+
+    JOBID (default inside a job: $SLURM_JOB_ID), --nodes or --hostfile name the GPUs.
 
     \b
     Examples:
       topograph-slurm experts --sim nodes=4,gpus=4 --nodes 'gpu[0001-0004]' \\
           --loads loads.json --replicas 32 --groups 4
       topograph-slurm experts "$SLURM_JOB_ID" --topology /etc/slurm/topology.conf \\
-          --loads eplb.csv --replicas 288 --groups 8 --out plan.json
+          --loads eplb.csv --replicas 288 --groups 8 -o plan.json
       topograph-slurm experts "$SLURM_JOB_ID" --loads sglang_dump.json --replicas 288 \\
-          --groups 8 --format sglang --out init_expert_location.json
+          --groups 8 --format sglang -o init_expert_location.json
     """
     from topograph_slurm.app import experts as app
-    from topograph_slurm.render.environment import environment
     from topograph_slurm.render.expert_files import render_engine_file
     from topograph_slurm.render.experts import experts_data, render_experts
 
     if as_json and fmt != "text":
         raise UsageError(f"--json or --format {fmt}, not both")
     fmt = "json" if as_json else fmt
+    env = environment(ctx)  # a bad --templates directory fails before any work
+    flags.pop("templates")
     wanted = {key: flags.pop(key) for key in _EXPERT_KEYS} | {
         "rank_costs": fmt == "sglang-topology"
     }
     settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
+    job_id = job_or_environment(job_id, job["hostlist"], job["hostfile"])
     run = app.plan(settings, topology, job_id, job, wanted, warn)
     made = (run.plan, run.gpus, run.domain_kind, run.loads_from, run.ranks_from)
-    env = environment(None)
-    plan = experts_data(*made) if fmt != "text" or out else {}
-    if fmt == "text":
-        shown = render_experts(env, experts_data(*made, "text", per_gpu_text=per_gpu), "text")
-    elif fmt in ENGINE_FORMATS:
-        shown = render_engine_file(env, plan, fmt, first_layer, run.rank_costs)
+    plan = experts_data(*made) if fmt != "text" or output else {}
+    if fmt in ENGINE_FORMATS:
+        result = render_engine_file(env, plan, fmt, first_layer, run.rank_costs)
     else:
-        shown = render_experts(env, plan, "json")
-    if out:
-        write(ctx, out, render_experts(env, plan, "json") if fmt == "text" else shown)
-    click.echo(shown, nl=False)
+        result = render_experts(env, plan, "json") if plan else ""
+    if fmt == "text":  # the report on stdout; -o FILE gets the JSON plan beside it
+        report = render_experts(env, experts_data(*made, "text", per_gpu_text=per_gpu), "text")
+        if output:
+            write(ctx, output, result)
+        show(report)
+    else:
+        write(ctx, output or "-", result)

@@ -4,33 +4,32 @@ commands that put them into Slurm (printed; run with ``--apply``) → exit code.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import click
 
 from topograph_slurm.app import health as use_case
-from topograph_slurm.cli.display import log, warn
-from topograph_slurm.cli.options import ASCII_INT, RECORD_DIR, fabric_options, flag_settings
+from topograph_slurm.cli.display import environment, log, show, warn, write
+from topograph_slurm.cli.options import (
+    APPLY,
+    ASCII_INT,
+    BENCH,
+    FABRIC_HEADING,
+    FEATURE_PREFIX,
+    HOOK_HEADING,
+    RECORD_DIR,
+    SLURM_HEADING,
+    SLURM_VERSION,
+    command,
+    fabric_options,
+    flag_settings,
+    grouped,
+    output_options,
+)
 from topograph_slurm.errors import Exit
-from topograph_slurm.render.environment import environment
 
 
-@click.command()
-@fabric_options
-@click.option(
-    "--slurm-version",
-    metavar="X.Y|auto",
-    help="Target Slurm release, or auto (default): `scontrol --version`, else `sinfo "
-    "--version`, else 24.11; decides which blocks a node's label names.",
-)
-@click.option(
-    "--feature-prefix",
-    "health_feature_prefix",
-    metavar="PREFIX",
-    help="Prefix of the features health sets (default topo_); features without it are an "
-    "admin's and are never changed.",
-)
+@command()
 @click.option(
     "--degraded-weight",
     "health_weight",
@@ -46,12 +45,6 @@ from topograph_slurm.render.environment import environment
     "and label them.",
 )
 @click.option(
-    "--bench",
-    metavar="PATH",
-    help="A `bench --record` record (bench.json or its snapshot directory) whose slow-node, "
-    "slow-link and bench-drift findings count too (default: the --snapshot's own record).",
-)
-@click.option(
     "--job-records",
     is_flag=True,
     help="Also judge the links the job records' Epilog parts (record node-end) found "
@@ -62,21 +55,17 @@ from topograph_slurm.render.environment import environment
     metavar="DURATION",
     help="With --job-records: parts written within this long (default 24h; 36h, 7d, 90m).",
 )
-@RECORD_DIR
-@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
-@click.option(
-    "--apply",
-    is_flag=True,
-    help="Run the scontrol update commands (only for nodes whose values change).",
-)
-@click.option(
-    "--templates", metavar="DIR", help="Directory whose templates override the built-in ones."
-)
+@output_options("json", "metrics", "templates")
+@grouped(SLURM_HEADING, [APPLY, FEATURE_PREFIX, SLURM_VERSION])
+@fabric_options
+@grouped(FABRIC_HEADING, [BENCH])
+@grouped(HOOK_HEADING, [RECORD_DIR])
 @click.pass_context
 def health(
     ctx: click.Context,
     /,
     as_json: bool,
+    metrics_file: str | None,
     apply: bool,
     job_records: bool,
     bench: str | None,
@@ -103,13 +92,17 @@ def health(
       topograph-slurm health --snapshot /var/lib/topograph/snap --json
       topograph-slurm health --ufm https://ufm --ufm-credentials ufm.cred --apply
     """
-    from topograph_slurm.render.health import render_commands, render_plan
+    from topograph_slurm.render.health import render_commands, render_health_metrics, render_plan
 
+    flags.pop("templates")
+    env = environment(ctx)  # a bad --templates directory fails before any work
     settings = flag_settings(ctx, rewrites, **flags)
-    env = environment(Path(settings.templates) if settings.templates else None)
     found = use_case.health_plan(settings, warn, bench, dry_run=not apply, job_records=job_records)
     commands = render_commands(env, found)
-    click.echo(render_plan(env, found, commands, "json" if as_json else "text"), nl=False)
+    text = render_plan(env, found, commands, "json" if as_json else "text")  # before any write
+    if metrics_file:
+        write(ctx, metrics_file, render_health_metrics(env, found, commands))
+    show(text)
     if not apply:
         ctx.exit(Exit.DIFFERS if commands else Exit.OK)
     use_case.apply(settings, commands, done=lambda line: log(ctx, f"applied: {line}"))

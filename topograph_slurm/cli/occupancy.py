@@ -8,24 +8,21 @@ from typing import Any
 import click
 
 from topograph_slurm.app import occupancy
-from topograph_slurm.cli.display import warn, write
-from topograph_slurm.cli.options import METRICS_FILE, TOPOLOGY, fabric_options, split_flags
+from topograph_slurm.cli.display import environment, show, warn, write
+from topograph_slurm.cli.options import (
+    TOPOLOGY,
+    command,
+    fabric_options,
+    output_options,
+    split_flags,
+)
 from topograph_slurm.errors import Exit
-from topograph_slurm.render.environment import environment
 
 
-@click.command("occupancy")
+@command("occupancy")
 @TOPOLOGY
 @fabric_options
-@click.option(
-    "--metrics",
-    "metrics_file",
-    type=METRICS_FILE,
-    metavar="FILE.prom",
-    help="Also write the figures as Prometheus text to FILE.prom (atomic, only on change; for "
-    "node_exporter's textfile collector, which reads *.prom only, as generate --metrics).",
-)
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@output_options("json", "metrics", "templates")
 @click.pass_context
 def occupancy_command(
     ctx: click.Context, /, metrics_file: str | None, as_json: bool, **flags: Any
@@ -47,13 +44,14 @@ def occupancy_command(
       topograph-slurm occupancy --topology /etc/slurm/topology.conf --json
       topograph-slurm occupancy --metrics /var/lib/node_exporter/topograph_occupancy.prom
     """
-    settings, topology, _ = split_flags(ctx, flags, ())
-    found = occupancy.read_occupancy(settings, topology, warn)
-    env = environment(None)
     from topograph_slurm.render.occupancy import render_occupancy, render_occupancy_metrics
 
+    flags.pop("templates")
+    env = environment(ctx)  # a bad --templates directory fails before any work
+    settings, topology, _ = split_flags(ctx, flags, ())
+    found = occupancy.read_occupancy(settings, topology, warn)
     text = render_occupancy(env, found, "json" if as_json else "text")  # before any write
     if metrics_file:
         write(ctx, metrics_file, render_occupancy_metrics(env, found))
-    click.echo(text, nl=False)
+    show(text)
     ctx.exit(Exit.OK)

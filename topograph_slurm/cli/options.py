@@ -538,6 +538,16 @@ TOPO_MATRIX = click.option(
 )
 
 
+#: ``--bench FILE|DIR``: the bench record ``bench --out-dir DIR`` writes (DIR/bench.json), read
+#: by every command that weighs measured links (pools, health, record start).
+BENCH = click.option(
+    "--bench",
+    metavar="FILE|DIR",
+    help="A bench record (bench.json, or the directory or snapshot holding one): its slow "
+    "nodes, slow links and level medians count too (default: the --snapshot's own record).",
+)
+
+
 # -- Output: where a result goes, in which form --------------------------------------------
 
 _OUTPUT = {
@@ -604,6 +614,23 @@ SLURM_VERSION = grouped(
             "--version`, else 24.11 (the report says which); decides block rules.",
         )
     ],
+)
+#: ``--apply``: run the ``scontrol update`` lines a report lists; without it they are listed
+#: only (the dry run).
+APPLY = click.option(
+    "--apply",
+    is_flag=True,
+    help="Run the scontrol update lines the report lists, only where Slurm's value differs "
+    "(exit 10 when Slurm refuses one; the others still run). Without it: a dry run that "
+    "lists them.",
+)
+#: ``--feature-prefix``: the node features this tool owns (health's, pools').
+FEATURE_PREFIX = click.option(
+    "--feature-prefix",
+    "health_feature_prefix",
+    metavar="PREFIX",
+    help="Prefix of the node features health and pools set (default topo_; config "
+    "health_feature_prefix); a feature without it is an admin's and is never changed.",
 )
 
 

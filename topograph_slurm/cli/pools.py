@@ -3,22 +3,35 @@ disaggregated serving, matched to the fabric."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
 from topograph_slurm.app import pools
 from topograph_slurm.app.binding import instance_bindings
-from topograph_slurm.cli.display import log, warn
-from topograph_slurm.cli.options import NODE_KEYS, node_options, split_flags
+from topograph_slurm.cli.display import environment, log, show, warn
+from topograph_slurm.cli.options import (
+    APPLY,
+    BENCH,
+    FABRIC_HEADING,
+    FEATURE_PREFIX,
+    JOB_ID,
+    NODE_KEYS,
+    SLURM_HEADING,
+    TOPO_MATRIX,
+    command,
+    grouped,
+    job_or_environment,
+    node_options,
+    output_options,
+    split_flags,
+)
 from topograph_slurm.errors import Exit, UsageError
-from topograph_slurm.render.environment import environment
 from topograph_slurm.render.placement import BINDING_FORMATS
 
 
-@click.command()
-@click.argument("job_id", metavar="[JOBID]", required=False)
+@command(aliases={"--out": "--out-dir"})
+@JOB_ID
 @click.option(
     "--prefill",
     required=True,
@@ -42,40 +55,6 @@ from topograph_slurm.render.placement import BINDING_FORMATS
     help="Split a partition's nodes (scontrol show partition), in name order, instead of a job's.",
 )
 @click.option(
-    "--bench",
-    metavar="FILE",
-    help="A bench record (bench.json, or a snapshot holding one): its slow nodes and links "
-    "count as problems (default: the snapshot's own record).",
-)
-@click.option(
-    "--out",
-    metavar="DIR",
-    help="Write DIR: per instance NAME.hostfile (a line per task, for SLURM_HOSTFILE with srun "
-    "--distribution=arbitrary) and NAME.nodes (a node per line), hetjob.sh (one heterogeneous "
-    "sbatch, a component per set of nodes, instances sharing a node in one: bash DIR/hetjob.sh "
-    "SCRIPT) and pools.json (for explain --pools). DIR is replaced as a whole; it must be new, "
-    "empty or written by pools.",
-)
-@click.option(
-    "--apply",
-    is_flag=True,
-    help="Give every node of a pool the feature of its role (topo_pool_prefill, "
-    "topo_pool_decode) in Slurm, and take it from nodes that left the pools; only where "
-    "Slurm's features differ, every other feature kept.",
-)
-@click.option(
-    "--feature-prefix",
-    "health_feature_prefix",
-    metavar="PREFIX",
-    help="Prefix of the pool features, as health's (default topo_).",
-)
-@click.option(
-    "--templates",
-    metavar="DIR",
-    help="Directory whose templates override the built-in ones (pools.*.j2, order.*.j2; "
-    "config: templates).",
-)
-@click.option(
     "--format",
     "fmt",
     type=click.Choice(["text", *sorted(BINDING_FORMATS)]),
@@ -87,14 +66,11 @@ from topograph_slurm.render.placement import BINDING_FORMATS
     "--gpu-bind=map_gpu: for the instance's step), binding-wrapper (one sh script for every "
     "instance: sh SCRIPT INSTANCE COMMAND exports them for LOCAL_RANK or SLURM_LOCALID).",
 )
-@click.option(
-    "--topo-matrix",
-    metavar="FILE",
-    help="binding-*: one node's nvidia-smi topo -m capture, shared by every node (default: "
-    "each node's own from --snapshot).",
-)
+@TOPO_MATRIX
 @node_options
-@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@grouped(FABRIC_HEADING, [BENCH])
+@output_options("out_dir", "json", "templates")
+@grouped(SLURM_HEADING, [APPLY, FEATURE_PREFIX])
 @click.pass_context
 def pools_command(
     ctx: click.Context,
@@ -105,7 +81,7 @@ def pools_command(
     ratio: str | None,
     partition: str | None,
     bench: str | None,
-    out: str | None,
+    out_dir: str | None,
     apply: bool,
     fmt: str,
     topo_matrix: str | None,
@@ -126,9 +102,16 @@ def pools_command(
     every node of an instance must bind alike and have a topo -m (--topo-matrix or the
     snapshot's), else exit 3.
 
-    JOBID, --nodes, --hostfile (as for explain) or --partition name the nodes. Exit 0 when
-    everything is met, 1 when something is not (said per instance), 2 when the deployment
-    cannot fit at all (the error line names the closest one that does).
+    JOBID (default inside a job: $SLURM_JOB_ID), --nodes, --hostfile (as for explain) or
+    --partition name the nodes. Exit 0 when everything is met, 1 when something is not (said
+    per instance), 2 when the deployment cannot fit at all (the error line names the closest
+    one that does).
+
+    The report ends with the scontrol update lines that give every pool node the feature of
+    its role (topo_pool_prefill, topo_pool_decode) and take it from nodes that left: a dry
+    run (they do not change the exit code); --apply runs them, only where Slurm's features
+    differ, every other feature kept. Where Slurm cannot be asked, the dry run lists them
+    from nodes without features and says so.
 
     \b
     Examples:
@@ -143,18 +126,23 @@ def pools_command(
         raise UsageError(f"--json or --format {fmt}, not both")
     if topo_matrix and fmt == "text":
         raise UsageError("--topo-matrix is for the binding-* formats (--format binding-env ...)")
+    flags.pop("templates")
+    env = environment(ctx)  # a bad --templates directory fails before any work
     settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
-    env = environment(Path(settings.templates) if settings.templates else None)  # before work
+    job_id = job_or_environment(job_id, job["hostlist"], job["hostfile"], partition)
     placed = pools.prepare(settings, topology, job_id, job, bench, warn, partition)
     plan = pools.plan_pools(placed, pools.PoolRequest(prefill, decode, ratio))
-    if fmt == "text":
-        text = render_pools(env, plan, "json" if as_json else "text")
-    else:  # bound before anything is written: a node without topo -m writes nothing
-        text = render_binding(env, plan, fmt, instance_bindings(placed, plan, topo_matrix))
-    if out:
-        pools.write_out(env, plan, out, settings)
-    click.echo(text, nl=False)
-    if apply:
-        done = pools.apply_features(settings, env, plan, lambda line: log(ctx, f"applied: {line}"))
-        log(ctx, f"pools: {len(done)} command(s) applied")
+    # bound before anything is written: a node without topo -m writes nothing
+    bound = None if fmt == "text" else instance_bindings(placed, plan, topo_matrix)
+    features = pools.feature_lines(settings, env, plan, apply) if fmt == "text" or apply else None
+    if bound is None:
+        text = render_pools(env, plan, "json" if as_json else "text", features)
+    else:
+        text = render_binding(env, plan, fmt, bound)
+    if out_dir:
+        pools.write_out(env, plan, out_dir, settings)
+    show(text)
+    if apply and features is not None:
+        pools.apply_features(settings, features, lambda line: log(ctx, f"applied: {line}"))
+        log(ctx, f"pools: {len(features.commands)} command(s) applied")
     ctx.exit(Exit.OK if plan.met else Exit.DIFFERS)

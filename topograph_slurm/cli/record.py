@@ -6,27 +6,39 @@ compared (``show``, ``diff``)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from topograph_slurm.app import record
-from topograph_slurm.cli.display import warn
+from topograph_slurm.cli.display import environment, show, warn
 from topograph_slurm.cli.hook_runner import never_fail
-from topograph_slurm.cli.options import RECORD_DIR, config_settings, fabric_options, flag_settings
+from topograph_slurm.cli.options import (
+    BENCH,
+    FABRIC_HEADING,
+    HOOK_HEADING,
+    JOB_ID,
+    RECORD_DIR,
+    TOPOLOGY,
+    Group,
+    config_settings,
+    fabric_options,
+    flag_settings,
+    grouped,
+    job_or_environment,
+    output_options,
+)
 from topograph_slurm.cli.record_node import BINDING_OPTIONS, binding_exports, node_end, node_start
-from topograph_slurm.errors import Exit, TopographError
+from topograph_slurm.errors import Exit, TopographError, UsageError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.record import REFUSALS
-from topograph_slurm.render.environment import environment
 
 RECORD_INCOMPLETE = FindingKind.RECORD_INCOMPLETE
+#: The hooks' JOBID: positional, from $SLURM_JOB_ID as Slurm gives it; ``--job`` the old way.
+JOB_ALIAS = {"--job": ""}
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-@click.group("record")
+@click.group("record", cls=Group)
 def record_group() -> None:
     """The job's topology record: where its nodes sit, how its TP/PP groups cross the
     fabric, what is unhealthy on its paths, a fingerprint of it all (docs/record.md).
@@ -41,24 +53,8 @@ def record_group() -> None:
     """
 
 
-def _job_option(hook: str, **kwargs: Any) -> Callable[[F], F]:
-    """``--job JOBID``, from SLURM_JOB_ID as Slurm gives it to *hook*."""
-    help_text = f"The job (default: $SLURM_JOB_ID, as {hook} gets it)."
-    return click.option(
-        "--job", "job_id", envvar="SLURM_JOB_ID", metavar="JOBID", help=help_text, **kwargs
-    )
-
-
-@record_group.command("start")
-@_job_option("PrologSlurmctld", required=True)
-@RECORD_DIR
-@click.option(
-    "--topology",
-    metavar="FILE",
-    help="The topology.conf or topology.yaml Slurm runs: its sha256 goes into the record, "
-    "and the job is placed on it when no fabric source is configured (else on the topology "
-    "slurmctld runs).",
-)
+@record_group.command("start", aliases=JOB_ALIAS)
+@JOB_ID
 @click.option(
     "--refuse",
     "record_refuse",
@@ -68,16 +64,15 @@ def _job_option(hook: str, **kwargs: Any) -> Callable[[F], F]:
     "their home: it is requeued and held (scontrol requeuehold, exit 0), or, when the hold "
     "fails, exit 11 so that Slurm requeues it; the record is written anyway.",
 )
-@click.option(
-    "--bench",
-    "record_bench",
-    metavar="FILE",
-    help="A bench record (bench.json or a snapshot) whose level medians go into the record.",
-)
+@TOPOLOGY
 @fabric_options
+@grouped(FABRIC_HEADING, [BENCH])
+@grouped(HOOK_HEADING, [RECORD_DIR])
 @click.pass_context
 @never_fail("start")
-def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any) -> None:
+def start(
+    ctx: click.Context, /, job_id: str | None, topology: str | None, bench: str | None, **flags: Any
+) -> None:
     """Write the job's record, <record_dir>/job-<JOBID>.json, once per job start (a
     requeued job's replaces it; SLURM_JOB_RESTART_COUNT is in it). For PrologSlurmctld.
 
@@ -87,11 +82,16 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
     number: nothing is written then), whatever it is (cli/hook_runner.py). A job the gate
     refuses (--refuse tp-crossing; explain's line on stderr) is requeued and held, exit 0;
     exit 11 only when the hold fails, so that Slurm requeues it.
+
+    JOBID defaults to $SLURM_JOB_ID, as PrologSlurmctld gets it. --topology FILE's sha256
+    goes into the record, and the job is placed on it when no fabric source is configured
+    (else on the topology slurmctld runs).
     """
     from topograph_slurm.model.numbers import natural
 
-    job_id = record.check_job_id(job_id)
+    job_id = record.check_job_id(_job(job_id))
     flags["record_refuse"] = list(flags["record_refuse"])
+    flags["record_bench"] = bench
     settings = flag_settings(ctx, flags.pop("rewrites"), **flags)
     env = os.environ
     request = record.StartRequest(
@@ -113,22 +113,15 @@ def start(ctx: click.Context, /, job_id: str, topology: str | None, **flags: Any
     ctx.exit(Exit.OK)
 
 
-def _binding_options(func: F) -> F:
-    for option in reversed(BINDING_OPTIONS):
-        func = option(func)
-    return func
-
-
-@record_group.command("task")
-@_job_option("TaskProlog", default="")
-@RECORD_DIR
-@_binding_options
+@record_group.command("task", aliases={**JOB_ALIAS, "--node": "--this-node"})
+@JOB_ID
+@grouped(HOOK_HEADING, [RECORD_DIR, *BINDING_OPTIONS])
 @click.pass_context
 @never_fail("task")
 def task(
     ctx: click.Context,
     /,
-    job_id: str,
+    job_id: str | None,
     record_dir: str | None,
     node: str | None,
     record_topo_matrix: str | None,
@@ -144,11 +137,13 @@ def task(
     """
     from topograph_slurm.render import record as text
 
-    troubles, variables = [], text.MISSING
+    job_id = job_or_environment(job_id) or ""
+    troubles, variables, env = [], text.MISSING, None
     try:
         settings = flag_settings(
             ctx, (), record_dir=record_dir, record_topo_matrix=record_topo_matrix
         )
+        env = environment(ctx)  # the config's templates (a missing directory: its trouble)
     except TopographError as err:  # a broken config never fails the task
         settings, troubles = None, [str(err)]
     if settings is not None:
@@ -156,36 +151,47 @@ def task(
             variables = record.task_exports(settings, job_id)[1]
         except TopographError as err:  # nor does a missing or broken record
             troubles.append(str(err))
-    binding, trouble = binding_exports(settings, job_id or None, node)
+    binding, trouble = binding_exports(settings, env, job_id or None, node)
     troubles += [trouble] if trouble else []
     if troubles:  # one line, whatever went wrong: the hook's log stays readable
         warn(f"job {job_id or '(no SLURM_JOB_ID)'}: {'; '.join(troubles)}")
-    click.echo(text.render_exports(environment(None), variables) + binding, nl=False)
+    show(text.render_exports(env, variables) + binding)
 
 
 @record_group.command("show")
 @click.argument("spec", metavar="JOBID|FILE")
-@RECORD_DIR
-@click.option("--json", "as_json", is_flag=True, help="The record's JSON as stored.")
+@output_options("json", "templates")
+@grouped(HOOK_HEADING, [RECORD_DIR])
 @click.pass_context
-def show(ctx: click.Context, /, spec: str, record_dir: str | None, as_json: bool) -> None:
+def show_command(
+    ctx: click.Context, /, spec: str, record_dir: str | None, as_json: bool, templates: str | None
+) -> None:
     """Show a job's record (a job id in record_dir, or a record file), with what its nodes'
     Epilogs found (links that degraded or took errors during the job) and each task's
     binding check, from job-<JOBID>.d/ beside it. Exit 3 when the record is missing or
     unreadable; --json prints the job record's JSON only, as stored."""
     from topograph_slurm.render.record import render_show
 
+    env = environment(ctx)
     found, parts = record.read_side(_settings(ctx, record_dir), spec)
-    fmt = "json" if as_json else "text"
-    click.echo(render_show(environment(None), found, parts, spec, fmt), nl=False)
+    show(render_show(env, found, parts, spec, "json" if as_json else "text"))
 
 
 @record_group.command("diff")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@RECORD_DIR
+@output_options("json", "templates")
+@grouped(HOOK_HEADING, [RECORD_DIR])
 @click.pass_context
-def diff(ctx: click.Context, /, a: str, b: str, record_dir: str | None) -> None:
+def diff(
+    ctx: click.Context,
+    /,
+    a: str,
+    b: str,
+    record_dir: str | None,
+    as_json: bool,
+    templates: str | None,
+) -> None:
     """Why two runs of one config may differ: compare two job records (job ids or files).
 
     Marked `*`, what matters for speed: the layout, how many leaves/blocks/spines the job
@@ -196,9 +202,18 @@ def diff(ctx: click.Context, /, a: str, b: str, record_dir: str | None) -> None:
     """
     from topograph_slurm.render.record import render_diff
 
+    env = environment(ctx)
     found = record.compare(_settings(ctx, record_dir), a, b)
-    click.echo(render_diff(environment(None), found), nl=False)
+    show(render_diff(env, found, "json" if as_json else "text"))
     ctx.exit(Exit.DIFFERS if found.matters else Exit.OK)
+
+
+def _job(job_id: str | None) -> str:
+    """JOBID, else $SLURM_JOB_ID (the hook's); a usage error (one line, exit 0) without."""
+    found = job_or_environment(job_id)
+    if not found:
+        raise UsageError("no JOBID and no $SLURM_JOB_ID: not run by Slurm's PrologSlurmctld?")
+    return found
 
 
 def _settings(ctx: click.Context, record_dir: str | None) -> Any:

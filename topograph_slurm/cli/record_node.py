@@ -12,28 +12,33 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import jinja2
 
 from topograph_slurm.cli.hook_runner import never_fail
-from topograph_slurm.cli.options import RECORD_DIR, THIS_NODE, flag_settings
+from topograph_slurm.cli.options import (
+    HOOK_HEADING,
+    JOB_ID,
+    RECORD_DIR,
+    THIS_NODE,
+    command,
+    flag_settings,
+    grouped,
+)
 from topograph_slurm.errors import TopographError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: The hooks' renamed flags: JOBID positional (from $SLURM_JOB_ID as Slurm gives it), the
+#: node they run on ``--this-node``.
+HOOK_ALIASES = {"--job": "", "--node": "--this-node"}
+
+
 def _hook_options(func: F) -> F:
-    for option in reversed(
-        (
-            click.option("--job", metavar="ID", help="The job id (default: $SLURM_JOB_ID)."),
-            THIS_NODE,
-            RECORD_DIR,
-        )
-    ):
-        func = option(func)
-    return func
+    return JOB_ID(grouped(HOOK_HEADING, [THIS_NODE, RECORD_DIR])(func))
 
 
 _SYSFS = click.option(
@@ -44,12 +49,12 @@ _SYSFS = click.option(
 )
 
 
-@click.command("node-start")
+@command("node-start", aliases=HOOK_ALIASES)
 @_hook_options
 @_SYSFS
 @click.pass_context
 @never_fail("node-start")
-def node_start(ctx: click.Context, /, job: str | None, node: str | None, **flags: Any) -> None:
+def node_start(ctx: click.Context, /, job_id: str | None, node: str | None, **flags: Any) -> None:
     """Prolog (root, every node): keep this node's HCA port counters, rates and states (and
     NVLink error counters where nvidia-smi exists) as <node>.start.json.
 
@@ -61,15 +66,15 @@ def node_start(ctx: click.Context, /, job: str | None, node: str | None, **flags
     from topograph_slurm.app.record_node import node_start
 
     settings = _settings(ctx, flags)
-    node_start(settings, _where(settings, job, node))
+    node_start(settings, _where(settings, job_id, node))
 
 
-@click.command("node-end")
+@command("node-end", aliases=HOOK_ALIASES)
 @_hook_options
 @_SYSFS
 @click.pass_context
 @never_fail("node-end")
-def node_end(ctx: click.Context, /, job: str | None, node: str | None, **flags: Any) -> None:
+def node_end(ctx: click.Context, /, job_id: str | None, node: str | None, **flags: Any) -> None:
     """Epilog (root, every node): read the counters again and write <node>.end.json naming
     every link whose error counters rose, whose width or speed dropped, that left
     ACTIVE/LinkUp or was gone (link-errors-during-job, link-degraded-during-job,
@@ -81,7 +86,7 @@ def node_end(ctx: click.Context, /, job: str | None, node: str | None, **flags: 
     from topograph_slurm.app.record_node import node_end
 
     settings = _settings(ctx, flags)
-    node_end(settings, _where(settings, job, node))
+    node_end(settings, _where(settings, job_id, node))
 
 
 #: ``record task``'s options for the binding check (the job's own come from the group).
@@ -91,31 +96,32 @@ BINDING_OPTIONS = (
         "--topo-matrix",
         "record_topo_matrix",
         metavar="FILE",
-        help="This node's `nvidia-smi topo -m` capture, for the binding check (default: the "
-        "record_topo_matrix key; none: TOPOGRAPH_BINDING=unknown).",
+        help="This node's `nvidia-smi topo -m` capture ('-' = stdin), for the binding check "
+        "(default: the record_topo_matrix key; none: TOPOGRAPH_BINDING=unknown).",
     ),
 )
 
 
-def binding_exports(settings: Any, job: str | None, node: str | None) -> tuple[str, str]:
+def binding_exports(
+    settings: Any, env: jinja2.Environment | None, job: str | None, node: str | None
+) -> tuple[str, str]:
     """This task's binding check as its export line (its CPUs vs the CPU affinity of its GPUs:
     ok, far-numa, spans-numa, unbound, no-gpu, unknown), with task-<step>.<proc>.json
     written (a binding-far-numa or binding-spans-numa finding when it is one), and what went
     wrong ("" when nothing). Never fails: undecided is TOPOGRAPH_BINDING=unknown; *settings*
     None (a broken config) is undecided."""
     from topograph_slurm.app.record_node import task_binding, write_task
-    from topograph_slurm.render.environment import environment
     from topograph_slurm.render.record_node import binding_exports as render
 
     status = "unknown"
     line = "export TOPOGRAPH_BINDING=unknown\n"
-    if settings is None:
+    if settings is None or env is None:
         return line, ""
     try:
         where = _where(settings, job, node)
         found, path = task_binding(settings, where, os.environ)
         status = found.status
-        line = render(environment(Path(settings.templates) if settings.templates else None), status)
+        line = render(env, status)
         write_task(settings, where, found, path)
     except (TopographError, OSError) as err:
         return line, f"binding: {_reason(err)} (exported TOPOGRAPH_BINDING={status})"

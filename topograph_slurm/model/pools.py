@@ -96,6 +96,18 @@ class PoolPlan:
         return [instance for instance in self.instances if instance.role == role]
 
 
+@dataclass(frozen=True, slots=True)
+class PoolFeatures:
+    """The ``scontrol update`` lines that give each pool node its role's feature (and take it
+    from a node that left): run with ``--apply``, else only listed (the dry run). When Slurm
+    could not be asked (*why*), a dry run's lines start from nodes without features."""
+
+    commands: list[str]
+    applied: bool
+    slurm_asked: bool = True
+    why: str = ""
+
+
 def parse_size(text: str, flag: str) -> tuple[int | None, int]:
     """``NxTP`` (N instances of TP GPUs each) or ``TP`` alone (the count from a ratio) as
     (count, tp); a usage error otherwise."""

@@ -83,6 +83,7 @@ def _estimate(estimate: LayerEstimate) -> dict[str, Any]:
 
 
 def render_experts(env: jinja2.Environment, data: dict[str, Any], fmt: str) -> str:
-    if fmt == "json":
+    if fmt == "json":  # docs/moe.md: topograph-slurm-experts version 1
+        data = {"format": "topograph-slurm-experts", "version": 1, **data}
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
     return render(env.overlay(finalize=printable), "experts.txt.j2", **data)

@@ -106,7 +106,8 @@ def plan_data(plan: HealthPlan, commands: list[str]) -> dict[str, Any]:
 def render_plan(env: jinja2.Environment, plan: HealthPlan, commands: list[str], fmt: str) -> str:
     """The verdict table and the commands as text, or everything as JSON."""
     data = plan_data(plan, commands)
-    if fmt == "json":
+    if fmt == "json":  # docs/health.md: topograph-slurm-health version 1
+        data = {"format": "topograph-slurm-health", "version": 1, **data}
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
     relabelled = [row["node"] for row in data["nodes"] if _relabelled(row)]
     shown = [
@@ -135,3 +136,8 @@ def _relabelled(row: dict[str, Any]) -> bool:
         and not row["note"]
         and row["features"]["new"] is not None
     )
+
+
+def render_health_metrics(env: jinja2.Environment, plan: HealthPlan, commands: list[str]) -> str:
+    """The verdict counts as Prometheus text (templates/health.prom.j2), for ``--metrics``."""
+    return render(env, "health.prom.j2", severities=SEVERITIES, **plan_data(plan, commands))

@@ -49,7 +49,8 @@ def _occupancy(occupancy: Occupancy) -> dict[str, Any]:
 
 def render_occupancy(env: jinja2.Environment, report: OccupancyReport, fmt: str) -> str:
     data = occupancy_data(report)
-    if fmt == "json":
+    if fmt == "json":  # docs/occupancy.md: topograph-slurm-occupancy version 1
+        data = {"format": "topograph-slurm-occupancy", "version": 1, **data}
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
     return render(env.overlay(finalize=printable), "occupancy.txt.j2", **data)
 

@@ -74,7 +74,8 @@ def render_explanation(
     env: jinja2.Environment, result: Explanation, fmt: str, ranks_from: str = ""
 ) -> str:
     data = explanation_data(result, ranks_from)
-    if fmt == "json":
+    if fmt == "json":  # docs/explain-order.md: topograph-slurm-explain version 1
+        data = {"format": "topograph-slurm-explain", "version": 1, **data}
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
     return render(
         env.overlay(finalize=printable),

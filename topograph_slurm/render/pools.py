@@ -10,7 +10,7 @@ from typing import Any
 import jinja2
 
 from topograph_slurm.model.gpu import RankBinding
-from topograph_slurm.model.pools import ROLES, Instance, PoolPlan
+from topograph_slurm.model.pools import ROLES, Instance, PoolFeatures, PoolPlan
 from topograph_slurm.render.environment import printable, render
 from topograph_slurm.render.placement import ORDER_FORMATS, render_order
 
@@ -19,6 +19,8 @@ HOSTFILES = {"hostfile": "slurm-hostfile", "nodes": "plain"}
 #: The plan itself in ``--out DIR``: what ``explain --pools`` reads, and the mark of our directory.
 PLAN_FILE = "pools.json"
 HETJOB_FILE = "hetjob.sh"
+#: What ``pools --json`` (and ``explain --pools --json``) say they are.
+POOLS_JSON = {"format": "topograph-slurm-pools", "version": 1}
 
 
 def pools_data(plan: PoolPlan) -> dict[str, Any]:
@@ -86,15 +88,28 @@ def _unit_troubled(instance: Instance) -> list[str]:
     return instance.nodes if own - set(instance.nodes) else []
 
 
-def render_pools(env: jinja2.Environment, plan: PoolPlan, fmt: str) -> str:
-    data = pools_data(plan)
+def render_pools(
+    env: jinja2.Environment, plan: PoolPlan, fmt: str, features: PoolFeatures | None = None
+) -> str:
+    """The plan as text or JSON (docs/pools.md: ``topograph-slurm-pools`` version 1), with
+    pools' Slurm feature lines (the dry run's, or those ``--apply`` runs) when given."""
+    data = pools_data(plan) | ({"features": _features(features)} if features else {})
     if fmt == "json":
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+        return json.dumps(POOLS_JSON | data, indent=2, sort_keys=True) + "\n"
     paths: dict[str, list[dict[str, Any]]] = {}
     for path in data["kv_paths"]:
         paths.setdefault(path["prefill"], []).append(path | {"other": path["decode"]})
         paths.setdefault(path["decode"], []).append(path | {"other": path["prefill"]})
     return render(env.overlay(finalize=printable), "pools.txt.j2", paths=paths, **data)
+
+
+def _features(features: PoolFeatures) -> dict[str, Any]:
+    return {
+        "commands": features.commands,
+        "applied": features.applied,
+        "slurm_asked": features.slurm_asked,
+        "why": features.why,
+    }
 
 
 def render_binding(

@@ -3,6 +3,7 @@ diff``. The exported names and values are chosen here; their shell syntax is the
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,11 +50,14 @@ def one_line(value: str) -> str:
     return _NOT_PRINTABLE.sub("?", value)
 
 
-def render_exports(env: jinja2.Environment, variables: list[tuple[str, str]]) -> str:
+def render_exports(env: jinja2.Environment | None, variables: list[tuple[str, str]]) -> str:
     """``export NAME=value`` lines, each value as Slurm reads it: literally, one line; a name
-    that is not one of ours (``TOPOGRAPH_*``) is left out."""
+    that is not one of ours (``TOPOGRAPH_*``) is left out. *env* None (the TaskProlog's
+    config is broken, so its templates are unknown): the built-in templates."""
+    from topograph_slurm.render.environment import environment
+
     cleaned = [(name, one_line(value)) for name, value in variables if _EXPORT_NAME.fullmatch(name)]
-    return render(env, "record.exports.j2", variables=cleaned)
+    return render(env or environment(None), "record.exports.j2", variables=cleaned)
 
 
 def render_show(
@@ -81,6 +85,19 @@ def render_show(
     )
 
 
-def render_diff(env: jinja2.Environment, diff: RecordDiff) -> str:
-    """``record diff``: each change, the ones that matter for speed marked."""
+def render_diff(env: jinja2.Environment, diff: RecordDiff, fmt: str = "text") -> str:
+    """``record diff``: each change, the ones that matter for speed marked; or as JSON
+    (docs/record.md: ``topograph-slurm-record-diff`` version 1)."""
+    if fmt == "json":
+        data = {
+            "format": "topograph-slurm-record-diff",
+            "version": 1,
+            "a": diff.a,
+            "b": diff.b,
+            "matters": diff.matters,
+            "changes": [
+                {"what": c.what, "a": c.a, "b": c.b, "matters": c.matters} for c in diff.changes
+            ],
+        }
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
     return render(env, "record.diff.txt.j2", diff=diff)

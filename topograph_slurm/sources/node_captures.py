@@ -40,7 +40,7 @@ def read_topo_matrix(path: str) -> GpuTopology:
     try:
         return parse_topo_matrix(read_capture(path))
     except InputError as err:
-        raise InputError(f"{path}: {err}") from None
+        raise InputError(f"{'<stdin>' if path == '-' else path}: {err}") from None
 
 
 def read_product_names(path: str) -> dict[int, str]:
