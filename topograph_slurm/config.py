@@ -28,7 +28,6 @@ import yaml
 
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model import names
-from topograph_slurm.model.record import REFUSALS
 from topograph_slurm.model.result import PLUGIN_BLOCK, PLUGIN_TREE, TOPOLOGY_PLUGINS
 from topograph_slurm.model.slurm_version import SlurmVersion
 
@@ -182,6 +181,8 @@ def _feature_prefix(value: str) -> None:
 
 
 def _refusals(values: list[str]) -> None:
+    from topograph_slurm.model.record import REFUSALS  # the record model only when this is set
+
     unknown = [value for value in values if value not in REFUSALS]
     if unknown:
         raise ValueError(f"must name {', '.join(REFUSALS)}, got {unknown[0]!r}")
