@@ -181,7 +181,9 @@ def _feature_prefix(value: str) -> None:
 
 
 def _refusals(values: list[str]) -> None:
-    from topograph_slurm.model.record import REFUSALS  # the record model only when this is set
+    if not values:  # the default: nothing to check, the record model stays unimported
+        return
+    from topograph_slurm.model.record import REFUSALS
 
     unknown = [value for value in values if value not in REFUSALS]
     if unknown:
