@@ -28,7 +28,6 @@ import yaml
 
 from topograph_slurm.errors import ConfigError, TopographError, UsageError
 from topograph_slurm.model import names
-from topograph_slurm.model.record import REFUSALS
 from topograph_slurm.model.result import PLUGIN_BLOCK, PLUGIN_TREE, TOPOLOGY_PLUGINS
 from topograph_slurm.model.slurm_version import SlurmVersion
 
@@ -188,6 +187,10 @@ def _feature_prefix(value: str) -> None:
 
 
 def _refusals(values: list[str]) -> None:
+    if not values:  # the default: nothing to check, the record model stays unimported
+        return
+    from topograph_slurm.model.record import REFUSALS
+
     unknown = [value for value in values if value not in REFUSALS]
     if unknown:
         raise ValueError(f"must name {', '.join(REFUSALS)}, got {unknown[0]!r}")

@@ -326,6 +326,32 @@ def test_scontrol_failure_is_one_collect_error(tmp_path: Path) -> None:
         scontrol_job(Scontrol(os.fspath(tmp_path / "missing")), "1")
 
 
+def test_scontrol_reads_large_answers_and_both_pipes_whole(tmp_path: Path) -> None:
+    """stdout and stderr are each read to their end (a 3 MB answer, 200 kB of stderr, more
+    than a pipe holds, written interleaved), the exit code and last stderr line as before."""
+    binary = fake_scontrol(
+        tmp_path,
+        "i=0; while [ $i -lt 20 ]; do { head -c 10000 /dev/zero | tr '\\0' e; echo; } >&2; "
+        "head -c 150000 /dev/zero | tr '\\0' o; i=$((i+1)); done; echo last >&2; exit $1",
+    )
+    assert Scontrol(binary).output(["0"]) == b"o" * 3_000_000
+    with pytest.raises(CollectError, match=r"failed \(exit 3\): last$"):
+        Scontrol(binary).output(["3"])
+
+
+def test_scontrol_timeout_is_prompt_even_when_a_child_holds_the_pipes(tmp_path: Path) -> None:
+    """A hung scontrol (or a wrapper whose own child hangs on to stdout) is killed after the
+    timeout and refused at once, not waited for until the pipes close."""
+    import time
+
+    for hang in ("exec sleep 30", "sleep 30; echo never"):
+        binary = fake_scontrol(tmp_path, hang)
+        start = time.monotonic()
+        with pytest.raises(CollectError, match=r"timed out after 0\.5s"):
+            Scontrol(binary, timeout=0.5).output(["show", "jobs"])
+        assert time.monotonic() - start < 5
+
+
 def test_scontrol_topology_passes_the_name(tmp_path: Path) -> None:
     binary = fake_scontrol(tmp_path, f"echo \"$@\" > {tmp_path}/args; cat <<'EOF'\n{SHOW_BLOCK}EOF")
     assert scontrol_topology(Scontrol(binary), "nvl").kind == "block"

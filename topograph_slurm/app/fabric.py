@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from topograph_slurm.analysis.fabric.analyse import analyse, ib_blocks
 from topograph_slurm.analysis.fabric.naming import NamingPolicy, compile_hcas, compile_rewrites
 from topograph_slurm.config import Settings
 from topograph_slurm.errors import InputError, UsageError
@@ -29,12 +28,12 @@ from topograph_slurm.model.fabric import Fabric
 from topograph_slurm.model.result import Analysis, BlockTopology, Finding, MadeWith, Tree
 from topograph_slurm.model.slurm_version import SlurmVersion
 from topograph_slurm.slurm import auto as slurm_auto
-from topograph_slurm.sources import ibnetdiscover
 from topograph_slurm.sources.gc_pause import no_cyclic_gc
 from topograph_slurm.sources.node_name_map import load_node_name_map
 
 # UFM's HTTP stack, snapshots and NVLink are imported where they are used: `generate` from
-# cron stays cheap.
+# cron stays cheap; so are the ibnetdiscover parser and the analysis, which a command reading
+# a topology file or the kept index (occupancy, explain, ...) never runs.
 if TYPE_CHECKING:
     from topograph_slurm.model.nvlink_partition import NvlinkInventory
     from topograph_slurm.sources import ufm
@@ -152,6 +151,8 @@ def read_fabric(
     step puts kept nodes back there); without *blocks_needed*, NVLink domains that cannot be
     formed (``--block-source nvlink`` without GPU data) are None instead of failing the run.
     *unit* is the IB unit size earlier runs saw (0: unknown), the least inferred base."""
+    from topograph_slurm.analysis.fabric.analyse import analyse, ib_blocks
+
     notes: list[Finding] = []
     made = MadeWith()
     settings = slurm_auto.resolve_version(settings, notes, made)
@@ -259,7 +260,7 @@ def nvlink_inventory(settings: Settings, warn: Warn) -> NvlinkInventory | None:
 def _snapshot_fabric(path: Path, snapshot: Snapshot) -> Inputs:
     """The fabric stored in a snapshot: UFM answers, else ibnetdiscover text, else the
     nodes' LLDP (the leaf layer of an Ethernet fabric), else none."""
-    from topograph_slurm.sources import ufm
+    from topograph_slurm.sources import ibnetdiscover, ufm
 
     if ufm.has_snapshot(path):
         return Inputs(ufm.fabric_from_ufm(ufm.load_responses(path), source=str(path)), snapshot)
@@ -296,6 +297,8 @@ def load_inputs(settings: Settings, warn: Warn) -> Inputs:
 
 def _fabric_inputs(settings: Settings, warn: Warn) -> Inputs:
     """The one fabric source's inputs."""
+    from topograph_slurm.sources import ibnetdiscover
+
     if settings.snapshot:
         from topograph_slurm.sources.snapshot import load_snapshot
 

@@ -28,7 +28,6 @@ from topograph_slurm.model.result import (
     MadeWith,
 )
 from topograph_slurm.model.slurm_version import SlurmVersion
-from topograph_slurm.slurm.nodes import scontrol_nodes
 from topograph_slurm.slurm.release import installed_version
 from topograph_slurm.slurm.scontrol import Scontrol
 
@@ -50,6 +49,8 @@ def node_list(
     if value != AUTO and value != "scontrol":
         made.nodes_from = "--slurm-nodes HOSTLIST"
         return frozenset(names.expand(value))
+    from topograph_slurm.slurm.nodes import scontrol_nodes  # the JSON decoder only when asked
+
     try:
         found = scontrol_nodes(Scontrol.from_settings(settings))
     except (CollectError, InputError) as err:

@@ -14,6 +14,7 @@ and ``segment_size`` (``--segment``) on 26.05 only (24.11 prints null).
 
 from __future__ import annotations
 
+import functools
 import re
 
 from topograph_slurm.errors import InputError, UsageError
@@ -97,8 +98,10 @@ def _number(value: SetNumber | Number | None) -> int:
     return 0 if value is None else whole(value)
 
 
+@functools.lru_cache(maxsize=1024)
 def gres_gpus(text: str) -> int:
-    """The GPUs a gres string counts (``gpu:4``, ``gpu:h100:4(S:0-1)``, ``gpu:2(IDX:0-1)``)."""
+    """The GPUs a gres string counts (``gpu:4``, ``gpu:h100:4(S:0-1)``, ``gpu:2(IDX:0-1)``).
+    Cached: a cluster's thousands of nodes and jobs print a handful of distinct strings."""
     return sum(int(n) for n in _GRES_GPUS.findall(text))
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from topograph_slurm.errors import CollectError
 from topograph_slurm.model.numbers import natural
@@ -68,23 +70,52 @@ class Scontrol:
             return saved_state.answer(self.saved, args)
         what = what or " ".join([self.binary, *args[:2]])
         try:
-            proc = subprocess.run(
-                [self.binary, *args],
-                capture_output=True,
-                timeout=self.timeout,
-                check=False,
-            )
+            code, stdout, stderr = _capture([self.binary, *args], self.timeout)
         except FileNotFoundError:
             raise NotInstalled(
                 f"{self.binary} not found: install slurm-client or pass a hostlist"
             ) from None
         except subprocess.TimeoutExpired:
             raise CollectError(f"{what} timed out after {self.timeout:g}s") from None
-        if proc.returncode != 0:
-            said = (proc.stderr.strip() or proc.stdout.strip()).decode(errors="replace")
+        if code != 0:
+            said = (stderr.strip() or stdout.strip()).decode(errors="replace")
             last = said.splitlines()[-1:] or ["no error output"]
-            raise CollectError(f"{what} failed (exit {proc.returncode}): {last[0]}")
-        return proc.stdout
+            raise CollectError(f"{what} failed (exit {code}): {last[0]}")
+        return stdout
+
+
+def _capture(argv: list[str], timeout: float) -> tuple[int, bytes, bytes]:
+    """Run *argv*: its exit code, stdout and stderr. Each pipe is read to its end by a thread
+    of its own, in one blocking read into a growing buffer: ``subprocess.run``'s timeout loop
+    reads 32 kB per ``select`` and spends twice the CPU on a 100 MB ``show jobs --json`` (0.21
+    against 0.10 s). After *timeout* the command is killed and ``TimeoutExpired`` raised at
+    once, even while something it started still holds its pipes (their readers are left)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    read: dict[int, bytes] = {}
+    readers = [
+        threading.Thread(target=_read_to_end, args=(pipe, i, read), daemon=True)
+        for i, pipe in enumerate((proc.stdout, proc.stderr))
+    ]
+    deadline = time.monotonic() + timeout
+    try:
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(max(0.0, deadline - time.monotonic()))
+        if any(reader.is_alive() for reader in readers):
+            raise subprocess.TimeoutExpired(argv, timeout)
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except BaseException:  # the timeout, or ^C: the command does not outlive its caller
+        proc.kill()
+        proc.wait()
+        raise
+    return proc.returncode, read[0], read[1]
+
+
+def _read_to_end(pipe: IO[bytes] | None, key: int, read: dict[int, bytes]) -> None:
+    assert pipe is not None
+    with pipe:
+        read[key] = pipe.read()
 
 
 def whole(value: object) -> int:

@@ -40,41 +40,80 @@ def unit_level(fmap: FabricMap) -> str:
 
 
 def report(fmap: FabricMap, nodes: Sequence[NodeGpus], jobs: Sequence[QueueJob]) -> OccupancyReport:
-    """The fabric's occupancy and each partition's (a partition: its nodes, its jobs)."""
+    """The fabric's occupancy and each partition's (a partition: its nodes, its jobs). Each
+    node's unit and each running job's units are worked out once, not once per partition."""
     names = sorted({p for node in nodes for p in node.partitions})
+    level = unit_level(fmap)
+    units = _units(fmap, level, nodes)
+    held = _held_units(fmap, level, [job for job in jobs if job.running])
     return OccupancyReport(
-        occupancy(fmap, nodes, jobs),
+        occupancy(fmap, nodes, jobs, units, held),
         {
             name: occupancy(
                 fmap,
                 [node for node in nodes if name in node.partitions],
                 [job for job in jobs if name in job.partitions],
+                units,
+                held,
             )
             for name in names
         },
     )
 
 
-def occupancy(fmap: FabricMap, nodes: Sequence[NodeGpus], jobs: Sequence[QueueJob]) -> Occupancy:
+def _units(fmap: FabricMap, level: str, nodes: Iterable[NodeGpus]) -> dict[str, str]:
+    """Each of *nodes* the topology places (every node on a flat one): its unit's name."""
+    if level == LEVEL_FABRIC:
+        return {node.name: LEVEL_FABRIC for node in nodes}
+    placed = (node.name for node in nodes if node.name in fmap.places)
+    return {name: unit_of(fmap, name, level) for name in placed}
+
+
+def _held_units(
+    fmap: FabricMap, level: str, running: Iterable[QueueJob]
+) -> dict[tuple[str, ...], tuple[int, int]]:
+    """How many of each running job's nodes the topology places and in how many units, by the
+    job's nodes (jobs with none placed left out)."""
+    held: dict[tuple[str, ...], tuple[int, int]] = {}
+    for job in running:
+        placed = [node for node in job.nodes if node in fmap.places]
+        if placed:
+            held[job.nodes] = (len(placed), len({unit_of(fmap, node, level) for node in placed}))
+    return held
+
+
+def occupancy(
+    fmap: FabricMap,
+    nodes: Sequence[NodeGpus],
+    jobs: Sequence[QueueJob],
+    units: dict[str, str] | None = None,
+    held: dict[tuple[str, ...], tuple[int, int]] | None = None,
+) -> Occupancy:
     """Every unit's GPUs, the over-spread running jobs and the stranded units, *nodes* being
-    Slurm's (a node the topology does not place is listed as unplaced, in no unit)."""
+    Slurm's (a node the topology does not place is listed as unplaced, in no unit). *units*
+    and *held* (:func:`report`'s, for a superset of *nodes* and *jobs*) save working them
+    out again."""
     level = unit_level(fmap)
+    units = _units(fmap, level, nodes) if units is None else units
     members: dict[str, list[NodeGpus]] = {}
     result = Occupancy(level)
     result.unplaced = [] if level == LEVEL_FABRIC else unplaced(fmap, nodes)
     for node in nodes:
-        if node.name in fmap.places or level == LEVEL_FABRIC:
-            members.setdefault(unit_of(fmap, node.name, level), []).append(node)
+        home = units.get(node.name)
+        if home is not None:
+            members.setdefault(home, []).append(node)
     largest = max((len(unit) for unit in members.values()), default=0)
+    pending = [job for job in jobs if job.pending]
     needs = sorted(
-        {need_of(job, largest) for job in jobs if job.pending},
+        {need_of(job, largest) for job in pending},
         key=lambda n: (n.nodes, n.gpus or 0),
     )
-    result.pending = sum(1 for job in jobs if job.pending)
+    result.pending = len(pending)
     for name, unit in members.items():
         result.units.append(_unit(name, unit, needs))
     result.units.sort(key=lambda u: u.name)
-    result.spread = spread_jobs(fmap, level, [job for job in jobs if job.running])
+    running = [job for job in jobs if job.running]
+    result.spread = spread_jobs(fmap, level, running, held)
     return result
 
 
@@ -93,38 +132,43 @@ def need_of(job: QueueJob, largest_unit: int) -> Need:
 
 
 def _unit(name: str, nodes: list[NodeGpus], needs: Sequence[Need]) -> UnitOccupancy:
-    whole = sum(node.gpus for node in nodes if _idle(node))
-    free = sum(node.free for node in nodes)
+    free = [node.free for node in nodes]
+    idle = [node.gpus > 0 and room == node.gpus for node, room in zip(nodes, free, strict=True)]
+    busy = [min(node.used, node.gpus) for node in nodes]
+    whole = sum(node.gpus for node, empty in zip(nodes, idle, strict=True) if empty)
     held = {partition for node in nodes for partition in node.partitions}
     needs = [need for need in needs if not need.partitions or held.intersection(need.partitions)]
+    total = sum(free)
     return UnitOccupancy(
         name,
         len(nodes),
         sum(node.gpus for node in nodes),
-        sum(node.busy for node in nodes),
-        free,
-        sum(node.down_gpus for node in nodes),
-        max(whole, max((node.free for node in nodes), default=0)),
-        stranded=bool(needs) and free > 0 and not any(fits(need, nodes) for need in needs),
+        sum(busy),
+        total,
+        sum(node.gpus - used for node, used in zip(nodes, busy, strict=True) if node.down),
+        max(whole, max(free, default=0)),
+        stranded=bool(needs) and total > 0 and not _any_fits(needs, nodes, free, idle),
     )
 
 
-def _idle(node: NodeGpus) -> bool:
-    """A node a whole-node piece can take: up, GPUs, none of them allocated."""
-    return node.gpus > 0 and node.free == node.gpus
-
-
-def fits(need: Need, nodes: Iterable[NodeGpus]) -> bool:
-    """Whether *nodes* (one unit's) hold the piece now: *need.nodes* of them, in one of its
-    partitions, each with *need.gpus* free GPUs (whole idle nodes when None)."""
-    found = 0
-    for node in nodes:
-        if need.partitions and not set(need.partitions) & set(node.partitions):
-            continue
-        if _idle(node) if need.gpus is None else node.free >= need.gpus:
-            found += 1
-            if found >= need.nodes:
-                return True
+def _any_fits(
+    needs: Sequence[Need], nodes: list[NodeGpus], free: list[int], idle: list[bool]
+) -> bool:
+    """Whether one of *needs* fits in the unit of *nodes* (:func:`fits` for each), counting
+    the nodes that would hold a piece once per distinct (GPUs, partitions) the needs ask."""
+    counted: dict[tuple[int | None, tuple[str, ...]], int] = {}
+    for need in needs:
+        key = (need.gpus, need.partitions)
+        if key not in counted:
+            wanted = set(need.partitions)
+            counted[key] = sum(
+                1
+                for node, room, empty in zip(nodes, free, idle, strict=True)
+                if (not wanted or not wanted.isdisjoint(node.partitions))
+                and (empty if need.gpus is None else room >= need.gpus)
+            )
+        if counted[key] >= need.nodes:
+            return True
     return False
 
 
@@ -149,19 +193,28 @@ def node_states(fmap: FabricMap, nodes: Iterable[NodeGpus], found: Occupancy) ->
     return states
 
 
-def spread_jobs(fmap: FabricMap, level: str, running: Iterable[QueueJob]) -> list[SpreadJob]:
+def spread_jobs(
+    fmap: FabricMap,
+    level: str,
+    running: Iterable[QueueJob],
+    held: dict[tuple[str, ...], tuple[int, int]] | None = None,
+) -> list[SpreadJob]:
     """Running jobs holding more units than the fewest units of the topology's sizes (largest
-    first) that could hold their placed nodes, most excess first."""
+    first) that could hold their placed nodes, most excess first. *held* is
+    :func:`_held_units`' (for these jobs or more), else worked out here."""
     sizes = sorted((n for (lvl, _), n in fmap.unit_sizes.items() if lvl == level), reverse=True)
     reach = list(itertools.accumulate(sizes))
+    if not reach:
+        return []
+    running = list(running)
+    held = _held_units(fmap, level, running) if held is None else held
     found: list[SpreadJob] = []
     for job in running:
-        placed = [node for node in job.nodes if node in fmap.places]
-        if not placed or not reach:
+        if job.nodes not in held:
             continue
-        held = len({unit_of(fmap, node, level) for node in placed})
-        fewest = min(bisect.bisect_left(reach, len(placed)) + 1, len(reach))
-        if held > fewest:
-            found.append(SpreadJob(job.job_id, len(placed), held, fewest))
+        placed, units = held[job.nodes]
+        fewest = min(bisect.bisect_left(reach, placed) + 1, len(reach))
+        if units > fewest:
+            found.append(SpreadJob(job.job_id, placed, units, fewest))
     found.sort(key=lambda s: (s.fewest - s.held, s.job_id))
     return found
