@@ -231,9 +231,7 @@ def writable_root(settings: Settings) -> RecordRoot:
     return root
 
 
-def task_exports(
-    settings: Settings, job_id: str, node: str
-) -> tuple[Path, list[tuple[str, str]]]:
+def task_exports(settings: Settings, job_id: str, node: str) -> tuple[Path, list[tuple[str, str]]]:
     """The variables a task on *node* exports: the small export file ``record start`` wrote
     beside the record (never the record itself, whose size grows with the job's nodes), with
     the node's own block, leaf and NVLink domain where the record knows them. An InputError
