@@ -180,6 +180,7 @@ def test_each_instance_runs_on_its_gpus_nics_peers_and_domain(tmp_path: Path, en
         "TOPOGRAPH_SGLANG_ROUTER": "recorder",
         "TOPOGRAPH_VLLM_PROXY": "recorder",
         "MODEL": "deepseek-ai/DeepSeek-V3",
+        f"{engine.upper()}_DECODE_ARGS": "--decode-only 1",
     }
     subprocess.run(["sh", str(out / f"{engine}.sh")], env=env, check=True, timeout=60)
     seen = recorded(records)
@@ -205,6 +206,7 @@ def test_each_instance_runs_on_its_gpus_nics_peers_and_domain(tmp_path: Path, en
                 assert argv[argv.index(head_flag) + 1].split(":")[0] == one["nodes"][0]
             tp_flag = "--tp-size" if engine == "sglang" else "--tensor-parallel-size"
             assert argv[argv.index(tp_flag) + 1] == str(one["tp"])
+            assert ("--decode-only" in argv) == (one["role"] == "decode")
             if engine == "sglang":
                 assert argv[argv.index("--disaggregation-mode") + 1] == one["role"]
     routers = [got for (name, _), got in seen.items() if name == "router"]
