@@ -229,3 +229,29 @@ def test_out_with_a_foreign_file_in_dynamo_is_refused(tmp_path: Path) -> None:
     result = run("--sim", SIM, "--nodes", ALL, *DEPLOYMENT, "--out", str(out))
     assert result.exit_code == Exit.OUTPUT, result.output
     assert (node / "notes").read_text() == "mine\n"
+
+
+def test_srt_slurm_says_when_its_workers_are_not_pools_instances() -> None:
+    """srt-slurm fills each component's nodes in Slurm's (name) order: instances listed
+    against that order are not the workers it forms, and the recipe says so."""
+    from topograph_slurm.analysis.placement.span import fabric_map
+    from topograph_slurm.model.pools import Deployment, Instance, PoolPlan, PoolSize
+    from topograph_slurm.render.environment import environment
+    from topograph_slurm.render.serving import render_serving, serving_context
+
+    def deployment(prefill_nodes: list[str]) -> str:
+        instances = [
+            Instance("prefill", f"prefill-{k}", 8, [node], list(range(8)), "node", "node")
+            for k, node in enumerate(prefill_nodes)
+        ]
+        instances.append(
+            Instance("decode", "decode-0", 8, ["gpu0001"], list(range(8)), "node", "node")
+        )
+        plan = PoolPlan(
+            Deployment(PoolSize(2, 8), PoolSize(1, 8)), 8, ["node", "fabric"], instances, []
+        )
+        context = serving_context(plan, fabric_map(None), None, ".")
+        return render_serving(environment(None), context, "srt-slurm")
+
+    assert "not pools' instances" not in deployment(["gpu0002", "gpu0003"])
+    assert "so its\n# workers are not pools' instances" in deployment(["gpu0003", "gpu0002"])
