@@ -3,11 +3,11 @@ the small ``job-<ID>.exports`` that ``record start`` writes beside the record, a
 whole record the task read before (its size grows with the job's nodes, so the file system
 served nodes x tasks x record bytes at every job start).
 
-For each job size a record of that many nodes (each with its leaf, block and spine units, as
-``record start`` writes them) and its exports are written by the real writer; then, in the same
-run, the task's read of the exports (``app.record.task_exports``) and the old read of the whole
-record plus the exports computed from it are timed (best of --rounds), with the bytes each
-reads. The bytes served at one job start are bytes per task x tasks (8 per node).
+For each job size a record of that many nodes (each with its leaf, block, spine and NVLink
+domain units, as ``record start`` writes them) and its exports are written by the real writer;
+then, in the same run, the task's read of the exports (``app.record.task_exports``) and the
+old read of the whole record plus the exports computed from it are timed (best of --rounds),
+with the bytes each reads. The bytes served at one job start: bytes per task x tasks (8 a node).
 
 Usage: python benchmarks/bench_record_task.py [--nodes 16,512,4096] [--rounds N]
 """
@@ -45,6 +45,7 @@ def record_of(nodes: int) -> JobRecord:
             f"leaf{i // 32}",
             f"b{i // 18}",
             "s0",
+            f"b{i // 18}",
         )
         for i in range(nodes)
     ]
@@ -85,7 +86,8 @@ def main() -> None:
             path = record_file(root, "7")
             _write(settings, path, record_of(nodes), access(settings, None))
             whole = best(args.rounds, lambda p=path: exports(p, read_record(p)))
-            small = best(args.rounds, lambda s=settings: task_exports(s, "7"))
+            last = f"gpu{nodes - 1:05d}"  # its unit row is the last one searched
+            small = best(args.rounds, lambda s=settings, n=last: task_exports(s, "7", n))
             size = path.stat().st_size
             small_size = (root / "job-7.exports").stat().st_size
             tasks = nodes * TASKS_PER_NODE

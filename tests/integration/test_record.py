@@ -130,6 +130,7 @@ def test_a_job_of_two_steps_is_recorded_once_and_its_tasks_see_the_exports(
         assert variables["TOPOGRAPH_LAYOUT"] == "tp=4,pp=1,gpn=2,src=admin-comment"
         assert variables["TOPOGRAPH_FINGERPRINT"] == record["fingerprint"]
         assert variables["TOPOGRAPH_TOPOLOGY_SHA256"] == record["topology_sha256"]
+        assert variables["TOPOGRAPH_LEAF"] == "leaf1"  # this node's own, by SLURMD_NODENAME
 
 
 def wait_shown(

@@ -206,8 +206,9 @@ def test_out_writes_each_instances_hostfiles_the_hetjob_and_the_plan(tmp_path: P
     data = pools_json(*args, "--out-dir", str(out))
     names = [i["name"] for i in data["instances"]]
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{n}.{suffix}" for n in names for suffix in ("hostfile", "nodes")]
-        + ["hetjob.sh", "pools.json"]
+        [f"{n}.{suffix}" for n in names for suffix in ("hostfile", "nodes", "dynamo.env")]
+        + ["hetjob.sh", "pools.json", "dynamo", "sglang.sh", "vllm.sh"]
+        + ["srt-slurm.yaml", "srt-slurm.sh"]
     )
     decode = data["instances"][-1]
     tasks = parse_hostfile((out / "decode-0.hostfile").read_text(), "h", "auto")
@@ -832,7 +833,7 @@ def test_binding_without_topo_m_is_one_input_error_and_writes_nothing(tmp_path: 
     ("args", "fragment"),
     [
         (["--format", "binding-env", "--json"], "--json or --format binding-env, not both"),
-        (["--topo-matrix", str(DGX_A100)], "--topo-matrix is for the binding-* formats"),
+        (["--topo-matrix", str(DGX_A100)], "--topo-matrix is for the binding-* and launcher"),
     ],
 )
 def test_binding_flag_misuse_is_one_usage_error(args: list[str], fragment: str) -> None:

@@ -262,6 +262,48 @@ def test_task_exports_the_records_values(tmp_path: Path) -> None:
     assert len(found["TOPOGRAPH_FINGERPRINT"]) == 64
 
 
+def test_task_exports_its_own_nodes_leaf_and_block(tmp_path: Path) -> None:
+    """Each task gets its own node's units; a unit the record does not know (the simulated
+    fabric has no blocks) is left out, as is every unit of a node the record does not hold."""
+    config = started(tmp_path, CROSSING)
+    record = json.loads((tmp_path / "records" / "job-7.json").read_text())
+    units = {n["node"]: n for n in record["nodes"]}
+    for node in CROSSING:
+        found = exports(run(config, "record", "task", "--job", "7", "--node", node).stdout)
+        assert found["TOPOGRAPH_LEAF"] == units[node]["leaf"] != ""
+        assert units[node]["block"] == "" and units[node]["domain"] == ""
+        assert not {"TOPOGRAPH_BLOCK", "TOPOGRAPH_DOMAIN"} & found.keys()
+    other = exports(run(config, "record", "task", "--job", "7", "--node", "gpu0003").stdout)
+    assert not {"TOPOGRAPH_LEAF", "TOPOGRAPH_BLOCK", "TOPOGRAPH_DOMAIN"} & other.keys()
+    assert other["TOPOGRAPH_NODES"] == "2"
+
+
+def test_task_exports_the_nvlink_domain_from_a_snapshot(tmp_path: Path) -> None:
+    """Blocks read from nvidia-smi's cliques are NVLink domains: TOPOGRAPH_DOMAIN is the
+    node's rack, found from SLURMD_NODENAME as the TaskProlog runs."""
+    from tests.unit.test_generate_snapshot import make_snapshot
+
+    snap = make_snapshot(tmp_path / "snap", ib=True, sick="")
+    config = setup(tmp_path, ["gpu0001", "gpu0005"], TP16)
+    config.write_text(config.read_text().replace(f"sim: {SIM!r}", f"snapshot: {snap}"))
+    assert run(config, "record", "start", "--job", "7").exit_code == 0
+    env = {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "gpu0005"}
+    found = exports(run(config, "record", "task", env=env).stdout)
+    assert found["TOPOGRAPH_DOMAIN"] == found["TOPOGRAPH_BLOCK"] == "nvl-gpu0005"
+    assert found["TOPOGRAPH_LEAF"] != ""
+
+
+def test_task_unit_exports_stay_one_printable_line() -> None:
+    """A unit name is the fabric's (a switch's node description): it is exported as one line of
+    printable ASCII, like every other value."""
+    from topograph_slurm.render.environment import environment
+    from topograph_slurm.render.record import node_units, render_exports
+
+    rows = [("gpu[0001-0002]", "b1", "leaf 1\nexport LD_PRELOAD=x", "")]
+    text = render_exports(environment(None), node_units(rows, "gpu0002"))
+    assert text == "export TOPOGRAPH_BLOCK=b1\nexport TOPOGRAPH_LEAF=leaf 1?export LD_PRELOAD=x\n"
+
+
 def test_task_exports_are_literal_as_slurm_reads_them(tmp_path: Path) -> None:
     """slurmstepd takes everything after `=` as the value, quotes included (seen on 24.11
     and 26.05): a record directory with a space is exported as it is, never shell-quoted."""

@@ -38,6 +38,18 @@ def instance_bindings(
     return bound
 
 
+def engine_bindings(
+    job: PlacedJob, plan: PoolPlan, topo_matrix: str | None
+) -> dict[str, tuple[RankBinding, ...]] | None:
+    """``pools``' launcher formats: :func:`instance_bindings` when a ``topo -m`` covers every
+    instance's nodes (``--topo-matrix``, or the snapshot's), else None: the launchers then
+    bind GPUs only and leave the NICs to NCCL."""
+    nodes = {node for one in plan.instances for node in one.nodes}
+    if topo_matrix is None and not nodes <= job.view.topologies.keys():
+        return None
+    return instance_bindings(job, plan, topo_matrix)
+
+
 def _topologies(
     job: PlacedJob, nodes: list[str], capture: GpuTopology | None
 ) -> dict[str, GpuTopology]:

@@ -134,16 +134,27 @@ def plan_pools(job: PlacedJob, request: PoolRequest) -> PoolPlan:
     return place(wanted, job.order, job.gpus, job.view.fmap, job.view.facts)
 
 
-def write_out(env: jinja2.Environment, plan: PoolPlan, directory: str, settings: Settings) -> Path:
-    """``--out DIR``: the instances' hostfiles, the hetjob line and the plan, replacing the
-    directory as a whole (a new one, an empty one, or one a previous run wrote:
-    :func:`_ours_or_empty`), under its lock in the state directory."""
+def write_out(
+    env: jinja2.Environment,
+    plan: PoolPlan,
+    directory: str,
+    settings: Settings,
+    serving: Mapping[str, Any] | None = None,
+) -> Path:
+    """``--out DIR``: the instances' hostfiles, the hetjob line, the plan and the launchers'
+    files (*serving*: :func:`.render.serving.serving_context`), replacing the directory as a
+    whole (a new one, an empty one, or one a previous run wrote: :func:`_ours_or_empty`),
+    under its lock in the state directory."""
     from topograph_slurm.output import write_directory
     from topograph_slurm.render.pools import pools_files
+    from topograph_slurm.render.serving import serving_files
 
+    files = pools_files(env, plan)
+    if serving is not None:
+        files |= serving_files(env, serving)
     return write_directory(
         Path(directory),
-        pools_files(env, plan),
+        files,
         replaceable=_ours_or_empty,
         what="pools directory",
         state_dir=state_dir(settings),
@@ -153,9 +164,11 @@ def write_out(env: jinja2.Environment, plan: PoolPlan, directory: str, settings:
 
 def _ours_or_empty(path: Path) -> bool:
     """Absent, an empty directory, or one holding nothing but regular files its
-    ``pools.json`` lists (:func:`.render.pools.out_files`): a hand-written pools.json beside
-    a serve.sh or a notes/ directory makes it the user's, never replaced."""
+    ``pools.json`` lists (:func:`.render.pools.out_files`, the launchers' files) and a
+    ``dynamo/`` of its nodes' domain files: a hand-written pools.json beside a serve.sh or a
+    notes/ directory makes it the user's, never replaced."""
     from topograph_slurm.render.pools import PLAN_FILE, out_files
+    from topograph_slurm.render.serving import DYNAMO_DIR, serving_names
     from topograph_slurm.sources.pools_file import load_pools
 
     try:
@@ -169,13 +182,42 @@ def _ours_or_empty(path: Path) -> bool:
         return False
     if not entries:
         return True
-    if not all(regular for _, regular in entries) or PLAN_FILE not in dict(entries):
+    files = {name for name, regular in entries if regular}
+    if PLAN_FILE not in files or not {name for name, _ in entries} - files <= {DYNAMO_DIR}:
         return False
     try:
         listed = load_pools(str(path / PLAN_FILE)).instances
     except InputError:
         return False
-    return {name for name, _ in entries} <= out_files(instance.name for instance in listed)
+    names = [instance.name for instance in listed]
+    nodes = {node for instance in listed for node in instance.nodes}
+    if len(files) < len(entries) and not _domain_tree(path / DYNAMO_DIR, nodes):
+        return False
+    return files <= out_files(names) | serving_names(names)
+
+
+def _domain_tree(path: Path, nodes: set[str]) -> bool:
+    """``dynamo/`` as pools writes it: a real directory of the listed nodes' directories, each
+    holding nothing but domain files."""
+    from topograph_slurm.render.serving import DOMAIN_FILES
+
+    try:
+        if not stat.S_ISDIR(path.lstat().st_mode):
+            return False
+        with os.scandir(path) as listing:
+            found = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
+        for name, is_dir in found:
+            if not is_dir or name not in nodes:
+                return False
+            with os.scandir(path / name) as inner:
+                if any(
+                    e.name not in DOMAIN_FILES or not e.is_file(follow_symlinks=False)
+                    for e in inner
+                ):
+                    return False
+    except OSError:
+        return False
+    return True
 
 
 def check_file(

@@ -196,10 +196,10 @@ def _write(settings: Settings, path: Path, record: JobRecord, how: Access) -> No
     """The record, then its export file (what every task reads), each written atomically in
     the checked record root; readable by everyone, or by the job's user only (*how*)."""
     from topograph_slurm.output import write_at
-    from topograph_slurm.render.record import exports, one_line
+    from topograph_slurm.render.record import exports, one_line, unit_rows
 
     variables = [(name, one_line(value)) for name, value in exports(path, record)]
-    small = record_files.JobExports(record.job_id, variables)
+    small = record_files.JobExports(record.job_id, variables, unit_rows(record))
     with writable_root(settings) as root:
         write_at(root.fd, path.name, record_files.encode(record), str(path), how)
         name = record_files.exports_name(record.job_id)
@@ -234,9 +234,10 @@ def writable_root(settings: Settings) -> RecordRoot:
     return root
 
 
-def task_exports(settings: Settings, job_id: str) -> tuple[Path, list[tuple[str, str]]]:
-    """The variables a task exports: the small export file ``record start`` wrote beside the
-    record (never the record itself, whose size grows with the job's nodes). An InputError
+def task_exports(settings: Settings, job_id: str, node: str) -> tuple[Path, list[tuple[str, str]]]:
+    """The variables a task on *node* exports: the small export file ``record start`` wrote
+    beside the record (never the record itself, whose size grows with the job's nodes), with
+    the node's own block, leaf and NVLink domain where the record knows them. An InputError
     when the id is no number or the file is missing, unreadable or not written by root or the
     record's writer (the TaskProlog then says so and lets the task run)."""
     try:
@@ -248,7 +249,9 @@ def task_exports(settings: Settings, job_id: str) -> tuple[Path, list[tuple[str,
             path, found = record_files.read_exports(root, job_id)
     except InputError as err:
         raise InputError(f"no job record to export: {err}") from None
-    return path, found.variables
+    from topograph_slurm.render.record import node_units
+
+    return path, [*found.variables, *node_units(found.units, node)]
 
 
 def read_side(settings: Settings, spec: str) -> tuple[JobRecord, tuple[RecordPart, ...]]:

@@ -57,9 +57,15 @@ def hook(settings: Settings, job: str | None, node: str | None, env: Mapping[str
 
     job_id = job if job is not None else env.get("SLURM_JOB_ID", "")
     record = record_file(record_dir(settings), job_id)  # a UsageError for a bad id
-    name = node or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    name = this_node(node, env)
     names.check([name], "node", "--this-node", error=UsageError)
     return Hook(job_id, name, parts_dir(record), natural(env.get("SLURM_JOB_UID", "")))
+
+
+def this_node(node: str | None, env: Mapping[str, str]) -> str:
+    """The node a hook runs for: ``--node``, else ``SLURMD_NODENAME``, else the short host
+    name."""
+    return node or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
 _ROOT = frozenset({0})

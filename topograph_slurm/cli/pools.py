@@ -3,12 +3,13 @@ disaggregated serving, matched to the fabric."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 
 from topograph_slurm.app import pools
-from topograph_slurm.app.binding import instance_bindings
+from topograph_slurm.app.binding import engine_bindings, instance_bindings
 from topograph_slurm.cli.display import environment, log, show, warn
 from topograph_slurm.cli.options import (
     APPLY,
@@ -28,6 +29,7 @@ from topograph_slurm.cli.options import (
 )
 from topograph_slurm.errors import Exit, UsageError
 from topograph_slurm.render.placement import BINDING_FORMATS
+from topograph_slurm.render.serving import SERVING_FORMATS
 
 
 @command(aliases={"--out": "--out-dir"})
@@ -57,14 +59,18 @@ from topograph_slurm.render.placement import BINDING_FORMATS
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", *sorted(BINDING_FORMATS)]),
+    type=click.Choice(["text", *sorted(BINDING_FORMATS), *SERVING_FORMATS]),
     default="text",
     show_default=True,
     help="text (the plan), or per instance and local rank, from nvidia-smi topo -m, as order's "
     "binding-* formats: binding-env (its GPU among the instance's own, nearest NIC(s) as "
     "NCCL_IB_HCA/UCX_NET_DEVICES, CPU list), binding-srun (srun's --cpu-bind=mask_cpu: and "
     "--gpu-bind=map_gpu: for the instance's step), binding-wrapper (one sh script for every "
-    "instance: sh SCRIPT INSTANCE COMMAND exports them for LOCAL_RANK or SLURM_LOCALID).",
+    "instance: sh SCRIPT INSTANCE COMMAND exports them for LOCAL_RANK or SLURM_LOCALID); or "
+    "for a launcher: dynamo (Dynamo's KV transfer domain, each node's domain files and each "
+    "instance's DYN_* variables), srt-slurm (its recipe's resources for a prefill and a decode "
+    "component), sglang or vllm (one script starting every instance on its GPUs, and NICs when "
+    "a topo -m is at hand, and the routers pairing them). --out DIR writes all four.",
 )
 @TOPO_MATRIX
 @node_options
@@ -121,26 +127,35 @@ def pools_command(
           --format binding-wrapper > bind.sh
     """
     from topograph_slurm.render.pools import render_binding, render_pools
+    from topograph_slurm.render.serving import render_serving, serving_context
 
     if as_json and fmt != "text":
         raise UsageError(f"--json or --format {fmt}, not both")
-    if topo_matrix and fmt == "text":
-        raise UsageError("--topo-matrix is for the binding-* formats (--format binding-env ...)")
+    if topo_matrix and fmt == "text" and not out_dir:
+        raise UsageError(
+            "--topo-matrix is for the binding-* and launcher formats (--format binding-env ...) "
+            "and --out-dir's launcher files"
+        )
     flags.pop("templates")
     env = environment(ctx)  # a bad --templates directory fails before any work
     settings, topology, job = split_flags(ctx, flags, NODE_KEYS)
     job_id = job_or_environment(job_id, job["hostlist"], job["hostfile"], partition)
     placed = pools.prepare(settings, topology, job_id, job, bench, warn, partition)
     plan = pools.plan_pools(placed, pools.PoolRequest(prefill, decode, ratio))
-    # bound before anything is written: a node without topo -m writes nothing
-    bound = None if fmt == "text" else instance_bindings(placed, plan, topo_matrix)
+    serving = None
+    if fmt in SERVING_FORMATS or out_dir:  # --out-dir writes the launchers' files too
+        bound = engine_bindings(placed, plan, topo_matrix)
+        root = str(Path(out_dir).resolve()) if out_dir else "."
+        serving = serving_context(plan, placed.view.fmap, bound, root)
     features = pools.feature_lines(settings, env, plan, apply) if fmt == "text" or apply else None
-    if bound is None:
+    if fmt == "text":
         text = render_pools(env, plan, "json" if as_json else "text", features)
-    else:
-        text = render_binding(env, plan, fmt, bound)
+    elif serving is not None and fmt in SERVING_FORMATS:
+        text = render_serving(env, serving, fmt)
+    else:  # bound before anything is written: a node without topo -m writes nothing
+        text = render_binding(env, plan, fmt, instance_bindings(placed, plan, topo_matrix))
     if out_dir:
-        pools.write_out(env, plan, out_dir, settings)
+        pools.write_out(env, plan, out_dir, settings, serving)
     show(text)
     if apply and features is not None:
         pools.apply_features(settings, features, lambda line: log(ctx, f"applied: {line}"))

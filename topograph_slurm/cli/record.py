@@ -135,6 +135,7 @@ def task(
     Without a readable record (or config) it prints `export TOPOGRAPH_RECORD_MISSING=1`,
     says why in one line on stderr and exits 0: the task always runs.
     """
+    from topograph_slurm.app.record_node import this_node
     from topograph_slurm.render import record as text
 
     job_id = job_or_environment(job_id) or ""
@@ -148,7 +149,8 @@ def task(
         settings, troubles = None, [str(err)]
     if settings is not None:
         try:
-            variables = record.task_exports(settings, job_id)[1]
+            here = this_node(node, os.environ)
+            variables = record.task_exports(settings, job_id, here)[1]
         except TopographError as err:  # nor does a missing or broken record
             troubles.append(str(err))
     binding, trouble = binding_exports(settings, env, job_id or None, node)

@@ -30,13 +30,16 @@ HOOK_GRACE = 5
 @dataclass(frozen=True, slots=True)
 class RecordNode:
     """One node in rank order and its unit per fabric level (``leaf``, ``domain``, spine
-    levels...); ``leaf``, ``block`` and ``spine`` repeat the ones trackers group by."""
+    levels...); ``leaf``, ``block`` and ``spine`` repeat the ones trackers group by, and
+    ``domain`` is the block again when the blocks are NVLink domains (empty when they are IB
+    unit blocks: the node's NVLink domain is then not known)."""
 
     node: str
     units: dict[str, str] = field(default_factory=dict)
     leaf: str = ""
     block: str = ""
     spine: str = ""
+    domain: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jinja2
 
+from topograph_slurm.model import names
 from topograph_slurm.model.record import JobRecord, RecordDiff, RecordPart
 from topograph_slurm.render.environment import render
 
@@ -43,6 +44,29 @@ def exports(path: Path, record: JobRecord) -> list[tuple[str, str]]:
         ("TOPOGRAPH_BLOCKS", str(len(record.units("block")))),
         ("TOPOGRAPH_NODES", str(len(record.nodes))),
     ]
+
+
+#: A node's own units as exported: (name, the row's index in a unit row after the hostlist).
+_NODE_UNITS = (("TOPOGRAPH_BLOCK", 1), ("TOPOGRAPH_LEAF", 2), ("TOPOGRAPH_DOMAIN", 3))
+
+
+def unit_rows(record: JobRecord) -> list[tuple[str, str, str, str]]:
+    """Each distinct (block, leaf, NVLink domain) of the record's nodes with its nodes folded
+    into one hostlist: what the exports file carries so each task can find its own node's."""
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for node in record.nodes:
+        grouped.setdefault((node.block, node.leaf, node.domain), []).append(node.node)
+    return [(names.fold(nodes), *units) for units, nodes in grouped.items() if any(units)]
+
+
+def node_units(rows: Sequence[tuple[str, str, str, str]], node: str) -> list[tuple[str, str]]:
+    """*node*'s own TOPOGRAPH_BLOCK, TOPOGRAPH_LEAF and TOPOGRAPH_DOMAIN from the exports'
+    unit rows; a unit the record does not know (no row names the node, no tree, blocks that
+    are not NVLink domains) is left out rather than exported empty."""
+    for row in rows:
+        if node in names.parse(row[0], "job exports"):
+            return [(name, row[index]) for name, index in _NODE_UNITS if row[index]]
+    return []
 
 
 def one_line(value: str) -> str:

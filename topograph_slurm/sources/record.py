@@ -29,17 +29,21 @@ class _Head(msgspec.Struct):
     part: str = ""
 
 
-#: The most bytes a job's export file may hold: a dozen short lines.
-MAX_EXPORTS_BYTES = 64 << 10
+#: The most bytes a job's export file may hold: a dozen short lines and the unit rows (61 KB
+#: at 16,384 nodes in blocks of 18).
+MAX_EXPORTS_BYTES = 256 << 10
 EXPORTS_PART = "exports"
 
 
 class JobExports(msgspec.Struct, forbid_unknown_fields=False):
     """``job-<ID>.exports``: the variables every task of the job gets, as (name, value) pairs,
-    so a task reads a few hundred bytes, not the whole record (whose size grows with nodes)."""
+    so a task reads a few hundred bytes, not the whole record (whose size grows with nodes);
+    and each node's own units as (hostlist, block, leaf, NVLink domain) rows, one per distinct
+    triple, so the file grows with the job's units, not its nodes."""
 
     job_id: str
     variables: list[tuple[str, str]]
+    units: list[tuple[str, str, str, str]] = msgspec.field(default_factory=list)
     format: str = RECORD_FORMAT
     version: int = RECORD_VERSION
     part: str = EXPORTS_PART

@@ -26,9 +26,12 @@ class RecordStart:
     topology_sha256: str = ""
 
 
-def record_nodes(order: Sequence[str], fmap: FabricMap) -> list[RecordNode]:
+def record_nodes(
+    order: Sequence[str], fmap: FabricMap, nvlink_domains: bool = False
+) -> list[RecordNode]:
     """The nodes in rank order with their unit per level; the block is the NVLink domain or
-    block, the spine the first level above the leaf."""
+    block (the domain too when *nvlink_domains*: the blocks are NVLink domains), the spine the
+    first level above the leaf."""
     spine = next((lvl for lvl in fmap.levels if lvl.startswith("spine-")), "")
     nodes = []
     for node in order:
@@ -41,6 +44,7 @@ def record_nodes(order: Sequence[str], fmap: FabricMap) -> list[RecordNode]:
                 units.get(LEVEL_LEAF, ""),
                 units.get(LEVEL_DOMAIN, ""),
                 units.get(spine, "") if spine else "",
+                units.get(LEVEL_DOMAIN, "") if nvlink_domains else "",
             )
         )
     return nodes
@@ -76,7 +80,7 @@ def build_record(
         job_id=start.job_id,
         restart_count=start.restart_count,
         created=start.created,
-        nodes=record_nodes(nodes, fmap),
+        nodes=record_nodes(nodes, fmap, facts is not None and facts.nvlink_domains),
         levels=list(levels),
         layout=layout,
         crossings=crossings(explanation),
