@@ -66,18 +66,18 @@ def job_picture(
 
 
 def node_picture(node: str | None, topo_matrix: str | None, snapshot: str | None) -> Picture:
-    """One node's GPUs, NVLink, NICs and NUMA affinity: from a saved ``nvidia-smi topo -m``
-    (*topo_matrix*), or a snapshot's node."""
+    """One node's GPUs, NVLink or xGMI, NICs and NUMA affinity: from a saved ``nvidia-smi
+    topo -m`` or ``rocm-smi --showtopo`` (*topo_matrix*), or a snapshot's node."""
     from topograph_slurm.analysis.nvlink.affinity import affinity_issues
     from topograph_slurm.render.draw.node import node_picture as picture_of
 
     if topo_matrix:
         if node or snapshot:
             raise UsageError("give --topo-matrix FILE, or --snapshot DIR with --node NODE")
-        from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
+        from topograph_slurm.sources.gpu_topology import parse_gpu_topology
 
         name = "<stdin>" if topo_matrix == "-" else Path(topo_matrix).name
-        topology = parse_topo_matrix(read_text(topo_matrix))
+        topology = parse_gpu_topology(read_text(topo_matrix))
         return picture_of(name, topology, affinity=affinity_issues({name: topology}))
     if not snapshot:
         raise UsageError("--node needs --snapshot DIR (or draw a saved matrix with --topo-matrix)")

@@ -56,10 +56,10 @@ from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuFabric, GpuTopology
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding, decode_finding
+from topograph_slurm.sources.gpu_topology import parse_gpu_topology
 from topograph_slurm.sources.nvidia_smi import (
     CLUSTER_UUID,
     parse_fabric_output,
-    parse_topo_matrix,
 )
 
 SNAPSHOT_FORMAT = "topograph-slurm-snapshot"
@@ -254,7 +254,7 @@ _Topologies = dict[str, "GpuTopology | ParseError"]
 def _topology(text: str, seen: _Topologies) -> GpuTopology:
     if text not in seen:
         try:
-            seen[text] = parse_topo_matrix(text)
+            seen[text] = parse_gpu_topology(text)
         except ParseError as err:
             seen[text] = err
     found = seen[text]

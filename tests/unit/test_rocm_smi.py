@@ -1,0 +1,150 @@
+"""``rocm-smi --showtopo`` (AMD Instinct) read into the vendor-neutral GPU topology: every real
+capture's xGMI groups and NUMA nodes as read off it by hand, the xGMI findings, gres.conf's
+AMD lines, and bad input (one clear error, exit 3).
+
+Hand reading: the "Link Type between two GPUs" matrix gives the groups (GPUs joined by XGMI),
+the "Numa Nodes" section each GPU's NUMA node. rocm-smi prints no NICs, so no capture has a
+nearest NIC.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.support.snapshots import write_node_outputs
+from topograph_slurm.analysis.nvlink.xgmi import hive_findings
+from topograph_slurm.cli.main import main
+from topograph_slurm.errors import ParseError
+from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.sources.gpu_topology import parse_gpu_topology
+from topograph_slurm.sources.rocm_smi import parse_showtopo
+from topograph_slurm.sources.snapshot import KEY_TOPO
+
+ROCM = Path(__file__).parents[1] / "fixtures" / "real" / "rocm-smi-topo"
+MI308X = ROCM / "mi308x-8gpu-xgmi-2numa-lowpower-warning-msswift.txt"
+MI100 = ROCM / "mi100-4gpu-pcie-only-2numa-rccl538.txt"
+
+#: capture → (xGMI groups, NUMA node per GPU, finding kind or None), read by hand
+EXPECTED = {
+    MI308X.name: (((0, 1, 2, 3, 4, 5, 6, 7),), [0, 0, 0, 0, 1, 1, 1, 1], None),
+    MI100.name: (((0,), (1,), (2,), (3,)), [7, 1, 7, 1], FindingKind.XGMI_PCIE_ONLY),
+}
+
+
+def test_every_capture_has_an_expectation() -> None:
+    assert sorted(p.name for p in ROCM.iterdir()) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_capture_reads_as_read_by_hand(name: str) -> None:
+    groups, numa, kind = EXPECTED[name]
+    topo = parse_gpu_topology((ROCM / name).read_text())
+    assert topo.vendor == "amd"
+    assert topo.fast_groups == groups
+    assert [topo.numa_node(gpu) for gpu in topo.gpus] == numa
+    assert topo.nics == () and topo.rails == {gpu: () for gpu in topo.gpus}
+    assert [f.kind for f in hive_findings("n1", topo)] == ([kind] if kind else [])
+
+
+def test_pcie_pairs_are_classed_by_numa_node() -> None:
+    topo = parse_showtopo(MI100.read_text())
+    assert topo.link(0, 2) == "NODE"  # both NUMA node 7
+    assert topo.link(0, 1) == "SYS"  # NUMA 7 and 1
+    assert topo.nvlinks(0, 2) == 0 and not topo.all_nvlink
+
+
+def test_mi300x_hive_counts_one_link_a_pair() -> None:
+    topo = parse_showtopo(MI308X.read_text())
+    assert topo.all_nvlink and topo.min_nvlinks == 1
+
+
+def _split(text: str) -> str:
+    """The MI308X capture's link matrix with GPUs 0-3 and 4-7 joined over PCIe only: the
+    MI250-style node of two xGMI groups (made here: no real capture of one is kept)."""
+    lines = text.splitlines(keepends=True)
+    out = []
+    in_links = False
+    for line in lines:
+        if line.startswith("="):
+            in_links = "Link Type" in line
+        elif in_links and line.startswith("GPU"):
+            cells = line.split()
+            row = int(cells[0][3:])
+            for col in range(8):
+                if (row < 4) != (col < 4):
+                    cells[col + 1] = "PCIE"
+            line = "   ".join(cells) + "\n"
+        out.append(line)
+    return "".join(out)
+
+
+def test_two_xgmi_groups_are_a_finding() -> None:
+    topo = parse_showtopo(_split(MI308X.read_text()))
+    assert topo.fast_groups == ((0, 1, 2, 3), (4, 5, 6, 7))
+    (finding,) = hive_findings("mi01", topo)
+    assert finding.kind == FindingKind.XGMI_SPLIT
+    assert finding.message == "8 GPUs in 2 xGMI groups: GPUs 0,1,2,3 | 4,5,6,7"
+
+
+def test_single_gpu_and_nvidia_give_no_finding() -> None:
+    one = "=== Link Type between two GPUs ===\n       GPU0\nGPU0   0\n"
+    assert hive_findings("n1", parse_showtopo(one)) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "=== Weight between two GPUs ===\n GPU0\nGPU0 0\n",
+        "=== Link Type between two GPUs ===\n GPU0 GPU1\nGPU0 0 XGMI\nGPU1 NVLINK 0\n",
+        "=== Link Type between two GPUs ===\n GPU0 GPU1\nGPU0 0 XGMI\nGPU1 PCIE 0\n",
+        "=== Link Type between two GPUs ===\n GPU0 GPU1\nGPU0 0 XGMI\n",
+        "=== Link Type between two GPUs ===\n GPU0 GPU1\nGPU0 0\nGPU1 XGMI 0\n",
+    ],
+)
+def test_bad_matrix_is_a_parse_error(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_showtopo(text)
+
+
+def _gres(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["gres", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_gres_from_an_mi300x_capture() -> None:
+    code, out, err = _gres("--topo-matrix", str(MI308X), "--nodes", "mi[01-02]")
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("NodeName=")]
+    assert len(lines) == 8
+    links = ",".join("-1" if j == 3 else "1" for j in range(8))
+    assert lines[3] == f"NodeName=mi[01-02] Name=gpu File=/dev/dri/renderD131 Links={links}"
+    assert "xgmi" not in err
+
+
+def test_gres_from_a_pcie_only_capture_warns() -> None:
+    code, out, err = _gres("--topo-matrix", str(MI100), "--nodes", "mi1")
+    assert code == 0
+    assert "NodeName=mi1 Name=gpu File=/dev/dri/renderD130\n" in out  # no Links=: no xGMI
+    assert "xgmi-pcie-only: mi1: 4 GPUs, no xGMI link between any two (all PCIe)" in err
+
+
+def test_snapshot_of_amd_nodes(tmp_path: Path) -> None:
+    split = _split(MI308X.read_text())
+    outputs = {"mi01": {KEY_TOPO: MI308X.read_text()}, "mi02": {KEY_TOPO: split}}
+    snap = write_node_outputs(tmp_path / "snap", outputs)
+    code, out, err = _gres("--snapshot", str(snap))
+    assert code == 0, err
+    assert "NodeName=mi01 Name=gpu File=/dev/dri/renderD128 Links=-1,1,1,1,1,1,1,1" in out
+    assert "NodeName=mi02 Name=gpu File=/dev/dri/renderD128 Links=-1,1,1,1,0,0,0,0" in out
+    assert "xgmi-split: mi02: 8 GPUs in 2 xGMI groups: GPUs 0,1,2,3 | 4,5,6,7" in err
+
+
+def test_bad_capture_is_one_line_exit_3(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("=== Link Type between two GPUs ===\n GPU0 GPU1\nGPU0 0 FOO\nGPU1 FOO 0\n")
+    code, out, err = _gres("--topo-matrix", str(bad), "--nodes", "mi1")
+    assert code == 3 and out == ""
+    assert err.strip().count("\n") == 0 and "unknown link 'FOO'" in err
