@@ -148,3 +148,24 @@ def test_bad_capture_is_one_line_exit_3(tmp_path: Path) -> None:
     code, out, err = _gres("--topo-matrix", str(bad), "--nodes", "mi1")
     assert code == 3 and out == ""
     assert err.strip().count("\n") == 0 and "unknown link 'FOO'" in err
+
+
+def _order(fmt: str, topo: Path) -> tuple[int, str, str]:
+    sim = "nodes=4,gpus=8,rails=2,su=4,tiers=2"
+    args = ["order", "--sim", sim, "--nodes", "gpu[0001-0002]", "--tp", "8"]
+    result = CliRunner().invoke(main, [*args, "--topo-matrix", str(topo), "--format", fmt])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_binding_env_on_amd_names_rocr_visible_devices() -> None:
+    code, out, err = _order("binding-env", MI308X)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1:] == [f"LOCAL_RANK={gpu} ROCR_VISIBLE_DEVICES={gpu}" for gpu in range(8)]
+
+
+def test_binding_wrapper_on_amd_says_rocm_smi(tmp_path: Path) -> None:
+    code, out, err = _order("binding-wrapper", MI308X)
+    assert code == 0, err
+    assert "from rocm-smi --showtopo" in out
+    assert "3) export ROCR_VISIBLE_DEVICES=3 ;;" in out

@@ -17,11 +17,14 @@ from topograph_slurm.cli.options import AsciiIntRange, ufm_options, warn
 from topograph_slurm.cli.progress import ProgressBar, progress_wanted
 from topograph_slurm.collect import collect as run_collect
 from topograph_slurm.collect.plan import (
+    AMD_COMMANDS,
     DEFAULT_COMMANDS,
     DEFAULT_IBNETDISCOVER,
+    GPU_VENDORS,
     CollectOutcome,
     CollectPlan,
     expand_nodes,
+    gpu_commands,
 )
 from topograph_slurm.config import Settings, load_settings, override, state_dir
 from topograph_slurm.errors import CollectError, Exit
@@ -31,7 +34,7 @@ from topograph_slurm.sources import ufm as ufm_source
 from topograph_slurm.sources.lldp import KEY_LLDP, LLDP_COMMAND
 
 _COMMAND_HELP = "\n      ".join(
-    f"{key}: {shlex.join(argv)}" for key, argv in DEFAULT_COMMANDS.items()
+    f"{key}: {shlex.join(argv)}" for key, argv in {**DEFAULT_COMMANDS, **AMD_COMMANDS}.items()
 )
 
 
@@ -154,6 +157,14 @@ def _summary(outcome: CollectOutcome) -> str:
     "switch and port, the leaf layer of an Ethernet/RoCE fabric for generate --snapshot.",
 )
 @click.option(
+    "--gpu-vendor",
+    type=click.Choice(GPU_VENDORS),
+    default="nvidia",
+    show_default=True,
+    help="Whose GPU tools to run: nvidia (nvidia-smi), amd (rocm-smi --showtopo), or auto "
+    "(each only on the nodes that have it: mixed or unknown clusters).",
+)
+@click.option(
     "--strict",
     is_flag=True,
     help="Exit 4 when any node failed (the snapshot is still written).",
@@ -180,13 +191,14 @@ def collect(
     ufm_deadline: float | None,
     ufm_max_response_mib: int | None,
     lldp: bool,
+    gpu_vendor: str,
     strict: bool,
     no_progress: bool,
 ) -> None:
     """Collect NVLink/GPU facts from every node into a snapshot directory.
 
     \b
-    Runs on each node, in parallel:
+    Runs on each node, in parallel, NVIDIA's or (--gpu-vendor amd) AMD's:
       {commands}
     and, with --ibnetdiscover-on NODE, ibnetdiscover on that node. A node that fails, times
     out or cannot be reached is recorded in manifest.json (exit code, error, stderr tail) and
@@ -218,6 +230,7 @@ def collect(
     plan = CollectPlan(
         nodes=[] if only_ufm else _nodes(hostlist, settings),
         via=via,
+        commands=gpu_commands(gpu_vendor),
         timeout=timeout,
         fanout=fanout,
         partition=partition,

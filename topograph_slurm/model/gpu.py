@@ -259,12 +259,22 @@ class GresPlan:
 class RankBinding:
     """What one local rank (one task per GPU, in GPU order) should use on its node: its GPU
     index, its nearest NIC(s) by ``topo -m``'s best link class (empty without NICs), the Linux
-    CPU ids of its GPU's CPU affinity (empty when topo -m shows none) and their bit mask."""
+    CPU ids of its GPU's CPU affinity (empty when topo -m shows none) and their bit mask, and
+    the node's GPU *vendor* (which variable names the GPU)."""
 
     local_rank: int
     gpu: int
     nics: tuple[str, ...]
     cpus: tuple[int, ...]
+    vendor: str = "nvidia"
+
+    @property
+    def visible_devices(self) -> str:
+        """The variable that shows the rank its GPU: ``CUDA_VISIBLE_DEVICES`` on NVIDIA,
+        ``ROCR_VISIBLE_DEVICES`` on AMD (what Slurm itself sets there; HIP_VISIBLE_DEVICES is
+        not set beside it, since HIP would then pick among the GPUs ROCr already narrowed to
+        one, and index N > 0 would find none)."""
+        return "ROCR_VISIBLE_DEVICES" if self.vendor == "amd" else "CUDA_VISIBLE_DEVICES"
 
     @property
     def cpu_mask(self) -> int:

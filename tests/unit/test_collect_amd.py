@@ -1,0 +1,73 @@
+"""``collect --gpu-vendor``: AMD nodes' ``rocm-smi --showtopo`` into the snapshot, read as the
+node's GPU topology; ``auto`` runs each vendor's tool only where it exists (the node script
+run for real by ``sh``, with a fake rocm-smi printing a real capture and no nvidia-smi)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.support.snapshots import write_node_outputs
+from topograph_slurm.cli.collect import collect as collect_command
+from topograph_slurm.collect import plan as cp
+from topograph_slurm.collect.protocol import new_marker, node_script, parse_framed
+from topograph_slurm.model.findings import FindingKind
+from topograph_slurm.sources import snapshot as sn
+
+MI308X = (
+    Path(__file__).parents[1]
+    / "fixtures/real/rocm-smi-topo/mi308x-8gpu-xgmi-2numa-lowpower-warning-msswift.txt"
+)
+
+
+def test_vendor_commands() -> None:
+    assert cp.gpu_commands("nvidia") == cp.DEFAULT_COMMANDS
+    assert cp.gpu_commands("amd") == {sn.KEY_ROCM_TOPO: ("rocm-smi", "--showtopo")}
+    auto = cp.gpu_commands("auto")
+    assert set(auto) == {*cp.DEFAULT_COMMANDS, sn.KEY_ROCM_TOPO}
+    assert all(argv[:2] == ("sh", "-c") for argv in auto.values())
+
+
+def test_auto_runs_only_the_tools_the_node_has(tmp_path: Path) -> None:
+    fake = tmp_path / "bin" / "rocm-smi"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\ncat '{MI308X}'\n")
+    fake.chmod(0o755)
+    marker = new_marker()
+    script = node_script(cp.gpu_commands("auto"), 10, marker)
+    env = {"PATH": f"{fake.parent}:/usr/bin:/bin", "SLURMD_NODENAME": "mi1"}
+    run = subprocess.run(["sh"], input=script, capture_output=True, text=True, env=env, check=True)
+    framed = parse_framed(run.stdout, marker)
+    assert {key: f.exit_code for key, f in framed.items()} == dict.fromkeys(framed, 0)
+    assert framed[sn.KEY_ROCM_TOPO].stdout == MI308X.read_text()
+    assert all(framed[key].stdout == "" for key in cp.DEFAULT_COMMANDS)
+    outputs = {"mi1": {key: f.stdout for key, f in framed.items()}}
+    snap = sn.load_snapshot(write_node_outputs(tmp_path / "snap", outputs))
+    node = snap.nodes["mi1"]
+    assert snap.findings == [] and node.gpus is None
+    assert node.topology is not None and node.topology.vendor == "amd"
+    assert node.topology.fast_groups == ((0, 1, 2, 3, 4, 5, 6, 7),)
+
+
+def test_amd_node_with_a_broken_capture_is_a_parse_error(tmp_path: Path) -> None:
+    outputs = {"mi1": {sn.KEY_ROCM_TOPO: "=== Link Type between two GPUs ===\nGPU0 0 X\n"}}
+    snap = sn.load_snapshot(write_node_outputs(tmp_path / "snap", outputs))
+    (finding,) = snap.findings
+    assert finding.kind == FindingKind.COLLECT_PARSE_ERROR
+    assert finding.message.startswith("rocm-smi-topo: ")
+
+
+@pytest.mark.parametrize("bad", ["intel", ""])
+def test_unknown_vendor_is_a_usage_error(bad: str, tmp_path: Path) -> None:
+    args = ["--nodes", "n1", "--snapshot", str(tmp_path / "s"), "--gpu-vendor", bad]
+    result = CliRunner().invoke(collect_command, args, obj={})
+    assert result.exit_code == 2 and not (tmp_path / "s").exists()
+
+
+def test_help_names_the_amd_command() -> None:
+    result = CliRunner().invoke(collect_command, ["--help"])
+    assert "rocm-smi-topo: rocm-smi --showtopo" in result.output
+    assert "--gpu-vendor [nvidia|amd|auto]" in result.output
