@@ -169,3 +169,22 @@ def test_binding_wrapper_on_amd_says_rocm_smi(tmp_path: Path) -> None:
     assert code == 0, err
     assert "from rocm-smi --showtopo" in out
     assert "3) export ROCR_VISIBLE_DEVICES=3 ;;" in out
+
+
+def test_node_view_draws_the_hive_as_one_bar() -> None:
+    from topograph_slurm.render.draw.node import node_picture
+
+    picture = node_picture("mi01", parse_showtopo(MI308X.read_text()))
+    assert [s.lines for s in picture.shapes if s.cls == "xgmi-hive"] == [
+        ("xGMI all pairs (one hive)",)
+    ]
+    assert sum(line.cls == "lk-xgmi" for line in picture.lines) == 8  # bar to each GPU
+    assert "xgmi-hive" in {item.cls for item in picture.legend}
+
+
+def test_node_view_draws_each_xgmi_pair_of_a_split_node() -> None:
+    from topograph_slurm.render.draw.node import node_picture
+
+    picture = node_picture("mi02", parse_showtopo(_split(MI308X.read_text())))
+    assert not [s for s in picture.shapes if s.cls == "xgmi-hive"]
+    assert sum(line.cls == "lk-xgmi" for line in picture.lines) == 12  # 6 pairs in each group

@@ -1,4 +1,5 @@
-"""``topograph-slurm gres``: gres.conf from the measured node (nvidia-smi topo -m and -q)."""
+"""``topograph-slurm gres``: gres.conf from the measured node (nvidia-smi topo -m and -q on
+NVIDIA, rocm-smi --showtopo on AMD)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,11 @@ from topograph_slurm.cli.options import (
 
 @click.command()
 @click.option("--snapshot", metavar="DIR", help="A snapshot made by `collect`.")
-@click.option("--topo-matrix", metavar="FILE", help="One node's `nvidia-smi topo -m` capture.")
+@click.option(
+    "--topo-matrix",
+    metavar="FILE",
+    help="One node's `nvidia-smi topo -m` (NVIDIA) or `rocm-smi --showtopo` (AMD) capture.",
+)
 @click.option("--nodes", metavar="HOSTLIST", help="With --topo-matrix: the nodes it describes.")
 @click.option(
     "--nvidia-smi-q",
@@ -67,9 +72,10 @@ def gres(
     diff: bool,
 ) -> None:
     """Write Slurm's gres.conf from the GPUs each node measured: one line per GPU with
-    Type= (nvidia-smi -q's product name), File=/dev/nvidiaN, Cores= (the Slurm core indices
+    Type= (nvidia-smi -q's product name), File=/dev/nvidiaN (AMD: /dev/dri/renderD<128+N>,
+    from rocm-smi --showtopo), Cores= (the Slurm core indices
     of the GPU's socket, as Slurm 24.11+ takes them; none when every GPU shares one CPU
-    affinity) and Links= (NVLinks to each GPU), identical nodes folded into one
+    affinity) and Links= (NVLinks, or AMD xGMI links, to each GPU), identical nodes folded into one
     NodeName= hostlist. A node whose layout differs from its type's is a finding on stderr.
 
     \b

@@ -217,7 +217,8 @@ def _explain_pools(
 @click.option(
     "--topo-matrix",
     metavar="FILE",
-    help="binding-*: one node's nvidia-smi topo -m capture, shared by every node (default: "
+    help="binding-*: one node's nvidia-smi topo -m (or AMD rocm-smi --showtopo) capture, "
+    "shared by every node (default: "
     "each node's own from --snapshot).",
 )
 @click.argument("job_id", metavar="[JOBID]", required=False)

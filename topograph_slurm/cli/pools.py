@@ -90,7 +90,8 @@ from topograph_slurm.render.placement import BINDING_FORMATS
 @click.option(
     "--topo-matrix",
     metavar="FILE",
-    help="binding-*: one node's nvidia-smi topo -m capture, shared by every node (default: "
+    help="binding-*: one node's nvidia-smi topo -m (or AMD rocm-smi --showtopo) capture, "
+    "shared by every node (default: "
     "each node's own from --snapshot).",
 )
 @node_options
