@@ -17,24 +17,29 @@ from topograph_slurm.collect.protocol import new_marker, node_script, parse_fram
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.sources import snapshot as sn
 
-MI308X = (
-    Path(__file__).parents[1]
-    / "fixtures/real/rocm-smi-topo/mi308x-8gpu-xgmi-2numa-lowpower-warning-msswift.txt"
-)
+REAL = Path(__file__).parents[1] / "fixtures" / "real"
+MI308X = REAL / "rocm-smi-topo" / "mi308x-8gpu-xgmi-2numa-lowpower-warning-msswift.txt"
+MI300A = REAL / "rocm-smi-product" / "mi300a-4apu-showproduct-rocmsmilib-changelog.txt"
 
 
 def test_vendor_commands() -> None:
     assert cp.gpu_commands("nvidia") == cp.DEFAULT_COMMANDS
-    assert cp.gpu_commands("amd") == {sn.KEY_ROCM_TOPO: ("rocm-smi", "--showtopo")}
+    assert cp.gpu_commands("amd") == {
+        sn.KEY_ROCM_TOPO: ("rocm-smi", "--showtopo"),
+        sn.KEY_ROCM_PRODUCT: ("rocm-smi", "--showproduct"),
+    }
     auto = cp.gpu_commands("auto")
-    assert set(auto) == {*cp.DEFAULT_COMMANDS, sn.KEY_ROCM_TOPO}
+    assert set(auto) == {*cp.DEFAULT_COMMANDS, *cp.AMD_COMMANDS}
     assert all(argv[:2] == ("sh", "-c") for argv in auto.values())
 
 
 def test_auto_runs_only_the_tools_the_node_has(tmp_path: Path) -> None:
     fake = tmp_path / "bin" / "rocm-smi"
     fake.parent.mkdir()
-    fake.write_text(f"#!/bin/sh\ncat '{MI308X}'\n")
+    fake.write_text(
+        f"#!/bin/sh\ncase $1 in --showtopo) cat '{MI308X}' ;; --showproduct) cat '{MI300A}' ;; "
+        "*) exit 9 ;; esac\n"
+    )
     fake.chmod(0o755)
     marker = new_marker()
     script = node_script(cp.gpu_commands("auto"), 10, marker)
@@ -43,6 +48,7 @@ def test_auto_runs_only_the_tools_the_node_has(tmp_path: Path) -> None:
     framed = parse_framed(run.stdout, marker)
     assert {key: f.exit_code for key, f in framed.items()} == dict.fromkeys(framed, 0)
     assert framed[sn.KEY_ROCM_TOPO].stdout == MI308X.read_text()
+    assert framed[sn.KEY_ROCM_PRODUCT].stdout == MI300A.read_text()
     assert all(framed[key].stdout == "" for key in cp.DEFAULT_COMMANDS)
     outputs = {"mi1": {key: f.stdout for key, f in framed.items()}}
     snap = sn.load_snapshot(write_node_outputs(tmp_path / "snap", outputs))
@@ -50,6 +56,7 @@ def test_auto_runs_only_the_tools_the_node_has(tmp_path: Path) -> None:
     assert snap.findings == [] and node.gpus is None
     assert node.topology is not None and node.topology.vendor == "amd"
     assert node.topology.fast_groups == ((0, 1, 2, 3, 4, 5, 6, 7),)
+    assert node.products[3] == "Aqua Vanjaram [Instinct MI300A]"
 
 
 def test_amd_node_with_a_broken_capture_is_a_parse_error(tmp_path: Path) -> None:
@@ -70,4 +77,5 @@ def test_unknown_vendor_is_a_usage_error(bad: str, tmp_path: Path) -> None:
 def test_help_names_the_amd_command() -> None:
     result = CliRunner().invoke(collect_command, ["--help"])
     assert "rocm-smi-topo: rocm-smi --showtopo" in result.output
+    assert "rocm-smi-product: rocm-smi --showproduct" in result.output
     assert "--gpu-vendor [nvidia|amd|auto]" in result.output

@@ -15,17 +15,19 @@ import pytest
 from click.testing import CliRunner
 
 from tests.support.snapshots import write_node_outputs
+from topograph_slurm.analysis.nvlink.gres import gres_type
 from topograph_slurm.analysis.nvlink.xgmi import hive_findings
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import ParseError
 from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.sources.gpu_topology import parse_gpu_topology
-from topograph_slurm.sources.rocm_smi import parse_showtopo
+from topograph_slurm.sources.rocm_smi import parse_showproduct, parse_showtopo
 from topograph_slurm.sources.snapshot import KEY_TOPO
 
 ROCM = Path(__file__).parents[1] / "fixtures" / "real" / "rocm-smi-topo"
 MI308X = ROCM / "mi308x-8gpu-xgmi-2numa-lowpower-warning-msswift.txt"
 MI100 = ROCM / "mi100-4gpu-pcie-only-2numa-rccl538.txt"
+MI300A = ROCM.parent / "rocm-smi-product" / "mi300a-4apu-showproduct-rocmsmilib-changelog.txt"
 
 #: capture → (xGMI groups, NUMA node per GPU, finding kind or None), read by hand
 EXPECTED = {
@@ -36,6 +38,7 @@ EXPECTED = {
 
 def test_every_capture_has_an_expectation() -> None:
     assert sorted(p.name for p in ROCM.iterdir()) == sorted(EXPECTED)
+    assert [p.name for p in MI300A.parent.iterdir()] == [MI300A.name]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -188,3 +191,27 @@ def test_node_view_draws_each_xgmi_pair_of_a_split_node() -> None:
     picture = node_picture("mi02", parse_showtopo(_split(MI308X.read_text())))
     assert not [s for s in picture.shapes if s.cls == "xgmi-hive"]
     assert sum(line.cls == "lk-xgmi" for line in picture.lines) == 12  # 6 pairs in each group
+
+
+def test_showproduct_names_each_gpu_and_gives_its_gres_type() -> None:
+    products = parse_showproduct(MI300A.read_text())
+    assert products == dict.fromkeys(range(4), "Aqua Vanjaram [Instinct MI300A]")
+    assert gres_type(products[0]) == "mi300a"
+    assert gres_type("AMD Instinct MI300X OAM") == "mi300x"
+    assert gres_type("NVIDIA H100 80GB HBM3") == "h100"
+
+
+def test_gres_types_amd_gpus_from_showproduct() -> None:
+    code, out, err = _gres("--topo-matrix", str(MI100), "--rocm-smi-product", str(MI300A))
+    assert code == 2 and "--topo-matrix needs --nodes" in err
+    args = ["--topo-matrix", str(MI100), "--nodes", "n1", "--rocm-smi-product", str(MI300A)]
+    code, out, err = _gres(*args)
+    assert code == 0, err
+    assert "NodeName=n1 Name=gpu Type=mi300a File=/dev/dri/renderD128\n" in out
+    assert "no Type=" not in out
+
+
+def test_gres_refuses_both_product_captures() -> None:
+    both = ["--nvidia-smi-q", str(MI300A), "--rocm-smi-product", str(MI300A)]
+    code, out, err = _gres("--topo-matrix", str(MI100), "--nodes", "n1", *both)
+    assert code == 2 and out == "" and "not both" in err

@@ -25,7 +25,8 @@ _CAPTURE_LIMIT = 16 << 20
 @dataclass(frozen=True, slots=True)
 class GresSource:
     """Where the layout comes from: a snapshot directory, or one ``topo -m`` capture (and
-    optionally that node's ``nvidia-smi -q``) that every node of *nodes* shares."""
+    optionally that node's ``nvidia-smi -q``; on AMD ``rocm-smi --showtopo`` and
+    ``--showproduct``) that every node of *nodes* shares."""
 
     snapshot: str | None = None
     topo_matrix: str | None = None
@@ -61,7 +62,7 @@ def _capture_devices(
     capture's xGMI finding, once for the hostlist."""
     from topograph_slurm.analysis.nvlink.xgmi import hive_findings
     from topograph_slurm.model import names
-    from topograph_slurm.sources.nvidia_smi import parse_product_names
+    from topograph_slurm.sources.gpu_topology import parse_gpu_products
 
     hosts = names.expand(str(source.nodes), "--nodes", UsageError)
     if not hosts:
@@ -69,7 +70,7 @@ def _capture_devices(
     names.check(hosts, "node", "--nodes", UsageError)
     topo_path = str(source.topo_matrix)
     topo = read_topo_matrix(topo_path)
-    products = parse_product_names(read_capture(source.nvidia_smi_q)) if source.nvidia_smi_q else {}
+    products = parse_gpu_products(read_capture(source.nvidia_smi_q)) if source.nvidia_smi_q else {}
     devices = _devices(topo_path, topo, products, source)
     return dict.fromkeys(hosts, devices), hive_findings(str(source.nodes), topo)
 

@@ -31,6 +31,11 @@ from topograph_slurm.cli.options import (
     help="With --topo-matrix: its node's `nvidia-smi -q` (Type=).",
 )
 @click.option(
+    "--rocm-smi-product",
+    metavar="FILE",
+    help="With an AMD --topo-matrix: its node's `rocm-smi --showproduct` (Type=).",
+)
+@click.option(
     "--threads-per-core",
     type=AsciiIntRange(1, 8),
     help="Hardware threads per core (default: read from the CPU affinity lists).",
@@ -64,6 +69,7 @@ def gres(
     topo_matrix: str | None,
     nodes: str | None,
     nvidia_smi_q: str | None,
+    rocm_smi_product: str | None,
     threads_per_core: int | None,
     sockets: int | None,
     numa_node_as_socket: bool,
@@ -91,10 +97,15 @@ def gres(
         raise click.UsageError("give --snapshot DIR or --topo-matrix FILE --nodes HOSTLIST")
     if topo_matrix is not None and nodes is None:
         raise click.UsageError("--topo-matrix needs --nodes HOSTLIST")
-    if snapshot is not None and (nodes or nvidia_smi_q):
-        raise click.UsageError("--nodes and --nvidia-smi-q go with --topo-matrix")
+    if snapshot is not None and (nodes or nvidia_smi_q or rocm_smi_product):
+        raise click.UsageError(
+            "--nodes, --nvidia-smi-q and --rocm-smi-product go with --topo-matrix"
+        )
+    if nvidia_smi_q and rocm_smi_product:
+        raise click.UsageError("give --nvidia-smi-q or --rocm-smi-product, not both")
+    products = nvidia_smi_q or rocm_smi_product
     source = GresSource(
-        snapshot, topo_matrix, nodes, nvidia_smi_q, threads_per_core, sockets, numa_node_as_socket
+        snapshot, topo_matrix, nodes, products, threads_per_core, sockets, numa_node_as_socket
     )
     result = plan(source)
     templates = config_settings(ctx).templates

@@ -15,6 +15,7 @@ from topograph_slurm.sources.nvidia_smi import CSV_FIELDS
 from topograph_slurm.sources.snapshot import (
     KEY_Q,
     KEY_QUERY,
+    KEY_ROCM_PRODUCT,
     KEY_ROCM_TOPO,
     KEY_TOPO,
     check_node_name,
@@ -30,8 +31,12 @@ DEFAULT_COMMANDS: dict[str, tuple[str, ...]] = {
 }
 DEFAULT_IBNETDISCOVER: tuple[str, ...] = ("ibnetdiscover",)
 
-#: What ``--gpu-vendor amd`` runs: rocm-smi's topology (xGMI links and NUMA nodes).
-AMD_COMMANDS: dict[str, tuple[str, ...]] = {KEY_ROCM_TOPO: ("rocm-smi", "--showtopo")}
+#: What ``--gpu-vendor amd`` runs: rocm-smi's topology (xGMI links and NUMA nodes) and each
+#: GPU's card series (gres' Type=).
+AMD_COMMANDS: dict[str, tuple[str, ...]] = {
+    KEY_ROCM_TOPO: ("rocm-smi", "--showtopo"),
+    KEY_ROCM_PRODUCT: ("rocm-smi", "--showproduct"),
+}
 GPU_VENDORS = ("nvidia", "amd", "auto")
 #: ``auto``: a command runs only where its program exists; elsewhere it prints nothing and
 #: exits 0, which the snapshot reads as "this node has no such tool", not as a failure.

@@ -28,6 +28,8 @@ _NUMA = re.compile(
     re.ASCII,
 )
 _GPU_LABEL = re.compile(r"^GPU(\d{1,4})$", re.ASCII)
+#: ``rocm-smi --showproduct``: ``GPU[0]          : Card Series:          AMD Instinct MI300X OAM``
+_SERIES = re.compile(r"^GPU\s*\[?(\d{1,4})\]?\s*:\s*Card [Ss]eries:\s*(\S.*?)\s*$", re.ASCII)
 _LINK_SECTION = "Link Type between two GPUs"
 _PCIE = "PCIE"
 
@@ -98,6 +100,22 @@ def _numa(lines: list[str]) -> dict[int, int | None]:
 def _pcie_class(a: int | None, b: int | None) -> str:
     """A PCIe pair as ``topo -m`` would class it: NODE inside one NUMA node, else SYS."""
     return "NODE" if a is not None and a == b else "SYS"
+
+
+def parse_showproduct(text: str) -> dict[int, str]:
+    """``rocm-smi --showproduct`` (or ``--showproductname``) → each GPU's card series (the
+    product name gres' Type= is made from), by GPU index; lines indented or not."""
+    found = {}
+    for line in text.splitlines():
+        match = _SERIES.match(line.strip())
+        if match:
+            found[int(match.group(1))] = match.group(2)
+    return found
+
+
+def looks_like_showproduct(text: str) -> bool:
+    """Is *text* rocm-smi's product listing, not ``nvidia-smi -q``?"""
+    return "Product Info" in text or bool(re.search(r"Card [Ss]eries:", text))
 
 
 def looks_like_showtopo(text: str) -> bool:

@@ -61,6 +61,7 @@ from topograph_slurm.sources.nvidia_smi import (
     CLUSTER_UUID,
     parse_fabric_output,
 )
+from topograph_slurm.sources.rocm_smi import parse_showproduct
 
 SNAPSHOT_FORMAT = "topograph-slurm-snapshot"
 SNAPSHOT_VERSION = 1
@@ -76,6 +77,8 @@ KEY_Q = "nvidia-smi-q"
 KEY_TOPO = "nvidia-smi-topo"
 #: AMD nodes: ``rocm-smi --showtopo``, read into the same GpuTopology as ``topo -m``.
 KEY_ROCM_TOPO = "rocm-smi-topo"
+#: AMD nodes: ``rocm-smi --showproduct``, each GPU's card series (gres' Type=).
+KEY_ROCM_PRODUCT = "rocm-smi-product"
 #: The node outputs that give a node's GPU topology, the first present one read.
 TOPOLOGY_KEYS = (KEY_TOPO, KEY_ROCM_TOPO)
 
@@ -292,6 +295,8 @@ def _parse_node(
         findings.append(
             Finding(FindingKind.COLLECT_MISSING, node.name, "no nvidia-smi fabric output")
         )
+    if KEY_ROCM_PRODUCT in raw and not node.products:
+        node.products = parse_showproduct(raw[KEY_ROCM_PRODUCT])
     topo_key = topology_key(raw)
     if topo_key is not None:
         try:

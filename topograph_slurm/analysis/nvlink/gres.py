@@ -57,6 +57,8 @@ from topograph_slurm.model.result import Finding
 _RANGE = re.compile(r"^(\d{1,6})(?:-(\d{1,6}))?$", re.ASCII)
 _VENDOR = frozenset({"nvidia", "tesla", "geforce", "quadro"})
 _UNSAFE = re.compile(r"[^a-z0-9.-]+")
+#: An AMD Instinct model word (``MI300X``, ``[Instinct MI300A]``'s ``MI300A]``).
+_AMD_MODEL = re.compile(r"^\[?(mi\d+[a-z0-9]*)\]?$", re.ASCII)
 
 
 def cpu_ranges(text: str) -> list[tuple[int, int]]:
@@ -117,7 +119,12 @@ def gres_type(product: str) -> str:
     """A Slurm-safe ``Type=`` from nvidia-smi's Product Name: the model word, lower-cased,
     without the vendor (``NVIDIA H100 80GB HBM3`` → ``h100``, ``NVIDIA A100-SXM4-80GB`` →
     ``a100-sxm4-80gb``); a model word without a digit takes the next word too (``NVIDIA RTX
-    6000 Ada Generation`` → ``rtx_6000``)."""
+    6000 Ada Generation`` → ``rtx_6000``). An AMD card series gives its Instinct model
+    (``AMD Instinct MI300X OAM`` → ``mi300x``, ``Aqua Vanjaram [Instinct MI300A]`` →
+    ``mi300a``)."""
+    amd = [m.group(1) for w in product.lower().split() if (m := _AMD_MODEL.match(w))]
+    if amd:
+        return amd[0]
     words = [w for w in product.lower().split() if w not in _VENDOR] or ["gpu"]
     if not any(ch.isdigit() for ch in words[0]) and len(words) > 1:
         words = [f"{words[0]}_{words[1]}"]
@@ -245,8 +252,8 @@ def _notes(groups: list[GresGroup]) -> tuple[str, ...]:
     if untyped:
         notes.append(
             f"no Type= for {fold(sorted(untyped, key=natural_key))}: only the GPU topology "
-            "is known (NVIDIA: collect nvidia-smi -q for the GPU's product name; AMD: add "
-            "Type= by hand, as rocm-smi --showproduct names the card)"
+            "is known (collect nvidia-smi -q, or AMD's rocm-smi --showproduct, for the GPU's "
+            "product name)"
         )
     if any(d.cores is None for d in devices):
         notes.append(
