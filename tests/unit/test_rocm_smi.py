@@ -215,3 +215,32 @@ def test_gres_refuses_both_product_captures() -> None:
     both = ["--nvidia-smi-q", str(MI300A), "--rocm-smi-product", str(MI300A)]
     code, out, err = _gres("--topo-matrix", str(MI100), "--nodes", "n1", *both)
     assert code == 2 and out == "" and "not both" in err
+
+
+AMDSMI = ROCM.parent / "amd-smi-topology" / "mi355x-8gpu-xgmi-all-tables-oci-pollara.txt"
+
+
+def test_amdsmi_topology_reads_as_read_by_hand() -> None:
+    """8 MI355X: every pair XGMI in the LINK TYPE TABLE (rows by PCI address, GPU N the Nth);
+    amd-smi prints no NUMA node, so none is known."""
+    assert [p.name for p in AMDSMI.parent.iterdir()] == [AMDSMI.name]
+    topo = parse_gpu_topology(AMDSMI.read_text())
+    assert topo.vendor == "amd" and topo.gpus == tuple(range(8))
+    assert topo.fast_groups == (tuple(range(8)),)
+    assert [topo.numa_node(gpu) for gpu in topo.gpus] == [None] * 8
+    assert hive_findings("n1", topo) == []
+
+
+def test_amdsmi_pcie_pairs_and_bad_tables() -> None:
+    text = AMDSMI.read_text().replace("SELF         XGMI", "SELF         PCIE", 1)
+    with pytest.raises(ParseError, match="differ by direction"):
+        parse_gpu_topology(text)
+    head = "LINK TYPE TABLE:\n             0000:0d:00.0 0000:26:00.0\n"
+    pcie = head + "0000:0d:00.0 SELF         PCIE\n0000:26:00.0 PCIE         SELF\n"
+    topo = parse_gpu_topology(pcie)
+    assert topo.link(0, 1) == "SYS"
+    assert [f.kind for f in hive_findings("n1", topo)] == [FindingKind.XGMI_PCIE_ONLY]
+    with pytest.raises(ParseError, match="not square"):
+        parse_gpu_topology(head + "0000:0d:00.0 SELF         PCIE\n")
+    with pytest.raises(ParseError, match="no PCI address header"):
+        parse_gpu_topology("LINK TYPE TABLE:\n GPU0 GPU1\n")

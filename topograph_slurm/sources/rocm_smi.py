@@ -1,5 +1,5 @@
-"""``rocm-smi --showtopo`` (AMD Instinct nodes) → :class:`GpuTopology`, the model ``nvidia-smi
-topo -m`` fills on NVIDIA nodes.
+"""``rocm-smi --showtopo`` and ``amd-smi topology`` (AMD Instinct nodes) → :class:`GpuTopology`,
+the model ``nvidia-smi topo -m`` fills on NVIDIA nodes.
 
 The output is four sections under ``=== … ===`` banners: the weight, hops and link-type
 matrices between GPUs and the NUMA node of each GPU. Only the link types and the NUMA nodes
@@ -12,7 +12,12 @@ compares PCIe paths reads both vendors alike. Hops and weights are not read: roc
 rocm-smi names no NIC and no CPU list, so the topology has no NICs and no CPU affinity; the
 NUMA node is each GPU's ``Numa Affinity`` (``Numa Node`` when that is missing; a negative
 value, NUMA off, is none). Lines may be ``GPU[0]`` or ``GPU 0``, blanks collapsed or not, with
-warnings between the banners: all are read the same. Pure: text in, model out.
+warnings between the banners: all are read the same.
+
+``amd-smi topology`` (rocm-smi's successor) prints ``NAME TABLE:`` sections keyed by each GPU's
+PCI address, rows in GPU index order; its ``LINK TYPE TABLE`` (``SELF``, ``XGMI``, ``PCIE``) is
+read the same way. It prints no NUMA node, so its PCIe pairs are all ``SYS`` (not known to be
+nearer). Pure: text in, model out.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ _GPU_LABEL = re.compile(r"^GPU(\d{1,4})$", re.ASCII)
 #: ``rocm-smi --showproduct``: ``GPU[0]          : Card Series:          AMD Instinct MI300X OAM``
 _SERIES = re.compile(r"^GPU\s*\[?(\d{1,4})\]?\s*:\s*Card [Ss]eries:\s*(\S.*?)\s*$", re.ASCII)
 _LINK_SECTION = "Link Type between two GPUs"
+_AMDSMI_LINKS = "LINK TYPE TABLE:"
+_AMDSMI_TABLE = re.compile(r"^[A-Z][A-Z -]+ TABLE:\s*$")
+_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", re.ASCII)
 _PCIE = "PCIE"
 
 
@@ -119,14 +127,60 @@ def looks_like_showproduct(text: str) -> bool:
 
 
 def looks_like_showtopo(text: str) -> bool:
-    """Is *text* rocm-smi's (its link-type banner), not ``nvidia-smi topo -m``?"""
-    return _LINK_SECTION in text
+    """Is *text* rocm-smi's or amd-smi's (a link-type banner), not ``nvidia-smi topo -m``?"""
+    return _LINK_SECTION in text or _AMDSMI_LINKS in text
+
+
+def _amdsmi_links(text: str) -> list[str]:
+    """The lines of ``amd-smi topology``'s link type table (to the next table or the end)."""
+    lines: list[str] = []
+    inside = False
+    for raw in text.replace("\r\n", "\n").split("\n"):
+        line = raw.strip()
+        if _AMDSMI_TABLE.match(line):
+            inside = line == _AMDSMI_LINKS
+        elif inside and line:
+            lines.append(line)
+    return lines
+
+
+def parse_amdsmi_topology(text: str) -> GpuTopology:
+    """``amd-smi topology`` → the node's GPU topology (GPU N: the Nth row), ``vendor="amd"``;
+    ParseError when the link type table is missing or does not read."""
+    lines = _amdsmi_links(text)
+    if not lines:
+        raise ParseError(f"amd-smi topology: no {_AMDSMI_LINKS!r} table")
+    header = lines[0].split()
+    if not header or not all(_BDF.match(bdf) for bdf in header):
+        raise ParseError("amd-smi topology: the link type table has no PCI address header")
+    index = {bdf: i for i, bdf in enumerate(header)}
+    cells: dict[tuple[int, int], str] = {}
+    for line in lines[1:]:
+        bdf, *values = line.split()
+        if bdf not in index or len(values) != len(header):
+            raise ParseError(f"amd-smi topology: row {bdf!r} does not match the header")
+        for peer, token in zip(header, values, strict=True):
+            a, b = index[bdf], index[peer]
+            if a == b:
+                continue
+            if token not in (XGMI, _PCIE):
+                raise ParseError(f"amd-smi topology: {bdf}→{peer}: unknown link {token!r}")
+            if cells.setdefault((min(a, b), max(a, b)), token) != token:
+                raise ParseError(f"amd-smi topology: {bdf}↔{peer} differ by direction")
+    if len(lines) - 1 != len(header):
+        raise ParseError("amd-smi topology: the link type table is not square")
+    links = {pair: token if token == XGMI else "SYS" for pair, token in cells.items()}
+    gpus = tuple(range(len(header)))
+    return GpuTopology(gpus=gpus, nics=(), gpu_links=links, gpu_nic_links={}, vendor="amd")
 
 
 def parse_showtopo(text: str) -> GpuTopology:
-    """``rocm-smi --showtopo`` (or ``--showtopotype`` plus ``--showtoponuma``) → the node's
-    GPU topology, ``vendor="amd"``. ParseError when there is no link-type matrix or it does
-    not read: without it the node's GPUs are unknown."""
+    """``rocm-smi --showtopo`` (or ``--showtopotype`` plus ``--showtoponuma``; or
+    ``amd-smi topology``, :func:`parse_amdsmi_topology`) → the node's GPU topology,
+    ``vendor="amd"``. ParseError when there is no link-type matrix or it does not read:
+    without it the node's GPUs are unknown."""
+    if _AMDSMI_LINKS in text and _LINK_SECTION not in text:
+        return parse_amdsmi_topology(text)
     sections = _sections(text)
     lines = sections.get(_LINK_SECTION)
     if not lines:
