@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.support.amd import split_hive
 from tests.support.snapshots import write_node_outputs
 from topograph_slurm.cli.collect import collect as collect_command
 from topograph_slurm.collect import plan as cp
@@ -79,3 +80,35 @@ def test_help_names_the_amd_command() -> None:
     assert "rocm-smi-topo: rocm-smi --showtopo" in result.output
     assert "rocm-smi-product: rocm-smi --showproduct" in result.output
     assert "--gpu-vendor [nvidia|amd|auto]" in result.output
+
+
+def test_generate_on_an_amd_cluster_reports_the_split_node(tmp_path: Path) -> None:
+    """An IB fabric of 8 AMD nodes collected with --gpu-vendor amd: generate takes the IB
+    blocks (no NVLink domain), and the node whose GPUs are two xGMI groups is a finding of
+    the report, as health reads it (degraded)."""
+    import json
+    import os
+
+    from topograph_slurm.cli.main import main
+    from topograph_slurm.sources import sim
+
+    hive, split = MI308X.read_text(), split_hive(MI308X.read_text())
+    outputs = {
+        f"gpu{i:04d}": {sn.KEY_ROCM_TOPO: split if i == 3 else hive, sn.KEY_ROCM_PRODUCT: ""}
+        for i in range(1, 9)
+    }
+    spec = sim.parse_sim_spec("nodes=8,rails=2,su=4")
+    fabric = {"fabric/ibnetdiscover.txt": sim.generate_ibnetdiscover(spec)}
+    entry = {"node": "gpu0001", "command": "ibnetdiscover", "exit_code": 0}
+    entry |= {"file": "fabric/ibnetdiscover.txt"}
+    snap = write_node_outputs(tmp_path / "snap", outputs, fabric, fabric=entry)
+    report = tmp_path / "r.json"
+    args = ["--snapshot", str(snap), "--format", "block", "--slurm-version", "25.05"]
+    args += ["--report", str(report), "--report-format", "json"]
+    result = CliRunner().invoke(main, ["--config", os.devnull, "generate", *args])
+    assert result.exit_code == 0, result.output
+    assert "BlockName=" in result.stdout
+    findings = json.loads(report.read_text())["findings"]
+    xgmi = [f for f in findings if f["kind"].startswith("xgmi")]
+    assert [(f["kind"], f["subject"]) for f in xgmi] == [("xgmi-split", "gpu0003")]
+    assert not [f for f in findings if f["kind"] == "collect-missing"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.support.amd import split_hive
 from tests.support.snapshots import write_node_outputs
 from topograph_slurm.analysis.nvlink.gres import gres_type
 from topograph_slurm.analysis.nvlink.xgmi import hive_findings
@@ -64,28 +65,8 @@ def test_mi300x_hive_counts_one_link_a_pair() -> None:
     assert topo.all_nvlink and topo.min_nvlinks == 1
 
 
-def _split(text: str) -> str:
-    """The MI308X capture's link matrix with GPUs 0-3 and 4-7 joined over PCIe only: the
-    MI250-style node of two xGMI groups (made here: no real capture of one is kept)."""
-    lines = text.splitlines(keepends=True)
-    out = []
-    in_links = False
-    for line in lines:
-        if line.startswith("="):
-            in_links = "Link Type" in line
-        elif in_links and line.startswith("GPU"):
-            cells = line.split()
-            row = int(cells[0][3:])
-            for col in range(8):
-                if (row < 4) != (col < 4):
-                    cells[col + 1] = "PCIE"
-            line = "   ".join(cells) + "\n"
-        out.append(line)
-    return "".join(out)
-
-
 def test_two_xgmi_groups_are_a_finding() -> None:
-    topo = parse_showtopo(_split(MI308X.read_text()))
+    topo = parse_showtopo(split_hive(MI308X.read_text()))
     assert topo.fast_groups == ((0, 1, 2, 3), (4, 5, 6, 7))
     (finding,) = hive_findings("mi01", topo)
     assert finding.kind == FindingKind.XGMI_SPLIT
@@ -135,7 +116,7 @@ def test_gres_from_a_pcie_only_capture_warns() -> None:
 
 
 def test_snapshot_of_amd_nodes(tmp_path: Path) -> None:
-    split = _split(MI308X.read_text())
+    split = split_hive(MI308X.read_text())
     outputs = {"mi01": {KEY_TOPO: MI308X.read_text()}, "mi02": {KEY_TOPO: split}}
     snap = write_node_outputs(tmp_path / "snap", outputs)
     code, out, err = _gres("--snapshot", str(snap))
@@ -188,7 +169,7 @@ def test_node_view_draws_the_hive_as_one_bar() -> None:
 def test_node_view_draws_each_xgmi_pair_of_a_split_node() -> None:
     from topograph_slurm.render.draw.node import node_picture
 
-    picture = node_picture("mi02", parse_showtopo(_split(MI308X.read_text())))
+    picture = node_picture("mi02", parse_showtopo(split_hive(MI308X.read_text())))
     assert not [s for s in picture.shapes if s.cls == "xgmi-hive"]
     assert sum(line.cls == "lk-xgmi" for line in picture.lines) == 12  # 6 pairs in each group
 
