@@ -225,3 +225,38 @@ def test_amdsmi_pcie_pairs_and_bad_tables() -> None:
         parse_gpu_topology(head + "0000:0d:00.0 SELF         PCIE\n")
     with pytest.raises(ParseError, match="no PCI address header"):
         parse_gpu_topology("LINK TYPE TABLE:\n GPU0 GPU1\n")
+
+
+AMD_SIM = "nodes=4,gpus=8,rails=2,su=4,tiers=2,gpu=mi300x"
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_sim_amd_nodes_print_a_showtopo_the_parser_reads() -> None:
+    from topograph_slurm.sources import sim
+
+    spec = sim.parse_sim_spec("nodes=2,gpus=8,gpu=MI300X")
+    assert spec.gpu == "mi300x"
+    topo = parse_showtopo(sim.generate_showtopo(spec))
+    assert topo.vendor == "amd" and topo.fast_groups == (tuple(range(8)),)
+    assert [topo.numa_node(g) for g in topo.gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
+    code, _out, err = _cli("explain", "--sim", "nodes=4,gpu=a100", "--nodes", "gpu[0001-0002]")
+    assert code == 2 and "gpu must be an AMD Instinct model (mi300x), got 'a100'" in err
+
+
+def test_explain_order_and_pools_on_an_amd_sim() -> None:
+    nodes = ("--nodes", "gpu[0001-0002]")
+    code, out, err = _cli("explain", "--sim", AMD_SIM, *nodes, "--tp", "8")
+    assert code == 0, err
+    assert "slowest link xGMI/PCIe inside the node" in out
+    code, out, err = _cli("order", "--sim", AMD_SIM, *nodes, "--tp", "8", "--format", "binding-env")
+    assert code == 0, err
+    assert out.splitlines()[1:] == [f"LOCAL_RANK={g} ROCR_VISIBLE_DEVICES={g}" for g in range(8)]
+    pools = ("--prefill", "1x8", "--decode", "2x4", "--format", "binding-env")
+    code, out, err = _cli("pools", "--sim", AMD_SIM, *nodes, *pools)
+    assert code == 0, err
+    assert "LOCAL_RANK=3 ROCR_VISIBLE_DEVICES=7" in out  # decode-1's last rank on GPU 7
+    assert "CUDA_VISIBLE_DEVICES" not in out

@@ -18,6 +18,11 @@ spec always gives the same bytes.
 rail-optimised leaves, spines, super-spines with ``tiers=3``) and writes it as NetQ's topology
 graph (:func:`generate_netq`; switch ports ``swpN``, NICs ``eth<r>``), which the NetQ
 translation reads: a RoCE spec and its ``fabric=ib`` twin give the same topology.
+
+``gpu=mi300x`` (or another AMD Instinct model: ``mi250``, ``mi325x``, ``mi355x`` …) makes the
+nodes AMD ones: every node prints the same ``rocm-smi --showtopo`` (:func:`generate_showtopo`,
+read by the real parser), all its GPUs one xGMI hive, the first half on NUMA node 0 and the
+rest on node 1. Without it the simulated nodes carry no GPU topology.
 """
 
 from __future__ import annotations
@@ -94,6 +99,8 @@ class SimSpec:
     #: ``ib`` (ibnetdiscover text) or ``roce``: the same cabling as Ethernet/RoCE (Spectrum-X
     #: leaves, spines, super-spines with tiers=3) in NetQ's topology-graph form
     fabric: str = "ib"
+    #: an AMD Instinct model (``mi300x``): the nodes' GPU topology as rocm-smi prints it
+    gpu: str = ""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -185,6 +192,9 @@ def _validate(spec: SimSpec) -> None:
         )
     _validate_nodes(spec)
     _validate_roce(spec)
+    if spec.gpu and not _AMD_GPU.match(spec.gpu):
+        what = f"got {spec.gpu[:40]!r}"
+        raise SimSpecError(f"sim spec: gpu must be an AMD Instinct model (mi300x), {what}")
 
 
 def _validate_roce(spec: SimSpec) -> None:
@@ -222,7 +232,8 @@ def _simulated_node(spec: SimSpec, key: str, index: int | None) -> int | None:
 _INT_RE = re.compile(r"-?[0-9]{1,12}")
 _INT_KEYS = {"nodes", "gpus", "rails", "su", "tiers", "islands", "pod", "degraded"}
 _BOOL_KEYS = {"storage", "sharp"}
-_STR_KEYS = {"prefix", "speed", "disagree", "swap", "fabric"}
+_STR_KEYS = {"prefix", "speed", "disagree", "swap", "fabric", "gpu"}
+_AMD_GPU = re.compile(r"mi\d{2,3}[a-z]{0,2}\Z")
 
 
 def parse_sim_spec(spec: str) -> SimSpec:
@@ -254,7 +265,7 @@ def _convert(key: str, raw: str) -> object:
             return False
         raise SimSpecError(f"sim spec: {key} must be 0 or 1, got {raw!r}")
     if key in _STR_KEYS:
-        return raw.upper() if key == "speed" else raw.lower() if key == "fabric" else raw
+        return raw.upper() if key == "speed" else raw.lower() if key in ("fabric", "gpu") else raw
     known = ", ".join(f.name for f in fields(SimSpec))
     raise SimSpecError(f"sim spec: unknown key {key!r} (known: {known})")
 
@@ -643,3 +654,31 @@ def _netq_end(device: _Device) -> Callable[[int], str]:
         return lambda port: f"swp{port}"
     nic = device.desc.split()[1]
     return lambda _port: nic
+
+
+# --------------------------------------------------------------------------------------------
+# AMD nodes: rocm-smi's view of one node's GPUs.
+
+
+def generate_showtopo(spec: SimSpec) -> str:
+    """``rocm-smi --showtopo`` of one simulated AMD node: ``spec.gpus`` GPUs, every pair
+    ``XGMI`` (weight 15, 1 hop), GPUs of the first half on NUMA node 0, the rest on 1."""
+    _validate(spec)
+    gpus = range(spec.gpus)
+
+    def matrix(title: str, cell: Callable[[int, int], str]) -> list[str]:
+        rows = ["       " + "".join(f"{f'GPU{g}':<13}" for g in gpus)]
+        rows += [f"GPU{a:<4}  " + "".join(f"{cell(a, b):<13}" for b in gpus) for a in gpus]
+        return [f"{'=' * 20} {title} {'=' * 20}", *rows, ""]
+
+    lines = [f"{'=' * 20} ROCm System Management Interface {'=' * 20}"]
+    lines += matrix("Weight between two GPUs", lambda a, b: "0" if a == b else "15")
+    lines += matrix("Hops between two GPUs", lambda a, b: "0" if a == b else "1")
+    lines += matrix("Link Type between two GPUs", lambda a, b: "0" if a == b else "XGMI")
+    lines.append(f"{'=' * 20} Numa Nodes {'=' * 20}")
+    for gpu in gpus:
+        numa = 0 if gpu < (spec.gpus + 1) // 2 else 1
+        lines.append(f"GPU[{gpu}]\t\t: (Topology) Numa Node: {numa}")
+        lines.append(f"GPU[{gpu}]\t\t: (Topology) Numa Affinity: {numa}")
+    lines.append(f"{'=' * 20} End of ROCm SMI Log {'=' * 20}")
+    return "\n".join(lines) + "\n"
