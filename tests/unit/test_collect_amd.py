@@ -112,3 +112,23 @@ def test_generate_on_an_amd_cluster_reports_the_split_node(tmp_path: Path) -> No
     xgmi = [f for f in findings if f["kind"].startswith("xgmi")]
     assert [(f["kind"], f["subject"]) for f in xgmi] == [("xgmi-split", "gpu0003")]
     assert not [f for f in findings if f["kind"] == "collect-missing"]
+
+
+def test_facts_cache_keeps_amd_nodes_as_read(tmp_path: Path) -> None:
+    """facts.json (what collect keeps beside the snapshot) gives an AMD node back as reading
+    its files gives it: the rocm-smi topology, its vendor and the product names."""
+    outputs = {
+        "mi1": {
+            sn.KEY_ROCM_TOPO: MI308X.read_text(),
+            sn.KEY_ROCM_PRODUCT: MI300A.read_text(),
+            sn.KEY_TOPO: "",  # auto: no nvidia-smi on the node
+        }
+    }
+    snap = write_node_outputs(tmp_path / "snap", outputs)
+    fresh = sn.load_snapshot(snap).nodes["mi1"]
+    (snap / sn.FACTS_FILE).write_bytes(sn.snapshot_facts(snap))
+    kept = sn.load_snapshot(snap)
+    assert kept.findings == []
+    node = kept.nodes["mi1"]
+    assert (node.topology, node.products) == (fresh.topology, fresh.products)
+    assert node.topology is not None and node.topology.vendor == "amd"
