@@ -12,8 +12,9 @@
 # reconfigure` kills slurmctld, while a daemon (or one under systemd, as sites run it) keeps
 # the old config running -- the behaviour `generate --reconfigure` is tested against.
 #
-# FAKE_GPUS=N creates /dev/nvidia0..N-1 as character devices (c 1 3, like /dev/null) so that
-# gres.conf File= lines resolve; Slurm needs a char device there, a plain file is refused.
+# FAKE_GPUS=N creates /dev/nvidia0..N-1 (NVIDIA) and /dev/dri/renderD128..128+N-1 (AMD's render
+# nodes) as character devices (c 1 3, like /dev/null) so that gres.conf File= lines resolve;
+# Slurm needs a char device there, a plain file is refused.
 set -euo pipefail
 
 start_munge() {
@@ -27,6 +28,12 @@ make_fake_gpus() {
     for ((i = 0; i < n; i++)); do
         [ -e "/dev/nvidia$i" ] || mknod "/dev/nvidia$i" c 1 3
     done
+    if ((n > 0)); then
+        mkdir -p /dev/dri
+        for ((i = 0; i < n; i++)); do
+            [ -e "/dev/dri/renderD$((128 + i))" ] || mknod "/dev/dri/renderD$((128 + i))" c 1 3
+        done
+    fi
 }
 
 role="${1:-node}"

@@ -171,3 +171,27 @@ def test_slurm_refuses_numa_cores_and_threads_but_takes_whole_sockets(
     assert "invalid GRES core specification (0-191) on node off1" in log
     job = cluster.exec("srun -w a2 --gres=gpu:8 bash -c 'echo $CUDA_VISIBLE_DEVICES'")
     assert job.rc == 0 and job.stdout.strip() == "0,1,2,3,4,5,6,7", job
+
+
+#: the real 8-GPU MI308X capture (one xGMI hive): AMD lines for the entrypoint's fake
+#: /dev/dri/renderD128..135
+MI308X = REAL / "rocm-smi-topo" / "mi308x-8gpu-xgmi-2numa-lowpower-warning-msswift.txt"
+
+
+def test_slurmd_reads_the_amd_gres_conf(make_cluster: Callable[..., Cluster]) -> None:
+    args = ["gres", "--topo-matrix", str(MI308X), "--nodes", "gpu[01-02]"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    nodes = [NodeSpec(name, cpus=8, gpus=8) for name in NODES]
+    cluster = make_cluster(ClusterSpec(nodes=nodes, extra_files={"gres.conf": result.stdout}))
+    show = cluster.exec("scontrol show node gpu01").check("scontrol show node").stdout
+    assert "Gres=gpu:8" in show, show
+    printed = cluster.exec("slurmd -G -N gpu01", node="gpu01").check("slurmd -G")
+    text = printed.stdout + printed.stderr
+    for gpu in range(8):
+        line = next(x for x in text.splitlines() if f"File=/dev/dri/renderD{128 + gpu}" in x)
+        links = ",".join("-1" if peer == gpu else "1" for peer in range(8))
+        assert f"Links={links}" in line, line
+    env = "echo $ROCR_VISIBLE_DEVICES"
+    job = cluster.exec(f"srun -w gpu01 --gres=gpu:2 bash -c '{env}'")
+    assert job.rc == 0 and job.stdout.strip() == "0,1", job

@@ -351,3 +351,19 @@ def test_the_old_record_flag_still_records_with_one_warning(fake: Path, tmp_path
         "release"
     ]
     assert load_bench(tmp_path / "r").data["results"][0]["nodes"] == ["bn0001"]
+
+
+def test_a_replayed_rccl_tests_run_is_read_as_nccl_tests_is() -> None:
+    """AMD's rccl-tests prints nccl-tests' table: a real two-node MI300X run read back as a
+    bench step's output gives its peak bus bandwidth and no error."""
+    from topograph_slurm.collect.bench import BenchCommand, result_of
+    from topograph_slurm.collect.transport import NodeRun
+    from topograph_slurm.model.bench import BenchRun
+
+    run = BenchRun("leaf", ("gpu-53", "gpu-56"))
+    argv = BenchCommand(gpus_per_node=8).argv(run)
+    text = real_fixture(
+        "nccl-tests/mi300x-2node-16gpu-allreduce-rccl-tests-rccl-version-block-aac10.txt"
+    ).read_text(encoding="utf-8")
+    result = result_of(run, argv, NodeRun("", text, "", 0, False, 30.0, "t"), 60)
+    assert (result.ok, result.error, result.busbw) == (True, "", 357.46)

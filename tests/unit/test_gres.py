@@ -98,7 +98,7 @@ def test_capture_lines(capture: str) -> None:
 def test_untyped_says_so() -> None:
     code, out, err = _run("--topo-matrix", str(H100_TOPO), "--nodes", "gpu1")
     assert code == 0
-    assert "no Type= for gpu1: only nvidia-smi topo -m is known" in out
+    assert "no Type= for gpu1: only the GPU topology is known" in out
     assert "no Type= for gpu1" in err
 
 

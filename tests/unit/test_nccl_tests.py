@@ -181,6 +181,33 @@ CAPTURES = {
         "",
         [],
     ),
+    # AMD rccl-tests (same table; its version and RCCL's on lines of their own)
+    "mi300x-1node-8gpu-allreduce-rccl-tests-k8s-aac8.txt": (
+        31,
+        8,
+        8589934592,
+        315.69,
+        315.91,
+        110.464,
+        0,
+        "",
+        "develop:a7809b3",
+        "",
+        ["1942ef50-8240-449e-82ca-4ce7993f70b4-78bfb5d4f4-4z9xh"],
+    ),
+    "mi300x-2node-16gpu-allreduce-rccl-tests-rccl-version-block-aac10.txt": (
+        32,
+        8,
+        17179869184,
+        357.46,
+        357.41,
+        92.3318,
+        0,
+        "",
+        "develop:448c4c7",
+        "2.22.3-HEAD:7d8d67c",
+        ["gpu-53", "gpu-56"],
+    ),
 }
 
 

@@ -14,12 +14,17 @@ from typing import Any, Protocol
 from topograph_slurm.app.fabric import Warn, fetch_ufm
 from topograph_slurm.collect import collect as run_collect
 from topograph_slurm.collect.plan import (
-    DEFAULT_COMMANDS as DEFAULT_COMMANDS,  # re-exported: collect --help lists them
-)
-from topograph_slurm.collect.plan import (
+    AMD_COMMANDS,
     DEFAULT_IBNETDISCOVER,
     CollectPlan,
     expand_nodes,
+    gpu_commands,
+)
+from topograph_slurm.collect.plan import (
+    DEFAULT_COMMANDS as DEFAULT_COMMANDS,  # re-exported: collect --help lists them
+)
+from topograph_slurm.collect.plan import (
+    GPU_VENDORS as GPU_VENDORS,  # re-exported: --gpu-vendor's choices
 )
 from topograph_slurm.collect.plan import (
     CollectOutcome as CollectOutcome,  # re-exported: what the CLI summarises
@@ -30,6 +35,9 @@ from topograph_slurm.slurm.nodes import scontrol_nodes
 from topograph_slurm.slurm.scontrol import Scontrol
 from topograph_slurm.sources import ufm as ufm_source
 from topograph_slurm.sources.lldp import KEY_LLDP, LLDP_COMMAND
+
+#: Every per-node GPU command collect may run (NVIDIA's and AMD's): collect --help lists them.
+ALL_GPU_COMMANDS = {**DEFAULT_COMMANDS, **AMD_COMMANDS}
 
 
 class Steps(Protocol):
@@ -51,6 +59,8 @@ class Request:
     snapshot: str
     via: str = "srun"
     hostlist: str | None = None
+    #: nvidia, amd or auto (each node runs the tools it has)
+    gpu_vendor: str = "nvidia"
     ibnetdiscover_on: str | None = None
     ibnetdiscover_timeout: float = 300.0
     timeout: float = 60.0
@@ -76,6 +86,7 @@ def collect(settings: Settings, request: Request, warn: Warn, progress: Progress
         partition=request.partition,
         srun_args=list(request.srun_args),
         srun_mode=request.srun_mode,
+        commands=gpu_commands(request.gpu_vendor),
         ibnetdiscover_on=request.ibnetdiscover_on,
         ibnetdiscover_command=DEFAULT_IBNETDISCOVER,
         ibnetdiscover_timeout=request.ibnetdiscover_timeout,

@@ -66,8 +66,8 @@ def job_picture(
 
 
 def node_picture(node: str | None, topo_matrix: str | None, snapshot: str | None) -> Picture:
-    """One node's GPUs, NVLink, NICs and NUMA affinity: from a saved ``nvidia-smi topo -m``
-    (*topo_matrix*), or a snapshot's node."""
+    """One node's GPUs, NVLink or xGMI, NICs and NUMA affinity: from a saved ``nvidia-smi
+    topo -m`` or ``rocm-smi --showtopo`` (*topo_matrix*), or a snapshot's node."""
     from topograph_slurm.analysis.nvlink.affinity import affinity_issues
     from topograph_slurm.render.draw.node import node_picture as picture_of
 

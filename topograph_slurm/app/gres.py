@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class GresSource:
     """Where the layout comes from: a snapshot directory, or one ``topo -m`` capture (and
-    optionally that node's ``nvidia-smi -q``) that every node of *nodes* shares."""
+    optionally that node's ``nvidia-smi -q``; on AMD ``rocm-smi --showtopo`` and
+    ``--showproduct``) that every node of *nodes* shares."""
 
     snapshot: str | None = None
     topo_matrix: str | None = None
@@ -46,14 +47,18 @@ def plan(source: GresSource) -> GresPlan:
     if source.snapshot is not None:
         nodes, findings = _snapshot_devices(source)
     else:
-        nodes, findings = _capture_devices(source), []
+        nodes, findings = _capture_devices(source)
     result = gres.plan(nodes)
     return GresPlan(result.groups, (*findings, *result.findings), result.notes)
 
 
-def _capture_devices(source: GresSource) -> dict[str, tuple[GresDevice, ...]]:
-    """The capture's devices for every node of --nodes; each expanded name must pass the
-    Slurm name rule (a newline in one would start a line of its own in gres.conf)."""
+def _capture_devices(
+    source: GresSource,
+) -> tuple[dict[str, tuple[GresDevice, ...]], list[Finding]]:
+    """The capture's devices for every node of --nodes (each expanded name must pass the
+    Slurm name rule: a newline in one would start a line of its own in gres.conf), and the
+    capture's xGMI finding, once for the hostlist."""
+    from topograph_slurm.analysis.nvlink.xgmi import hive_findings
     from topograph_slurm.model import names
     from topograph_slurm.sources.node_captures import read_product_names, read_topo_matrix
 
@@ -64,7 +69,8 @@ def _capture_devices(source: GresSource) -> dict[str, tuple[GresDevice, ...]]:
     topo_path = str(source.topo_matrix)
     topo = read_topo_matrix(topo_path)
     products = read_product_names(source.nvidia_smi_q) if source.nvidia_smi_q else {}
-    return dict.fromkeys(hosts, _devices(topo_path, topo, products, source))
+    devices = _devices(topo_path, topo, products, source)
+    return dict.fromkeys(hosts, devices), hive_findings(str(source.nodes), topo)
 
 
 def _snapshot_devices(
@@ -85,12 +91,22 @@ def _snapshot_devices(
             raise InputError(f"{source.snapshot}: {name}: {err}") from None
     if not nodes:
         raise InputError(f"{source.snapshot}: no node has a readable nvidia-smi topo -m")
-    return nodes, _unread(snapshot.findings, [n for n in snapshot.nodes if n not in nodes])
+    unread = _unread(snapshot.findings, [n for n in snapshot.nodes if n not in nodes])
+    return nodes, [*_hives(snapshot), *unread]
+
+
+def _hives(snapshot: Snapshot) -> list[Finding]:
+    """The xGMI findings of the snapshot's AMD nodes."""
+    from topograph_slurm.analysis.nvlink.xgmi import hive_findings
+
+    found = snapshot.nodes.items()
+    return [f for name, node in found if node.topology for f in hive_findings(name, node.topology)]
 
 
 def layout_findings(snapshot: Snapshot) -> list[Finding]:
-    """The nodes whose GPU layout differs from their type's, for every use case that reads a
-    snapshot's fabric (generate's report, health: degraded, draw), as ``gres`` names them. A
+    """The nodes whose GPU layout differs from their type's, and AMD nodes whose GPUs are not
+    one xGMI hive, for every use case that reads a snapshot's fabric (generate's report,
+    health: degraded, draw), as ``gres`` names them. A
     node whose topo -m gives no layout (no GPUs, an affinity gres cannot read) is left out
     here: ``gres`` itself says why."""
     from topograph_slurm.analysis.nvlink import gres
@@ -101,7 +117,7 @@ def layout_findings(snapshot: Snapshot) -> list[Finding]:
         if node.topology is not None:
             with contextlib.suppress(InputError):
                 nodes[name] = _layout(node.topology, node.products, _cores(GresSource()), seen)
-    return list(gres.plan(nodes).findings)
+    return [*_hives(snapshot), *gres.plan(nodes).findings]
 
 
 #: Layouts already worked out in one snapshot, by (topo -m, product names): a snapshot shares

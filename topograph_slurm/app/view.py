@@ -90,12 +90,15 @@ def from_fabric(fabric: AnalysedFabric, settings: Settings, facts: bool = True) 
     """The analysed fabric's places: node, NVLink domain (when the snapshot has them), leaf,
     spines; its path facts, GPUs per node and each node's ``topo -m``."""
     snapshot = fabric.inputs.snapshot
-    topologies = snapshot.topologies if snapshot else {}
+    topologies = snapshot.topologies if snapshot else _sim_topologies(settings)
     node_gpus = {name: topology.gpu_count for name, topology in topologies.items()}
     extra = fabric.extra_findings
+    found = path_facts(fabric.analysis, extra, nvlink_domains=fabric.nvlink) if facts else None
+    if found is not None and topologies and all(t.vendor == "amd" for t in topologies.values()):
+        found.node_link = "xGMI/PCIe"  # AMD nodes: the node's fast links are Infinity Fabric
     return FabricView(
         fabric_map(fabric.tree, fabric.domains, fabric.source),
-        path_facts(fabric.analysis, extra, nvlink_domains=fabric.nvlink) if facts else None,
+        found,
         typical_gpus(node_gpus) or _sim_gpus(settings),
         topologies,
         fabric.tree,
@@ -131,6 +134,21 @@ def kept_index(fabric: AnalysedFabric, settings: Settings) -> FabricIndex | None
     view = from_fabric(fabric, settings)
     assert view.facts is not None
     return build_index(view.fmap, view.facts, view.gpus_per_node, source_stamp(settings, source))
+
+
+def _sim_topologies(settings: Settings) -> dict[str, GpuTopology]:
+    """A ``--sim …,gpu=mi300x`` fabric's nodes, each with the GPU topology its simulated
+    ``rocm-smi --showtopo`` reads to (one parsed topology, shared); none without ``gpu=``."""
+    if not settings.sim:
+        return {}
+    from topograph_slurm.sources import sim
+    from topograph_slurm.sources.rocm_smi import parse_showtopo
+
+    spec = sim.parse_sim_spec(sim_spec(settings.sim))
+    if not spec.gpu:
+        return {}
+    topology = parse_showtopo(sim.generate_showtopo(spec))
+    return {spec.node_name(i): topology for i in range(spec.nodes)}
 
 
 def _sim_gpus(settings: Settings) -> int:

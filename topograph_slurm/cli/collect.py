@@ -25,7 +25,7 @@ from topograph_slurm.errors import Exit
 from topograph_slurm.render.collect import render_collect_json
 
 _COMMAND_HELP = "\n      ".join(
-    f"{key}: {shlex.join(argv)}" for key, argv in use_case.DEFAULT_COMMANDS.items()
+    f"{key}: {shlex.join(argv)}" for key, argv in use_case.ALL_GPU_COMMANDS.items()
 )
 
 
@@ -118,6 +118,14 @@ def _summary(outcome: use_case.CollectOutcome) -> str:
     "switch and port, the leaf layer of an Ethernet/RoCE fabric for generate --snapshot.",
 )
 @click.option(
+    "--gpu-vendor",
+    type=click.Choice(use_case.GPU_VENDORS),
+    default="nvidia",
+    show_default=True,
+    help="Whose GPU tools to run: nvidia (nvidia-smi), amd (rocm-smi --showtopo), or auto "
+    "(each only on the nodes that have it: mixed or unknown clusters).",
+)
+@click.option(
     "--strict",
     is_flag=True,
     help="Exit 4 when any node failed (the snapshot is still written).",
@@ -151,13 +159,14 @@ def collect(
     ufm_deadline: float | None,
     ufm_max_response_mib: int | None,
     lldp: bool,
+    gpu_vendor: str,
     strict: bool,
     no_progress: bool,
 ) -> None:
     """Collect NVLink/GPU facts from every node into a snapshot directory.
 
     \b
-    Runs on each node, in parallel:
+    Runs on each node, in parallel, NVIDIA's or (--gpu-vendor amd) AMD's:
       {commands}
     and, with --ibnetdiscover-on NODE, ibnetdiscover on that node. A node that fails, times
     out or cannot be reached is recorded in manifest.json (exit code, error, stderr tail) and
@@ -192,6 +201,7 @@ def collect(
         snapshot=snapshot,
         via=via,
         hostlist=hostlist,
+        gpu_vendor=gpu_vendor,
         ibnetdiscover_on=ibnetdiscover_on,
         ibnetdiscover_timeout=ibnetdiscover_timeout,
         timeout=timeout,

@@ -92,10 +92,10 @@ def draw(
     edge drawn, red when it leaves the fastest unit its group fits in.
 
     The node view (--snapshot DIR --node NODE, or --topo-matrix FILE): GPUs inside their
-    NUMA nodes, NVLink/NVSwitch between them, each GPU's nearest NIC (its rail) with the path
-    class, GPU-NIC pairs that cross NUMA dashed red, the GPUs and NICs of affinity findings
-    (nearest NIC on another NUMA node, only SYS NICs, no NIC of their own) marked, and the
-    whole matrix coloured.
+    NUMA nodes, NVLink/NVSwitch (NVIDIA) or xGMI (AMD) between them, each GPU's nearest NIC
+    (its rail) with the path class, GPU-NIC pairs that cross NUMA dashed red, the GPUs and NICs
+    of affinity findings (nearest NIC on another NUMA node, only SYS NICs, no NIC of their
+    own) marked, and the whole matrix coloured.
 
     Exit 0 when drawn; 2 bad flags (an unknown --unit or --node), 3 unreadable input, 9 when
     -o cannot be written. Nothing is written on an error.

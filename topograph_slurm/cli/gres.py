@@ -1,4 +1,5 @@
-"""``topograph-slurm gres``: gres.conf from the measured node (nvidia-smi topo -m and -q)."""
+"""``topograph-slurm gres``: gres.conf from the measured node (nvidia-smi topo -m and -q on
+NVIDIA, rocm-smi --showtopo on AMD)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ from topograph_slurm.cli.options import (
     "--nvidia-smi-q",
     metavar="FILE",
     help="With --topo-matrix: its node's `nvidia-smi -q` (Type=).",
+)
+@click.option(
+    "--rocm-smi-product",
+    metavar="FILE",
+    help="With an AMD --topo-matrix: its node's `rocm-smi --showproduct` (Type=).",
 )
 @click.option(
     "--threads-per-core",
@@ -50,6 +56,7 @@ def gres(
     topo_matrix: str | None,
     hostlist: str | None,
     nvidia_smi_q: str | None,
+    rocm_smi_product: str | None,
     threads_per_core: int | None,
     sockets: int | None,
     numa_node_as_socket: bool,
@@ -60,9 +67,10 @@ def gres(
     templates: str | None,
 ) -> None:
     """Write Slurm's gres.conf from the GPUs each node measured: one line per GPU with
-    Type= (nvidia-smi -q's product name), File=/dev/nvidiaN, Cores= (the Slurm core indices
+    Type= (nvidia-smi -q's product name), File=/dev/nvidiaN (AMD: /dev/dri/renderD<128+N>,
+    from rocm-smi --showtopo), Cores= (the Slurm core indices
     of the GPU's socket, as Slurm 24.11+ takes them; none when every GPU shares one CPU
-    affinity) and Links= (NVLinks to each GPU), identical nodes folded into one
+    affinity) and Links= (NVLinks, or AMD xGMI links, to each GPU), identical nodes folded into one
     NodeName= hostlist. A node whose layout differs from its type's is a finding on stderr.
     --json prints the same plan as data (docs/gres.md).
 
@@ -79,15 +87,22 @@ def gres(
         raise click.UsageError("give --snapshot DIR or --topo-matrix FILE --nodes HOSTLIST")
     if topo_matrix is not None and hostlist is None:
         raise click.UsageError("--topo-matrix needs --nodes HOSTLIST")
-    if snapshot is not None and (hostlist or nvidia_smi_q):
-        raise click.UsageError("--nodes and --nvidia-smi-q go with --topo-matrix")
-    if topo_matrix == "-" and nvidia_smi_q == "-":
-        raise click.UsageError("only one of --topo-matrix and --nvidia-smi-q can be stdin ('-')")
+    if snapshot is not None and (hostlist or nvidia_smi_q or rocm_smi_product):
+        raise click.UsageError(
+            "--nodes, --nvidia-smi-q and --rocm-smi-product go with --topo-matrix"
+        )
+    if nvidia_smi_q and rocm_smi_product:
+        raise click.UsageError("give --nvidia-smi-q or --rocm-smi-product, not both")
+    products = nvidia_smi_q or rocm_smi_product
+    if topo_matrix == "-" and products == "-":
+        raise click.UsageError(
+            "only one of --topo-matrix and --nvidia-smi-q (--rocm-smi-product) can be stdin"
+        )
     source = GresSource(
         snapshot,
         topo_matrix,
         hostlist,
-        nvidia_smi_q,
+        products,
         threads_per_core,
         sockets,
         numa_node_as_socket,

@@ -533,7 +533,8 @@ def job_options(func: F) -> F:
 TOPO_MATRIX = click.option(
     "--topo-matrix",
     metavar="FILE",
-    help="One node's `nvidia-smi topo -m` capture ('-' = stdin), shared by every node it "
+    help="One node's `nvidia-smi topo -m` (NVIDIA) or `rocm-smi --showtopo` (AMD) capture "
+    "('-' = stdin), shared by every node it "
     "stands for (default: each node's own from --snapshot).",
 )
 

@@ -12,7 +12,14 @@ from typing import Any
 from topograph_slurm.errors import InputError
 from topograph_slurm.model.names import expand, is_slurm_name, natural_key
 from topograph_slurm.sources.nvidia_smi import CSV_FIELDS
-from topograph_slurm.sources.snapshot import KEY_Q, KEY_QUERY, KEY_TOPO, check_node_name
+from topograph_slurm.sources.snapshot import (
+    KEY_Q,
+    KEY_QUERY,
+    KEY_ROCM_PRODUCT,
+    KEY_ROCM_TOPO,
+    KEY_TOPO,
+    check_node_name,
+)
 
 TERM_GRACE = 5.0  # seconds between SIGTERM and SIGKILL for a timed-out srun
 
@@ -23,6 +30,28 @@ DEFAULT_COMMANDS: dict[str, tuple[str, ...]] = {
     KEY_TOPO: ("nvidia-smi", "topo", "-m"),
 }
 DEFAULT_IBNETDISCOVER: tuple[str, ...] = ("ibnetdiscover",)
+
+#: What ``--gpu-vendor amd`` runs: rocm-smi's topology (xGMI links and NUMA nodes) and each
+#: GPU's card series (gres' Type=).
+AMD_COMMANDS: dict[str, tuple[str, ...]] = {
+    KEY_ROCM_TOPO: ("rocm-smi", "--showtopo"),
+    KEY_ROCM_PRODUCT: ("rocm-smi", "--showproduct"),
+}
+GPU_VENDORS = ("nvidia", "amd", "auto")
+#: ``auto``: a command runs only where its program exists; elsewhere it prints nothing and
+#: exits 0, which the snapshot reads as "this node has no such tool", not as a failure.
+_IF_PRESENT = ("sh", "-c", 'command -v "$1" >/dev/null 2>&1 || exit 0; exec "$@"', "sh")
+
+
+def gpu_commands(vendor: str) -> dict[str, tuple[str, ...]]:
+    """The per-node GPU commands of ``--gpu-vendor``: NVIDIA's, AMD's, or (auto) both, each
+    run only on the nodes that have its tool."""
+    if vendor == "nvidia":
+        return dict(DEFAULT_COMMANDS)
+    if vendor == "amd":
+        return dict(AMD_COMMANDS)
+    both = {**DEFAULT_COMMANDS, **AMD_COMMANDS}
+    return {key: (*_IF_PRESENT, *argv) for key, argv in both.items()}
 
 
 @dataclass(slots=True)

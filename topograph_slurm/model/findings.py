@@ -291,6 +291,21 @@ class FindingKind(StrEnum):
         "the node's GPUs (NUMA cores or NVLink links from nvidia-smi topo -m) differ from "
         "the other nodes of its type: gres.conf gives it lines of its own",
     )
+    # AMD: a node's xGMI hive from rocm-smi --showtopo (analysis/nvlink/xgmi.py)
+    XGMI_SPLIT = (
+        "xgmi-split",
+        PROBLEM,
+        DEGRADED,
+        "an AMD node's GPUs form more than one xGMI group (rocm-smi --showtopo): GPUs of "
+        "different groups talk over PCIe, so a job across them is slower than on one hive",
+    )
+    XGMI_PCIE_ONLY = (
+        "xgmi-pcie-only",
+        PROBLEM,
+        DEGRADED,
+        "no two of an AMD node's GPUs are joined by xGMI (rocm-smi --showtopo): every GPU "
+        "pair talks over PCIe (no Infinity Fabric bridge, or it is not detected)",
+    )
     # GPU↔NIC affinity from topo -m (analysis/nvlink/affinity.py)
     GPU_NIC_FAR_NUMA = (
         "gpu-nic-far-numa",

@@ -1,4 +1,5 @@
-"""GPU facts of a node and NVLink domains: what nvidia-smi reports, as plain data."""
+"""GPU facts of a node and NVLink domains: what nvidia-smi (NVIDIA) or rocm-smi (AMD) reports,
+as plain data."""
 
 from __future__ import annotations
 
@@ -11,6 +12,19 @@ from topograph_slurm.model.result import Finding
 
 #: ``topo -m``'s NVLink token: ``NV18`` is 18 bonded NVLinks.
 NV_LINK = re.compile(r"^NV(\d{1,3})$", re.ASCII)
+
+#: rocm-smi's token for an AMD Infinity Fabric (xGMI) link between two GPUs. rocm-smi gives no
+#: link count, so a pair joined by xGMI counts as one link wherever NVLinks are counted.
+XGMI = "XGMI"
+
+
+def fast_links(token: str) -> int:
+    """The GPU-to-GPU links a ``topo -m``/``--showtopo`` token stands for: ``NV18`` → 18,
+    ``XGMI`` → 1, a PCIe path → 0."""
+    if token == XGMI:
+        return 1
+    match = NV_LINK.match(token)
+    return int(match.group(1)) if match else 0
 
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -60,7 +74,8 @@ class GpuFabric:
 
 @dataclass(frozen=True, slots=True)
 class GpuTopology:
-    """What ``nvidia-smi topo -m`` says about one node.
+    """What ``nvidia-smi topo -m`` (NVIDIA) or ``rocm-smi --showtopo`` (AMD) says about one
+    node; *vendor* says which (``nvidia`` or ``amd``).
 
     GPUs are addressed by their index (``GPU3`` → 3); NICs by name — the NIC Legend's device
     name (``mlx5_ib0``) when there is one, else the header label (``mlx5_4`` on older drivers,
@@ -76,6 +91,7 @@ class GpuTopology:
     cpu_affinity: dict[int, str | None] = field(default_factory=dict)
     numa_affinity: dict[int, tuple[int, ...]] = field(default_factory=dict)
     gpu_numa_id: dict[int, int | None] = field(default_factory=dict)
+    vendor: str = "nvidia"
 
     @property
     def gpu_count(self) -> int:
@@ -87,15 +103,35 @@ class GpuTopology:
         return self.gpu_links[(min(a, b), max(a, b))]
 
     def nvlinks(self, a: int, b: int) -> int:
-        """Number of bonded NVLinks between GPUs *a* and *b*; 0 when they talk over PCIe."""
-        match = NV_LINK.match(self.link(a, b))
-        return int(match.group(1)) if match else 0
+        """Number of bonded NVLinks (an xGMI pair: 1) between GPUs *a* and *b*; 0 when they
+        talk over PCIe."""
+        return fast_links(self.link(a, b))
 
     @property
     def all_nvlink(self) -> bool:
-        """Every GPU pair is NVLink-connected. False for fewer than two GPUs: a lone GPU
-        gives tensor parallelism nothing to ride on, so it must not look like an NVLink node."""
-        return self.gpu_count >= 2 and all(NV_LINK.match(v) for v in self.gpu_links.values())
+        """Every GPU pair is NVLink- (or xGMI-) connected. False for fewer than two GPUs: a lone
+        GPU gives tensor parallelism nothing to ride on, so it must not look like an NVLink node."""
+        return self.gpu_count >= 2 and all(fast_links(v) for v in self.gpu_links.values())
+
+    @property
+    def fast_groups(self) -> tuple[tuple[int, ...], ...]:
+        """The GPUs joined by direct NVLink/xGMI links, as groups (connected components, in
+        GPU order): one group is the node's fast domain (an xGMI hive, an NVLink clique); a
+        GPU with no such link is a group of its own."""
+        group = {gpu: gpu for gpu in self.gpus}
+
+        def root(gpu: int) -> int:
+            while group[gpu] != gpu:
+                gpu = group[gpu]
+            return gpu
+
+        for (a, b), token in self.gpu_links.items():
+            if fast_links(token):
+                group[max(root(a), root(b))] = min(root(a), root(b))
+        found: dict[int, list[int]] = {}
+        for gpu in self.gpus:
+            found.setdefault(root(gpu), []).append(gpu)
+        return tuple(tuple(members) for members in found.values())
 
     @property
     def min_nvlinks(self) -> int:
@@ -190,13 +226,15 @@ class Domain:
 @dataclass(frozen=True, slots=True)
 class GresDevice:
     """One GPU's ``gres.conf`` line: ``Type=`` (None when only ``topo -m`` is known), the
-    Slurm core indices of its NUMA node (None when topo -m has no CPU affinity), and its
-    ``Links=`` (one count per GPU index, -1 for itself; None when the node has no NVLink)."""
+    Slurm core indices of its NUMA node (None when topo -m has no CPU affinity), its
+    ``Links=`` (one count per GPU index, -1 for itself; None when the node has no NVLink or
+    xGMI) and its device ``File=`` (``/dev/nvidiaN``; ``/dev/dri/renderD…`` on AMD)."""
 
     index: int
     type: str | None
     cores: tuple[int, ...] | None
     links: tuple[int, ...] | None
+    file: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,12 +259,22 @@ class GresPlan:
 class RankBinding:
     """What one local rank (one task per GPU, in GPU order) should use on its node: its GPU
     index, its nearest NIC(s) by ``topo -m``'s best link class (empty without NICs), the Linux
-    CPU ids of its GPU's CPU affinity (empty when topo -m shows none) and their bit mask."""
+    CPU ids of its GPU's CPU affinity (empty when topo -m shows none) and their bit mask, and
+    the node's GPU *vendor* (which variable names the GPU)."""
 
     local_rank: int
     gpu: int
     nics: tuple[str, ...]
     cpus: tuple[int, ...]
+    vendor: str = "nvidia"
+
+    @property
+    def visible_devices(self) -> str:
+        """The variable that shows the rank its GPU: ``CUDA_VISIBLE_DEVICES`` on NVIDIA,
+        ``ROCR_VISIBLE_DEVICES`` on AMD (what Slurm itself sets there; HIP_VISIBLE_DEVICES is
+        not set beside it, since HIP would then pick among the GPUs ROCr already narrowed to
+        one, and index N > 0 would find none)."""
+        return "ROCR_VISIBLE_DEVICES" if self.vendor == "amd" else "CUDA_VISIBLE_DEVICES"
 
     @property
     def cpu_mask(self) -> int:

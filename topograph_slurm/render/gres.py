@@ -35,6 +35,7 @@ def core_ranges(cores: tuple[int, ...]) -> str:
 def _device(device: GresDevice) -> dict[str, Any]:
     return {
         "index": device.index,
+        "file": device.file or f"/dev/nvidia{device.index}",
         "type": device.type,
         "cores": core_ranges(device.cores) if device.cores else "",
         "links": ",".join(str(n) for n in device.links) if device.links else "",

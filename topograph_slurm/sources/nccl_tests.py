@@ -1,5 +1,7 @@
 """nccl-tests output (``all_reduce_perf``, ``all_gather_perf``, ``alltoall_perf``) → rows per
-message size, the trailer and the header facts.
+message size, the trailer and the header facts. AMD's rccl-tests prints the same table; its
+version (``rccl-tests: Version develop:448c4c7``) and RCCL's (``RCCL version : 2.22.3-…``)
+come on lines of their own, without ``#``, and are read as nccl-tests' version line is.
 
 Both table layouts are read by their header line, not by position: the older one (``size
 count type redop time algbw busbw error`` twice, a float max error) and the current one (a
@@ -19,6 +21,8 @@ from topograph_slurm.model.numbers import decimal, natural
 
 _LABEL = re.compile(r"^\s*\d+:\s?", re.ASCII)
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+).*?nccl-library=(\d+)")
+_RCCL_TESTS = re.compile(r"^rccl-tests: Version\s+(\S+)")
+_RCCL_LIBRARY = re.compile(r"^RCCL version\s*:\s*(\S+)")
 _TEST = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _DEVICE = re.compile(r"^#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
@@ -40,6 +44,10 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests output") -> NcclOutput
         if line.startswith("#"):
             header = _header(line) or header
             _comment(line, out)
+        elif match := _RCCL_TESTS.match(line):
+            out.version = match.group(1)
+        elif match := _RCCL_LIBRARY.match(line):
+            out.nccl_library = match.group(1)
         elif _NOTE.search(line):
             out.notes.append(line.strip())
         elif header is not None and line.strip() and natural(line.split()[0]) is not None:

@@ -34,17 +34,19 @@ def read_capture(path: str) -> str:
 
 
 def read_topo_matrix(path: str) -> GpuTopology:
-    """One node's ``topo -m`` capture, parsed; an InputError naming *path*."""
-    from topograph_slurm.sources.nvidia_smi import parse_topo_matrix
+    """One node's ``topo -m`` (NVIDIA) or ``rocm-smi --showtopo`` (AMD) capture, parsed; an
+    InputError naming *path*."""
+    from topograph_slurm.sources.gpu_topology import parse_gpu_topology
 
     try:
-        return parse_topo_matrix(read_capture(path))
+        return parse_gpu_topology(read_capture(path))
     except InputError as err:
         raise InputError(f"{'<stdin>' if path == '-' else path}: {err}") from None
 
 
 def read_product_names(path: str) -> dict[int, str]:
-    """One node's ``nvidia-smi -q`` capture: each GPU's product name by index."""
-    from topograph_slurm.sources.nvidia_smi import parse_product_names
+    """One node's ``nvidia-smi -q`` (or ``rocm-smi --showproduct``) capture: each GPU's
+    product name by index."""
+    from topograph_slurm.sources.gpu_topology import parse_gpu_products
 
-    return parse_product_names(read_capture(path))
+    return parse_gpu_products(read_capture(path))

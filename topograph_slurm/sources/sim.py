@@ -18,6 +18,11 @@ spec always gives the same bytes.
 rail-optimised leaves, spines, super-spines with ``tiers=3``) and writes it as NetQ's topology
 graph (:func:`generate_netq`; switch ports ``swpN``, NICs ``eth<r>``), which the NetQ
 translation reads: a RoCE spec and its ``fabric=ib`` twin give the same topology.
+
+``gpu=mi300x`` (or another AMD Instinct model: ``mi250``, ``mi325x``, ``mi355x`` …) makes the
+nodes AMD ones: every node prints the same ``rocm-smi --showtopo`` (:func:`generate_showtopo`,
+read by the real parser), all its GPUs one xGMI hive, the first half on NUMA node 0 and the
+rest on node 1. Without it the simulated nodes carry no GPU topology.
 """
 
 from __future__ import annotations
@@ -100,6 +105,8 @@ class SimSpec:
     partitions: int = 1
     #: a tray NMX reports down (name or 1-based index)
     down: str = ""
+    #: an AMD Instinct model (``mi300x``): the nodes' GPU topology as rocm-smi prints it
+    gpu: str = ""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -192,6 +199,9 @@ def _validate(spec: SimSpec) -> None:
     _validate_nodes(spec)
     _validate_roce(spec)
     _validate_nvl(spec)
+    if spec.gpu and not _AMD_GPU.match(spec.gpu):
+        what = f"got {spec.gpu[:40]!r}"
+        raise SimSpecError(f"sim spec: gpu must be an AMD Instinct model (mi300x), {what}")
 
 
 def _validate_roce(spec: SimSpec) -> None:
@@ -245,7 +255,8 @@ _INT_RE = re.compile(r"-?[0-9]{1,12}")
 _INT_KEYS = {"nodes", "gpus", "rails", "su", "tiers", "islands", "pod", "degraded", "nvl"}
 _INT_KEYS |= {"partitions"}
 _BOOL_KEYS = {"storage", "sharp"}
-_STR_KEYS = {"prefix", "speed", "disagree", "swap", "fabric", "down"}
+_STR_KEYS = {"prefix", "speed", "disagree", "swap", "fabric", "down", "gpu"}
+_AMD_GPU = re.compile(r"mi\d{2,3}[a-z]{0,2}\Z")
 
 
 def parse_sim_spec(spec: str) -> SimSpec:
@@ -277,7 +288,7 @@ def _convert(key: str, raw: str) -> object:
             return False
         raise SimSpecError(f"sim spec: {key} must be 0 or 1, got {raw!r}")
     if key in _STR_KEYS:
-        return raw.upper() if key == "speed" else raw.lower() if key == "fabric" else raw
+        return raw.upper() if key == "speed" else raw.lower() if key in ("fabric", "gpu") else raw
     known = ", ".join(f.name for f in fields(SimSpec))
     raise SimSpecError(f"sim spec: unknown key {key!r} (known: {known})")
 
@@ -721,3 +732,30 @@ def generate_nmx(spec: SimSpec) -> tuple[str, list[str], list[str]]:
         ]
         partitions.append(json.dumps(parts) + "\n")
     return json.dumps(nodes, indent=1) + "\n", gpus, partitions
+
+
+# AMD nodes: rocm-smi's view of one node's GPUs.
+
+
+def generate_showtopo(spec: SimSpec) -> str:
+    """``rocm-smi --showtopo`` of one simulated AMD node: ``spec.gpus`` GPUs, every pair
+    ``XGMI`` (weight 15, 1 hop), GPUs of the first half on NUMA node 0, the rest on 1."""
+    _validate(spec)
+    gpus = range(spec.gpus)
+
+    def matrix(title: str, cell: Callable[[int, int], str]) -> list[str]:
+        rows = ["       " + "".join(f"{f'GPU{g}':<13}" for g in gpus)]
+        rows += [f"GPU{a:<4}  " + "".join(f"{cell(a, b):<13}" for b in gpus) for a in gpus]
+        return [f"{'=' * 20} {title} {'=' * 20}", *rows, ""]
+
+    lines = [f"{'=' * 20} ROCm System Management Interface {'=' * 20}"]
+    lines += matrix("Weight between two GPUs", lambda a, b: "0" if a == b else "15")
+    lines += matrix("Hops between two GPUs", lambda a, b: "0" if a == b else "1")
+    lines += matrix("Link Type between two GPUs", lambda a, b: "0" if a == b else "XGMI")
+    lines.append(f"{'=' * 20} Numa Nodes {'=' * 20}")
+    for gpu in gpus:
+        numa = 0 if gpu < (spec.gpus + 1) // 2 else 1
+        lines.append(f"GPU[{gpu}]\t\t: (Topology) Numa Node: {numa}")
+        lines.append(f"GPU[{gpu}]\t\t: (Topology) Numa Affinity: {numa}")
+    lines.append(f"{'=' * 20} End of ROCm SMI Log {'=' * 20}")
+    return "\n".join(lines) + "\n"

@@ -56,11 +56,12 @@ from topograph_slurm.model.findings import FindingKind
 from topograph_slurm.model.gpu import GpuFabric, GpuTopology
 from topograph_slurm.model.names import natural_key
 from topograph_slurm.model.result import Finding, decode_finding
+from topograph_slurm.sources.gpu_topology import parse_gpu_topology
 from topograph_slurm.sources.nvidia_smi import (
     CLUSTER_UUID,
     parse_fabric_output,
-    parse_topo_matrix,
 )
+from topograph_slurm.sources.rocm_smi import parse_showproduct
 
 SNAPSHOT_FORMAT = "topograph-slurm-snapshot"
 SNAPSHOT_VERSION = 1
@@ -74,6 +75,12 @@ IBNETDISCOVER_FILE = "ibnetdiscover.txt"
 KEY_QUERY = "nvidia-smi-query"
 KEY_Q = "nvidia-smi-q"
 KEY_TOPO = "nvidia-smi-topo"
+#: AMD nodes: ``rocm-smi --showtopo``, read into the same GpuTopology as ``topo -m``.
+KEY_ROCM_TOPO = "rocm-smi-topo"
+#: AMD nodes: ``rocm-smi --showproduct``, each GPU's card series (gres' Type=).
+KEY_ROCM_PRODUCT = "rocm-smi-product"
+#: The node outputs that give a node's GPU topology, the first present one read.
+TOPOLOGY_KEYS = (KEY_TOPO, KEY_ROCM_TOPO)
 
 FACTS_FILE = "facts.json"
 FACTS_FORMAT = "topograph-slurm-snapshot-facts"
@@ -254,7 +261,7 @@ _Topologies = dict[str, "GpuTopology | ParseError"]
 def _topology(text: str, seen: _Topologies) -> GpuTopology:
     if text not in seen:
         try:
-            seen[text] = parse_topo_matrix(text)
+            seen[text] = parse_gpu_topology(text)
         except ParseError as err:
             seen[text] = err
     found = seen[text]
@@ -267,7 +274,10 @@ def _parse_node(
     node: NodeSnapshot, raw: Mapping[str, str], findings: list[Finding], seen: _Topologies
 ) -> None:
     """Fill gpus/topology/products from the node's outputs *raw*; -q first (it carries
-    Health, and the product names come from the same pass), then the CSV."""
+    Health, and the product names come from the same pass), then the CSV. An empty output
+    is a vendor's tool the node does not have (``collect --gpu-vendor auto`` runs each only
+    where it exists): an AMD node has no NVIDIA fabric output to miss."""
+    raw = {key: text for key, text in raw.items() if text.strip()}
     for key in (KEY_Q, KEY_QUERY):
         text = raw.get(key)
         if text is None:
@@ -280,18 +290,25 @@ def _parse_node(
         if gpus:
             node.gpus, node.fabric_source = gpus, key
             break
-    if node.gpus is None and not any(f.subject == node.name for f in findings):
+    amd = KEY_ROCM_TOPO in raw and KEY_TOPO not in raw
+    if node.gpus is None and not amd and not any(f.subject == node.name for f in findings):
         findings.append(
             Finding(FindingKind.COLLECT_MISSING, node.name, "no nvidia-smi fabric output")
         )
-    text = raw.get(KEY_TOPO)
-    if text is not None:
+    if KEY_ROCM_PRODUCT in raw and not node.products:
+        node.products = parse_showproduct(raw[KEY_ROCM_PRODUCT])
+    topo_key = topology_key(raw)
+    if topo_key is not None:
         try:
-            node.topology = _topology(text, seen)
+            node.topology = _topology(raw[topo_key], seen)
         except ParseError as err:
-            findings.append(
-                Finding(FindingKind.COLLECT_PARSE_ERROR, node.name, f"{KEY_TOPO}: {err}")
-            )
+            what = f"{topo_key}: {err}"
+            findings.append(Finding(FindingKind.COLLECT_PARSE_ERROR, node.name, what))
+
+
+def topology_key(outputs: Mapping[str, str]) -> str | None:
+    """The key of the node's GPU topology output (NVIDIA's, else AMD's); None without one."""
+    return next((key for key in TOPOLOGY_KEYS if outputs.get(key, "").strip()), None)
 
 
 def _read_node(
@@ -426,11 +443,22 @@ def snapshot_facts(path: Path | str) -> bytes:
         stamps = _stamps(root, entries[name])
         if findings or stamps is None:
             continue
-        topo = next((e for e in entries[name] if e.get("command") == KEY_TOPO), None)
-        text = _read_output(root, topo) if topo is not None else None
+        text = _topology_text(root, entries[name])
         index = texts.setdefault(text, len(texts)) if text is not None else None
         nodes[name] = _NodeFacts(stamps, node.gpus, node.fabric_source, node.products, index)
     return msgspec.json.encode(_Facts(FACTS_FORMAT, FACTS_VERSION, list(texts), nodes))
+
+
+def _topology_text(root: Path, entries: Sequence[Mapping[str, Any]]) -> str | None:
+    """The text the node's topology was read from (as ``_parse_node`` picks it)."""
+    texts = {}
+    for entry in entries:
+        if entry.get("command") in TOPOLOGY_KEYS and entry.get("exit_code") == 0:
+            text = _read_output(root, entry)
+            if text is not None:
+                texts[str(entry["command"])] = text
+    key = topology_key(texts)
+    return texts[key] if key else None
 
 
 def node_outputs(snapshot: Snapshot, key: str) -> dict[str, str]:

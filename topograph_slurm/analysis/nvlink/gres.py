@@ -26,10 +26,17 @@ GPUs all share one CPU affinity (NUMA off lists ``0-191`` for every GPU of a 96-
 workstation) gets no Cores=: any core can be used, and naming its threads as cores would name
 cores the node does not have.
 
+**File=** is ``/dev/nvidiaN`` on NVIDIA, and on AMD ``/dev/dri/renderD<128+N>``: the render
+node Slurm's rsmi plugin names for GPU N (it walks GPUs in ROCm SMI's index order, the order
+``rocm-smi`` prints, and notes when a GPU's render minor is not 128+N; ``--showtopo`` does not
+print the minors, so 128+N is what a capture can give).
+
 **Links=** follows Slurm's own NVML detection: one number per GPU index, ``-1`` for the GPU
 itself, the count of bonded NVLinks (``NV18`` → 18) to a peer, ``0`` for a PCIe path (Slurm
 treats more links as the better connection when it picks GPUs for a job). A node without
-any NVLink gets no Links= at all: there is nothing better to prefer.
+any NVLink gets no Links= at all: there is nothing better to prefer. On AMD an xGMI pair counts
+1 (rocm-smi gives no link count); Slurm's rsmi plugin itself writes no link counts (only -1
+and 0, to keep PCI order), so these Links= are what lets Slurm prefer GPUs of one xGMI hive.
 
 Pure functions, no I/O.
 """
@@ -50,6 +57,8 @@ from topograph_slurm.model.result import Finding
 _RANGE = re.compile(r"^(\d{1,6})(?:-(\d{1,6}))?$", re.ASCII)
 _VENDOR = frozenset({"nvidia", "tesla", "geforce", "quadro"})
 _UNSAFE = re.compile(r"[^a-z0-9.-]+")
+#: An AMD Instinct model word (``MI300X``, ``[Instinct MI300A]``'s ``MI300A]``).
+_AMD_MODEL = re.compile(r"^\[?(mi\d+[a-z0-9]*)\]?$", re.ASCII)
 
 
 def cpu_ranges(text: str) -> list[tuple[int, int]]:
@@ -110,7 +119,12 @@ def gres_type(product: str) -> str:
     """A Slurm-safe ``Type=`` from nvidia-smi's Product Name: the model word, lower-cased,
     without the vendor (``NVIDIA H100 80GB HBM3`` → ``h100``, ``NVIDIA A100-SXM4-80GB`` →
     ``a100-sxm4-80gb``); a model word without a digit takes the next word too (``NVIDIA RTX
-    6000 Ada Generation`` → ``rtx_6000``)."""
+    6000 Ada Generation`` → ``rtx_6000``). An AMD card series gives its Instinct model
+    (``AMD Instinct MI300X OAM`` → ``mi300x``, ``Aqua Vanjaram [Instinct MI300A]`` →
+    ``mi300a``)."""
+    amd = [m.group(1) for w in product.lower().split() if (m := _AMD_MODEL.match(w))]
+    if amd:
+        return amd[0]
     words = [w for w in product.lower().split() if w not in _VENDOR] or ["gpu"]
     if not any(ch.isdigit() for ch in words[0]) and len(words) > 1:
         words = [f"{words[0]}_{words[1]}"]
@@ -134,7 +148,7 @@ def node_devices(
     """Every GPU of one node as its gres.conf line. A node without GPUs is an InputError:
     there is nothing to describe and a gres.conf without its GPUs would hide them."""
     if not topo.gpus:
-        raise InputError("nvidia-smi topo -m lists no GPUs")
+        raise InputError("the GPU topology (nvidia-smi topo -m, rocm-smi --showtopo) lists no GPUs")
     layout = layout or CoreLayout()
     cores = core_count(topo, layout.threads_per_core)
     numa = {gpu: gpu_cores(topo.cpu_affinity.get(gpu), cores) for gpu in topo.gpus}
@@ -146,9 +160,15 @@ def node_devices(
             gres_type(products[gpu]) if gpu in products else None,
             socket_cores[gpu],
             gpu_links(topo, gpu) if has_nvlink else None,
+            device_file(topo, gpu),
         )
         for gpu in topo.gpus
     )
+
+
+def device_file(topo: GpuTopology, gpu: int) -> str:
+    """The GPU's device file as Slurm's GPU plugins name it (see the module's File=)."""
+    return f"/dev/dri/renderD{128 + gpu}" if topo.vendor == "amd" else f"/dev/nvidia{gpu}"
 
 
 def _whole_sockets(
@@ -231,12 +251,19 @@ def _notes(groups: list[GresGroup]) -> tuple[str, ...]:
     untyped = [n for g in groups if any(d.type is None for d in g.devices) for n in g.nodes]
     if untyped:
         notes.append(
-            f"no Type= for {fold(sorted(untyped, key=natural_key))}: only nvidia-smi topo -m "
-            "is known (collect nvidia-smi -q for the GPU's product name)"
+            f"no Type= for {fold(sorted(untyped, key=natural_key))}: only the GPU topology "
+            "is known (collect nvidia-smi -q, or AMD's rocm-smi --showproduct, for the GPU's "
+            "product name)"
         )
     if any(d.cores is None for d in devices):
         notes.append(
             "no Cores= where any core can be used (every GPU has the same CPU affinity, or a "
-            "GPU's cores span sockets) or nvidia-smi topo -m shows no CPU affinity"
+            "GPU's cores span sockets) or the topology shows no CPU affinity (nvidia-smi "
+            "topo -m without it; rocm-smi --showtopo never prints it)"
+        )
+    if any(d.file.startswith("/dev/dri/") for d in devices):
+        notes.append(
+            "AMD File= are /dev/dri/renderD<128+index>, the minors Slurm's rsmi plugin "
+            "expects; check them against ls -l /sys/class/drm/renderD*/device on the node"
         )
     return tuple(notes)

@@ -59,7 +59,7 @@ def _rank(topo: GpuTopology, rank: int, gpu: int) -> RankBinding:
     ranges = cpu_ranges(text) if text else []
     cpus = tuple(sorted({c for first, last in ranges for c in range(first, last + 1)}))
     nics = tuple(nic for nic in topo.closest_nics(gpu) if _bindable(nic))
-    return RankBinding(rank, gpu, nics, cpus)
+    return RankBinding(rank, gpu, nics, cpus, topo.vendor)
 
 
 def job_binding(

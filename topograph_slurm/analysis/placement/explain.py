@@ -38,12 +38,14 @@ class PathFacts:
     """What the fabric says about the links a group's traffic can take: each node's rails
     (HCA-to-leaf links) and each leaf's uplinks as (width, speed), and the problems found on
     nodes (by node name) and on links (by node or leaf name). ``nvlink_domains`` tells
-    whether the ``domain`` level is NVLink (GB200 racks) or an InfiniBand block."""
+    whether the ``domain`` level is NVLink (GB200 racks) or an InfiniBand block;
+    ``node_link`` names the links inside a node (``xGMI/PCIe`` on AMD nodes)."""
 
     rails: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     uplinks: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     problems: dict[str, list[Finding]] = field(default_factory=dict)
     nvlink_domains: bool = False
+    node_link: str = "NVLink/PCIe"
 
 
 @dataclass(slots=True)
@@ -87,7 +89,7 @@ def _slowest(links: Sequence[tuple[str, str]]) -> tuple[str, str] | None:
 def worst_link(level: str, nodes: Sequence[str], fmap: FabricMap, facts: PathFacts | None) -> str:
     """The slowest link class a group spanning *level* over *nodes* rides."""
     if level == LEVEL_NODE:
-        return "NVLink/PCIe inside the node"
+        return f"{facts.node_link if facts else 'NVLink/PCIe'} inside the node"
     if level == LEVEL_DOMAIN and facts is not None and facts.nvlink_domains:
         return "NVLink (multi-node domain)"
     if facts is None:

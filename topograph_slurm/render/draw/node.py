@@ -1,5 +1,6 @@
 """The node view as geometry: one node's GPUs inside their NUMA nodes (with the CPUs they are
-close to), NVLink between GPUs (one NVSwitch bar when every pair has the same bond), each GPU's
+close to), NVLink or AMD xGMI between GPUs (one NVSwitch bar, or one xGMI hive bar, when every
+pair has the same bond), each GPU's
 nearest NIC (its rail) with the PCIe path class, the GPU↔NIC pairs that cross NUMA dashed red,
 and the whole ``nvidia-smi topo -m`` matrix as coloured cells.
 
@@ -13,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from topograph_slurm.analysis.nvlink.affinity import AffinityIssue
-from topograph_slurm.model.gpu import NV_LINK, GpuFabric, GpuTopology
+from topograph_slurm.model.gpu import NV_LINK, XGMI, GpuFabric, GpuTopology, fast_links
 from topograph_slurm.render.draw.faults import (
     FAULT_AFFINITY,
     FAULT_MEANING,
@@ -29,6 +30,7 @@ CELL_W, CELL_H, LABEL_W = 44, 16, 80
 #: Link classes of ``topo -m`` and their meaning, closest first.
 LINKS: list[tuple[str, str]] = [
     ("lk-nv", "NVLink (NV#: that many bonded links)"),
+    ("lk-xgmi", "XGMI: AMD Infinity Fabric between two GPUs"),
     ("lk-pix", "PIX: at most one PCIe bridge"),
     ("lk-pxb", "PXB: several PCIe bridges"),
     ("lk-phb", "PHB: through a PCIe host bridge (the CPU)"),
@@ -40,6 +42,7 @@ _MEANING: list[tuple[str, str]] = [
     ("gpu", "GPU"),
     ("nic", "NIC (a rail)"),
     ("nvswitch", "NVLink between every GPU pair (NVSwitch or full mesh)"),
+    ("xgmi-hive", "xGMI between every GPU pair (one AMD hive)"),
     *LINKS,
     ("cross-numa", "GPU↔NIC rail crossing NUMA (SYS)"),
     (f"fault-{FAULT_NVLINK}", FAULT_MEANING[FAULT_NVLINK]),
@@ -48,8 +51,16 @@ _MEANING: list[tuple[str, str]] = [
 
 
 def link_class(token: str) -> str:
-    """The CSS class of a ``topo -m`` token (``NV18`` → ``lk-nv``, ``SYS`` → ``lk-sys``)."""
+    """The CSS class of a ``topo -m`` token (``NV18`` → ``lk-nv``, ``SYS`` → ``lk-sys``;
+    rocm-smi's ``XGMI`` → ``lk-xgmi``)."""
     return "lk-nv" if NV_LINK.match(token) else f"lk-{token.lower()}"
+
+
+def _bar(token: str) -> tuple[str, str]:
+    """The every-pair bar's class and label: an NVSwitch's, or an AMD xGMI hive's."""
+    if token == XGMI:
+        return "xgmi-hive", "xGMI all pairs (one hive)"
+    return "nvswitch", f"NVLink {token} all pairs"
 
 
 def _nic_numa(topology: GpuTopology, nic: str) -> int | None:
@@ -179,21 +190,22 @@ def _nvlink(
     lines: list[Line],
     right: int,
 ) -> None:
-    """One bar when every pair has the same NVLink bond, else an arc per NVLink pair; in
-    front of the NUMA boxes, as the rails."""
+    """One bar when every pair has the same NVLink (or xGMI) bond, else an arc per linked
+    pair; in front of the NUMA boxes, as the rails."""
     tokens = set(topology.gpu_links.values())
     if topology.all_nvlink and len(tokens) == 1:
         token = tokens.pop()
         y = TOP + NUMA_HEAD
         tip = f"every GPU pair: {token}"
+        cls, label = _bar(token)
         shapes.append(
             Shape(
                 LEFT,
                 y,
                 right - LEFT - GAP,
                 BAR_H,
-                "nvswitch",
-                (f"NVLink {token} all pairs",),
+                cls,
+                (label,),
                 tip,
                 "nvlink",
             )
@@ -206,14 +218,14 @@ def _nvlink(
                     y + BAR_H,
                     gx + GPU_W // 2,
                     gy,
-                    "lk-nv",
+                    link_class(token),
                     f"GPU{gpu}: {token}",
                     front=True,
                 )
             )
         return
     for (a, b), token in sorted(topology.gpu_links.items()):
-        if not NV_LINK.match(token):
+        if not fast_links(token):
             continue
         (ax, ay), (bx, by) = at[f"GPU{a}"], at[f"GPU{b}"]
         bend = 10 + abs(bx - ax) // 6
@@ -223,7 +235,7 @@ def _nvlink(
                 ay,
                 bx + GPU_W // 2,
                 by,
-                "lk-nv",
+                link_class(token),
                 f"GPU{a} ↔ GPU{b}: {token}",
                 token,
                 bend,
