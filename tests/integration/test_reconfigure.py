@@ -26,7 +26,7 @@ from click.testing import CliRunner, Result
 from conftest import Shims
 from harness import Cluster, ClusterSpec, NodeSpec
 
-from tests.support.live_examples import assert_page_shows
+from tests.support.live_examples import assert_page_shows, run_here
 from topograph_slurm.cli.main import main
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import builtin_templates
@@ -167,20 +167,7 @@ def test_reconfigure_applies_skips_and_rolls_back(
         shutil.rmtree(tmp_path / "state")
         (tmp_path / "topology.conf.rejected").unlink()
         subprocess.run(["scontrol", "reconfigure"], env=env, check=True, timeout=120)
-        assert_page_shows("docs/keep-true.md", 1, lambda line: _terminal(tmp_path, env, line))
-
-
-def _terminal(cwd: Path, env: dict[str, str], line: str) -> str:
-    """A docs line run on the host as a terminal shows it: stdout and stderr as one."""
-    done = subprocess.run(
-        ["bash", "-c", f"{{ {line}\n}} 2>&1"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return done.stdout
+        assert_page_shows("docs/keep-true.md", 1, lambda line: run_here(tmp_path, env, line))
 
 
 YAML_START = """\

@@ -11,13 +11,17 @@ or listed in :data:`UNCLAIMED` with the reason.
 from __future__ import annotations
 
 import difflib
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 from tests.conftest import REPO
 from tests.product.examples import Example, examples, matches
 
 #: Live examples no integration test runs yet, and why (page, ordinal) -> reason.
 UNCLAIMED: dict[tuple[str, int], str] = {
+    ("docs/amd.md", 1): "AMD nodes (none here): tests/unit/test_collect_amd.py collects from "
+    "nodes whose rocm-smi answers are real captures replayed",
     ("docs/bench.md", 1): "nccl-tests on GPUs (none here); tests/integration/test_bench.py runs "
     "the same sweep through real srun with a stand-in binary replaying recorded output, whose "
     "figures are not the page's",
@@ -56,3 +60,18 @@ def assert_page_shows(page: str, ordinal: int, run: Callable[[str], str]) -> Non
             diff = difflib.unified_diff(list(command.expected), got, "page", "printed", lineterm="")
             problems.append(f"{example.page}:{command.line}: $ {command.shell}\n" + "\n".join(diff))
     assert not problems, "\n\n".join(problems)
+
+
+def run_here(cwd: Path, env: dict[str, str], line: str) -> str:
+    """A docs line run on this host in *cwd* as a terminal shows it: stdout and stderr as
+    one stream."""
+    done = subprocess.run(
+        ["bash", "-c", f"{{ {line}\n}} 2>&1"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return done.stdout

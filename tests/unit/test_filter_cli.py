@@ -117,7 +117,7 @@ def test_only_on_change_and_check(tmp_path: Path) -> None:
     check = generate(cfg, out, *topo, "--check")
     assert check.exit_code == Exit.DIFFERS
     assert "-      base_block = 8," in check.stdout and "+      base_block = 4," in check.stdout
-    assert "1 of 5 files out of date" in check.stderr
+    assert "1 of 5 filter files out of date" in check.stderr
     assert (out / "job_submit.lua").read_text() == stale  # --check never writes
 
     fixed = generate(cfg, out, *topo)

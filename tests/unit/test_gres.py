@@ -311,7 +311,7 @@ def test_topo_matrix_dash_reads_stdin() -> None:
 def test_both_captures_from_stdin_is_a_usage_error() -> None:
     code, out, err = _run("--topo-matrix", "-", "--nodes", "gpu1", "--nvidia-smi-q", "-")
     assert code == 2 and out == "" and err.count("\n") == 1
-    assert "only one of --topo-matrix and --nvidia-smi-q can be stdin" in err
+    assert "only one of --topo-matrix and --nvidia-smi-q (--rocm-smi-product) can be stdin" in err
 
 
 def test_json_is_the_plan_as_data(tmp_path: Path) -> None:

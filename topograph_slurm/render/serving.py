@@ -161,6 +161,7 @@ def _instance(
     nics = list(dict.fromkeys(nic for rank in ranks for nic in rank.nics))
     cpus = sorted({cpu for rank in ranks for cpu in rank.cpus})
     binding = {  # one process for all the instance's GPUs: order.binding.macros.j2's env()
+        "visible_devices": ranks[0].visible_devices if ranks else "CUDA_VISIBLE_DEVICES",
         "gpu": ",".join(map(str, one.gpus)),
         "nics": nics,
         "cpus": cpus,
