@@ -8,7 +8,14 @@ from typing import Any
 import click
 
 from topograph_slurm.app import occupancy
-from topograph_slurm.cli.options import METRICS_FILE, fabric_options, warn, write_output
+from topograph_slurm.cli.options import (
+    ASCII_INT,
+    METRICS_FILE,
+    fabric_options,
+    log,
+    warn,
+    write_output,
+)
 from topograph_slurm.cli.placement import TOPOLOGY_OPTION, split_flags
 from topograph_slurm.errors import Exit
 from topograph_slurm.render.environment import environment
@@ -26,9 +33,41 @@ from topograph_slurm.render.environment import environment
     "node_exporter's textfile collector, which reads *.prom only, as generate --metrics).",
 )
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@click.option(
+    "--keep-whole",
+    is_flag=True,
+    help="Also print the scontrol update lines that keep whole free units whole: Weight "
+    "raised (and the topo_keep feature) on every node of a unit no job holds any of, so "
+    "Slurm fills partly used units first (a dry run: exit 1 when lines are pending).",
+)
+@click.option(
+    "--reset",
+    is_flag=True,
+    help="Instead, the lines that take every keep offset and feature off again.",
+)
+@click.option(
+    "--apply",
+    is_flag=True,
+    help="Run those lines (--keep-whole implied), only for nodes whose values change.",
+)
+@click.option(
+    "--keep-weight",
+    "occupancy_keep_weight",
+    type=ASCII_INT,
+    metavar="N",
+    help="Added to the Weight of a whole free unit's nodes (default 100; below health's "
+    "--degraded-weight, so a degraded node stays last).",
+)
 @click.pass_context
 def occupancy_command(
-    ctx: click.Context, /, metrics_file: str | None, as_json: bool, **flags: Any
+    ctx: click.Context,
+    /,
+    metrics_file: str | None,
+    as_json: bool,
+    keep_whole: bool,
+    reset: bool,
+    apply: bool,
+    **flags: Any,
 ) -> None:
     """Show GPUs busy, free and down per unit at the TP home level (NVLink domain or block,
     else leaf), overall and per partition, from `scontrol show nodes --json` and `scontrol
@@ -41,19 +80,36 @@ def occupancy_command(
     timer runs it), non-zero only on an error: a topology file or fabric source that places
     none of Slurm's nodes is one (exit 3), so are node names outside Slurm's name rule.
 
+    --keep-whole adds the Weight offsets that keep whole units free (docs/occupancy.md);
+    --apply runs them (exit 0, 10 when Slurm refused a line); --reset takes them off.
+
     \b
     Examples:
       topograph-slurm occupancy
       topograph-slurm occupancy --topology /etc/slurm/topology.conf --json
       topograph-slurm occupancy --metrics /var/lib/node_exporter/topograph_occupancy.prom
+      topograph-slurm occupancy --apply
     """
     settings, topology, _ = split_flags(ctx, flags, ())
     found = occupancy.read_occupancy(settings, topology, warn)
     env = environment(None)
+    from topograph_slurm.render.health import render_commands
     from topograph_slurm.render.occupancy import render_occupancy, render_occupancy_metrics
 
-    text = render_occupancy(env, found, "json" if as_json else "text")  # before any write
+    keep: dict[str, Any] | None = None
+    commands: list[str] = []
+    if keep_whole or reset or apply:
+        plan = occupancy.keep_plan(settings, topology, warn, reset=reset)
+        commands = render_commands(env, plan)
+        keep = {"reset": reset, "weight": settings.occupancy_keep_weight, "commands": commands}
+    text = render_occupancy(env, found, "json" if as_json else "text", keep)  # before any write
     if metrics_file:
         write_output(ctx, metrics_file, render_occupancy_metrics(env, found))
     click.echo(text, nl=False)
+    if not commands:
+        ctx.exit(Exit.OK)
+    if not apply:
+        ctx.exit(Exit.DIFFERS)
+    occupancy.apply_keep(settings, commands, lambda line: log(ctx, f"applied: {line}"))
+    log(ctx, f"occupancy: {len(commands)} command(s) applied")
     ctx.exit(Exit.OK)
