@@ -80,8 +80,9 @@ def occupancy_command(
     timer runs it), non-zero only on an error: a topology file or fabric source that places
     none of Slurm's nodes is one (exit 3), so are node names outside Slurm's name rule.
 
-    --keep-whole adds the Weight offsets that keep whole units free (docs/occupancy.md);
-    --apply runs them (exit 0, 10 when Slurm refused a line); --reset takes them off.
+    --keep-whole also prints the scontrol update lines of the Weight offsets that keep whole
+    units free (docs/occupancy.md; exit 1 while lines are pending); --apply runs them (exit
+    0, 10 when Slurm refused one); --reset: the lines that take them off.
 
     \b
     Examples:
