@@ -13,6 +13,10 @@ once per policy, one policy after the other on the same cluster:
 - ``tp-size``: the same plus ``--tp-size=tp``; the filters turn it into ``--segment=tp/8``
   (block) or ``--switches`` (tree) when a TP group spans nodes and leave the job alone when it
   fits one node.
+- ``keep``: ``tp-size``'s jobs, and ``topograph-slurm occupancy --apply`` (through a host
+  ``scontrol`` shim) after every burst and every 2 s poll: Weight +100 on the nodes of every
+  whole free block or leaf, so Slurm fills partly used units first (issue 40); ``--reset
+  --apply`` after the stream.
 - ``whole-unit`` (block, idle cluster only): every job in whole units: ``--segment=n`` when it
   fits one block (the job sits in one block), else whole blocks: ``-N`` rounded up to a multiple
   of the block size with ``--segment=<block size>`` (the job runs on the first n nodes).
@@ -44,6 +48,7 @@ import json
 import math
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,7 +81,7 @@ from topograph_slurm.slurm.jobs import parse_scontrol_job  # noqa: E402
 from topograph_slurm.slurm.nodes import parse_node_table, slurm_rank_order  # noqa: E402
 
 GPUS_PER_NODE = 8
-POLICIES = ("plain", "tp-size", "whole-unit")
+POLICIES = ("plain", "tp-size", "whole-unit", "keep")
 #: Job sizes (nodes) and how often each comes up: many small jobs, some over one block.
 NODE_WEIGHTS = {1: 14, 2: 18, 3: 8, 4: 18, 6: 8, 8: 16, 12: 8, 16: 10}
 TP_CHOICES = (4, 8, 16, 32, 64)
@@ -152,7 +157,7 @@ def policy_args(policy: str, job: JobSpec, block_size: int) -> str:
     base = f"--exclusive -N {nodes} -t {TIME_LIMIT_MIN} -o /dev/null -J bench-{job.index}"
     if policy == "plain":
         return base
-    if policy == "tp-size":
+    if policy in ("tp-size", "keep"):
         return f"{base} --tp-size={job.tp}"
     if policy == "whole-unit":
         return f"{base} --segment={min(nodes, block_size)}"
@@ -441,6 +446,16 @@ class Bench:
         self.busy = fragment_nodes(self.units, fragment, seed) if fragment else []
         text = cluster.exec(["scontrol", "show", "nodes", "--json"]).check("nodes").stdout
         self.node_table = parse_node_table(text)
+        self.shim_env = cluster.shims(Path(tempfile.mkdtemp()) / "shims", ["scontrol"])
+        self.steered = 0
+
+    def steer(self, *args: str) -> None:
+        """``occupancy --apply`` (the ``keep`` policy) on the topology slurmctld runs."""
+        argv = ["topograph-slurm", "occupancy", "--apply", *args]
+        done = subprocess.run(argv, env=self.shim_env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"occupancy --apply failed ({done.returncode}): {done.stderr}")
+        self.steered += 1
 
     def submit(self, policy: str, burst: Sequence[JobSpec]) -> dict[str, JobSpec]:
         """A burst in one exec (several sbatch at once); job id -> spec."""
@@ -498,13 +513,19 @@ class Bench:
             time.sleep(max(0.0, t0 + arrival - time.monotonic()))
             jobs |= self.submit(policy, [j for j in stream if j.arrival == arrival])
             self.snapshot(seen, ranked)
+            if policy == "keep":
+                self.steer()
         while not all(seen.get(i, {}).get("JobState") in DONE for i in jobs):
             if time.monotonic() - t0 > timeout:
                 self.cluster.exec(["scancel", *jobs])
                 break
             time.sleep(2)
             self.snapshot(seen, ranked)
+            if policy == "keep":
+                self.steer()
         self.snapshot(seen, ranked)
+        if policy == "keep":
+            self.steer("--reset")
         if background:
             self.cluster.exec(["scancel", *background])
         self.cluster.wait_idle(timeout=120)

@@ -314,6 +314,12 @@ class Settings:
     )
     #: health: drain drain-worthy nodes (false: only weight and label them)
     health_drain: bool = True
+    #: occupancy --apply: added to the Weight of every node of a whole free unit, so small
+    #: jobs fill partly used units first; below health_weight (a degraded node stays last)
+    occupancy_keep_weight: int = field(
+        default=100,
+        metadata=_rule(low=1, high=1_000_000_000, integer=True, flag="--keep-weight"),
+    )
 
     #: How long a node Slurm still lists but the sweep missed keeps its last place (``7d``,
     #: ``36h``, ``0`` = off); see topology.keep_missing and README "Nodes that are off".

@@ -22,6 +22,9 @@ from tests.product.examples import Example, examples, matches
 UNCLAIMED: dict[tuple[str, int], str] = {
     ("docs/amd.md", 1): "AMD nodes (none here): tests/unit/test_collect_amd.py collects from "
     "nodes whose rocm-smi answers are real captures replayed",
+    ("docs/occupancy.md", 1): "the page's cluster of one partly used and several whole free "
+    "units; tests/integration/test_occupancy_keep.py applies the same lines on 24.11 and 26.05 "
+    "and checks where Slurm then places a job",
     ("docs/bench.md", 1): "nccl-tests on GPUs (none here); tests/integration/test_bench.py runs "
     "the same sweep through real srun with a stand-in binary replaying recorded output, whose "
     "figures are not the page's",

@@ -3,12 +3,15 @@ topology slurmctld runs), Slurm's nodes and jobs, and what fills which unit."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from topograph_slurm.analysis.occupancy.units import node_states, report, unplaced
 from topograph_slurm.app.fabric import Warn, given_sources
 from topograph_slurm.app.view import FabricView, from_settings
 from topograph_slurm.config import Settings
-from topograph_slurm.errors import InputError
+from topograph_slurm.errors import ConfigError, InputError
 from topograph_slurm.model import names
+from topograph_slurm.model.health import HealthPlan
 from topograph_slurm.model.occupancy import OccupancyReport
 from topograph_slurm.slurm.jobs import scontrol_jobs
 from topograph_slurm.slurm.nodes import scontrol_node_gpus
@@ -44,3 +47,30 @@ def view_node_states(settings: Settings, view: FabricView) -> dict[str, str]:
     nodes = scontrol_node_gpus(scontrol)
     found = report(view.fmap, nodes, scontrol_jobs(scontrol)).fabric
     return node_states(view.fmap, nodes, found)
+
+
+def keep_plan(settings: Settings, topology: str | None, warn: Warn, *, reset: bool) -> HealthPlan:
+    """``occupancy --apply``'s changes: the keep offset on the nodes of every whole free unit
+    and off everywhere else (everywhere with *reset*), only where Slurm's value differs; a
+    plan of health's kind, so its commands render and run as health's do."""
+    from topograph_slurm.analysis.occupancy.steer import KeepPolicy, keep_changes
+    from topograph_slurm.slurm.nodes import scontrol_node_states
+
+    if settings.occupancy_keep_weight >= settings.health_weight:
+        raise ConfigError(
+            f"occupancy_keep_weight ({settings.occupancy_keep_weight}) must be below "
+            f"health_weight ({settings.health_weight}): a degraded node must stay last"
+        )
+    view = from_settings(settings, topology, warn, running=True, facts=False)
+    scontrol = Scontrol.from_settings(settings)
+    nodes, current = scontrol_node_gpus(scontrol), scontrol_node_states(scontrol)
+    names.check([node.name for node in nodes], "node", "scontrol show nodes --json")
+    policy = KeepPolicy(settings.health_feature_prefix, settings.occupancy_keep_weight)
+    return HealthPlan(keep_changes(view.fmap, nodes, current, policy, reset=reset), [], [])
+
+
+def apply_keep(settings: Settings, commands: list[str], done: Callable[[str], None]) -> None:
+    """Run the keep plan's ``scontrol update`` lines, as ``health --apply`` runs its own."""
+    from topograph_slurm.app.health import apply
+
+    apply(settings, commands, done)

@@ -13,14 +13,16 @@ from topograph_slurm.model.job import TpRecord
 @dataclass(frozen=True, slots=True)
 class NodeGpus:
     """One Slurm node's GPUs: configured (``gres``), allocated (``gres_used``, or all of them
-    when the node is ALLOCATED whole), whether it takes no job (down, drained, failing) and
-    the partitions it is in."""
+    when the node is ALLOCATED whole), whether it takes no job (down, drained, failing), the
+    partitions it is in, and whether any job holds some of it (ALLOCATED or MIXED: a CPU-only
+    job uses no GPU but still breaks a whole free unit)."""
 
     name: str
     gpus: int
     used: int
     down: bool = False
     partitions: tuple[str, ...] = ()
+    allocated: bool = False
 
     @property
     def busy(self) -> int:

@@ -47,8 +47,15 @@ def _occupancy(occupancy: Occupancy) -> dict[str, Any]:
     }
 
 
-def render_occupancy(env: jinja2.Environment, report: OccupancyReport, fmt: str) -> str:
-    data = occupancy_data(report)
+def render_occupancy(
+    env: jinja2.Environment,
+    report: OccupancyReport,
+    fmt: str,
+    keep: dict[str, Any] | None = None,
+) -> str:
+    """The report; with *keep* (``--keep-whole``/``--reset``: ``{"reset": bool, "weight": N,
+    "commands": [...]}``) also the ``scontrol update`` lines of the keep offsets."""
+    data = occupancy_data(report) | ({"keep": keep} if keep is not None else {})
     if fmt == "json":  # docs/occupancy.md: topograph-slurm-occupancy version 1
         data = {"format": "topograph-slurm-occupancy", "version": 1, **data}
         return json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -89,10 +89,14 @@ _NO_NEW_JOBS = frozenset(
 )
 
 
+#: Base states of a node some job holds part or all of.
+_HELD = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
+
+
 def parse_node_gpus(data: bytes | str) -> list[NodeGpus]:
     """Each node's GPUs from ``scontrol show nodes --json``: ``gres`` (configured), the
     allocated ``gres_used`` (all of them on an ALLOCATED node: no CPU is left to use the rest),
-    whether its state takes no new job, and ``partitions``."""
+    whether its state takes no new job, ``partitions``, and whether a job holds any of it."""
     return [_node_gpus(node) for node in _records(data)]
 
 
@@ -100,7 +104,10 @@ def _node_gpus(node: Node) -> NodeGpus:
     state = set(_names(node.state))
     gpus = gres_gpus(node.gres or "")
     used = gpus if "ALLOCATED" in state else gres_gpus(node.gres_used or "")
-    return NodeGpus(node.name, gpus, used, bool(state & _NO_NEW_JOBS), _names(node.partitions))
+    held = bool(state & _HELD) or used > 0
+    return NodeGpus(
+        node.name, gpus, used, bool(state & _NO_NEW_JOBS), _names(node.partitions), held
+    )
 
 
 def scontrol_node_gpus(scontrol: Scontrol) -> list[NodeGpus]:

@@ -12,7 +12,9 @@ compare with is always Slurm's own, read fresh each run, and nothing of ours is 
   slurmctld.
 - **Features**: ours start with the prefix and are replaced; every other feature (an admin's)
   stays, in its order. Active features follow the same rule. The prefix's ``pool_`` features
-  are ``pools --apply``'s (:data:`POOL_FEATURES`), which follows the same rule for its own.
+  are ``pools --apply``'s (:data:`POOL_FEATURES`), which follows the same rule for its own;
+  the prefix's ``keep`` is ``occupancy --apply``'s (:data:`KEEP_FEATURE`), the mark of its own
+  Weight offset, which health's offset adds to (analysis/occupancy/steer.py).
 - **Drain**: ours carry :data:`REASON_PREFIX`; only those are resumed when the node is healthy
   again, and a drain by anyone else is left alone. Right after a slurmctld restart a node is
   ``UNKNOWN`` until its slurmd registers, and Slurm refuses to resume it then ("Invalid node
@@ -46,6 +48,9 @@ REASON_PREFIX = "topograph:"
 #: The features under the prefix that ``pools --apply`` sets (``<prefix>pool_<role>``): not
 #: health's, so health leaves them as they are (and pools leaves health's).
 POOL_FEATURES = "pool_"
+#: The feature under the prefix that ``occupancy --apply`` sets on the nodes of a whole free
+#: unit (its Weight offset is in effect): not health's either.
+KEEP_FEATURE = "keep"
 #: Health class feature (after the prefix) of each verdict.
 CLASS = {HEALTHY: "ok", DEGRADED: "degraded", DRAIN: "drain"}
 _PENALISED = (DEGRADED, DRAIN)
@@ -74,9 +79,9 @@ class HealthPolicy:
         return tuple(ours)
 
     def owns(self, feature: str) -> bool:
-        """A feature health sets: the prefix's, but not the pools'."""
-        return feature.startswith(self.prefix) and not feature.startswith(
-            self.prefix + POOL_FEATURES
+        """A feature health sets: the prefix's, but not the pools' nor occupancy's."""
+        return feature.startswith(self.prefix) and not (
+            feature.startswith(self.prefix + POOL_FEATURES) or feature == self.prefix + KEEP_FEATURE
         )
 
     def marked(self, node: SlurmNode) -> bool:
