@@ -1,7 +1,7 @@
 """Guarded, atomic, only-on-change writes of every file the tool produces.
 
 This is the only module that writes: generate's topology and filters, every command's
-``-o``/``--out``/``--metrics`` (:func:`write_output`), trees of files (pools ``--out``,
+``-o``/``--out-dir``/``--metrics`` (:func:`write_output`), trees of files (pools ``--out-dir``,
 snapshots: :func:`write_directory`), the kept state and the job records' parts. Every rule
 here exists because the files are read by a live ``slurmctld`` and rewritten from cron:
 
@@ -220,7 +220,7 @@ def write_output(
     show_diff: bool = False,
     lock_timeout: float = 30.0,
 ) -> WriteOutcome:
-    """Write one output file of a command (``-o``, ``--out``, ``--metrics``, ``--report``) as
+    """Write one output file of a command (``-o``, ``--out-dir``, ``--metrics``, ``--report``) as
     generate writes its topology, without the shrink guard: a file name, never a directory's
     (``DIR/``, ``/``, ``.``: :func:`file_name`); atomic; only on change; under its lock in
     *state_dir* (which is made when missing, and a lock an older release left beside the

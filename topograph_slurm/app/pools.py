@@ -141,7 +141,7 @@ def write_out(
     settings: Settings,
     serving: Mapping[str, Any] | None = None,
 ) -> Path:
-    """``--out DIR``: the instances' hostfiles, the hetjob line, the plan and the launchers'
+    """``--out-dir DIR``: the instances' hostfiles, the hetjob line, the plan and the launchers'
     files (*serving*: :func:`.render.serving.serving_context`), replacing the directory as a
     whole (a new one, an empty one, or one a previous run wrote: :func:`_ours_or_empty`),
     under its lock in the state directory."""

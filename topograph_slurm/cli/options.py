@@ -373,7 +373,8 @@ class Command(click.Command):
         own: list[tuple[str, str]] = []
         sections: dict[str, list[tuple[str, str]]] = {}
         for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
+            # click 8.5 lists arguments too; ours are named in the usage line and the text
+            record = None if isinstance(param, click.Argument) else param.get_help_record(ctx)
             if record is None:
                 continue
             heading = getattr(param, "heading", None)

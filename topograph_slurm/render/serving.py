@@ -1,4 +1,4 @@
-"""``pools --format dynamo|srt-slurm|sglang|vllm`` and the launcher files ``--out DIR`` writes
+"""``pools --format dynamo|srt-slurm|sglang|vllm`` and the launcher files ``--out-dir DIR`` writes
 beside the hostfiles: the plan as the serving frameworks take it. The names each file uses were
 read from the frameworks' own sources (docs/pools.md, "For the launchers", cites them); the
 syntax is the templates'.
@@ -27,7 +27,7 @@ from topograph_slurm.render.environment import render
 
 #: ``pools --format`` values that render a launcher's files (the rest are the plan and bindings).
 SERVING_FORMATS = ("dynamo", "srt-slurm", "sglang", "vllm")
-#: ``--out DIR``'s launcher files (one per format that is one file), and the domain tree.
+#: ``--out-dir DIR``'s launcher files (one per format that is one file), and the domain tree.
 SCRIPT_FILES = {"sglang": "sglang.sh", "vllm": "vllm.sh"}
 SRT_FILES = ("srt-slurm.yaml", "srt-slurm.sh")
 DYNAMO_DIR = "dynamo"
@@ -96,7 +96,7 @@ def render_serving(env: jinja2.Environment, context: Mapping[str, Any], fmt: str
 
 
 def serving_files(env: jinja2.Environment, context: Mapping[str, Any]) -> dict[str, str]:
-    """``--out DIR``'s launcher files: both scripts, srt-slurm's recipe fields and submit
+    """``--out-dir DIR``'s launcher files: both scripts, srt-slurm's recipe fields and submit
     script, each instance's ``NAME.dynamo.env`` and ``dynamo/NODE/DOMAIN`` files."""
     files = {name: render_serving(env, context, fmt) for fmt, name in SCRIPT_FILES.items()}
     files["srt-slurm.yaml"] = render_serving(env, context, "srt-slurm")
